@@ -1,0 +1,65 @@
+"""lexmem — local-first memory for AI agents and the people who work with them.
+
+The core package: no Qt here (the desktop layer lives in ``ui``). Heavy
+libraries (LanceDB, fastembed, DuckDB) load when first used, so importing
+``lexmem`` is cheap.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any
+
+__version__ = "0.1.0"
+
+__all__ = [
+    "Changes",
+    "Lexmem",
+    "LexmemError",
+    "Memory",
+    "MemoryContext",
+    "MemoryFilter",
+    "MemoryLink",
+    "MemorySource",
+    "MemoryStatus",
+    "MemoryType",
+    "TypeClassification",
+    "__version__",
+]
+
+if TYPE_CHECKING:
+    from .api import Lexmem
+    from .errors import LexmemError
+    from .models import (
+        Changes,
+        Memory,
+        MemoryContext,
+        MemoryLink,
+        MemorySource,
+        MemoryStatus,
+        MemoryType,
+        TypeClassification,
+    )
+    from .store import MemoryFilter
+
+_LAZY = {
+    "Lexmem": "api",
+    "LexmemError": "errors",
+    "MemoryFilter": "store",
+    "Changes": "models",
+    "Memory": "models",
+    "MemoryContext": "models",
+    "MemoryLink": "models",
+    "MemorySource": "models",
+    "MemoryStatus": "models",
+    "MemoryType": "models",
+    "TypeClassification": "models",
+}
+
+
+def __getattr__(name: str) -> Any:
+    module = _LAZY.get(name)
+    if module is None:
+        raise AttributeError(f"module 'lexmem' has no attribute {name!r}")
+    import importlib
+
+    return getattr(importlib.import_module(f".{module}", __name__), name)

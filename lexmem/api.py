@@ -1,0 +1,390 @@
+"""lexmem's public core API: one object per data folder, one method per user action.
+
+:class:`Lexmem` is the composition root of the core: it reads the settings
+once, builds the embedder, store, encoder and searcher, and hands each only
+what it needs. Every mutation returns :class:`~lexmem.models.Changes`, so the
+CLI, the desktop app and the context digests all learn what changed the same way.
+"""
+
+from __future__ import annotations
+
+import itertools
+import logging
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from .config import Paths, Settings, load_settings, resolve_paths, secure_umask
+from .embedder import Embedder
+from .encoder import EncoderOptions, LlmClassifier, MemoryEncoder
+from .errors import InvalidInputError
+from .models import (
+    Changes,
+    ConfidencePoint,
+    Memory,
+    MemoryContext,
+    MemoryLink,
+    MemorySource,
+    MemoryStatus,
+    MemoryType,
+    TypeClassification,
+    fingerprint,
+    make_title,
+)
+from .search import Searcher, SearchResult
+from .store import MemoryFilter, MemoryStore
+
+__all__ = ["Lexmem", "MemoryDetail", "RememberResult"]
+
+log = logging.getLogger("lexmem")
+
+
+@dataclass(slots=True)
+class RememberResult:
+    memories: list[Memory]
+    classification: TypeClassification
+    changes: Changes
+
+
+@dataclass(slots=True)
+class MemoryDetail:
+    """A memory with everything around it: links, chain, trajectory."""
+
+    memory: Memory
+    links_from: list[MemoryLink] = field(default_factory=list)
+    links_to: list[MemoryLink] = field(default_factory=list)
+    newer: list[Memory] = field(default_factory=list)
+    older: list[Memory] = field(default_factory=list)
+    confidence: list[ConfidencePoint] = field(default_factory=list)
+
+    def to_dict(self) -> dict[str, Any]:
+        def link(lk: MemoryLink) -> dict[str, Any]:
+            return {"from": lk.from_id, "to": lk.to_id, "type": lk.link_type, "strength": lk.strength,
+                    "created_at": lk.created_at.isoformat()}  # fmt: skip
+
+        return {
+            **self.memory.to_dict(),
+            "links_from": [link(lk) for lk in self.links_from],
+            "links_to": [link(lk) for lk in self.links_to],
+            "superseded_by_chain": [m.id for m in self.newer],
+            "supersedes_chain": [m.id for m in self.older],
+            "confidence_history": [
+                {"confidence": p.confidence, "recorded_at": p.recorded_at.isoformat()}
+                for p in self.confidence
+            ],
+        }
+
+
+class Lexmem:
+    """The core, opened on one data folder."""
+
+    def __init__(
+        self,
+        paths: Paths,
+        settings: Settings,
+        *,
+        llm: LlmClassifier | None = None,
+        embedder: Embedder | None = None,
+    ) -> None:
+        self.paths = paths
+        self.settings = settings
+        # An embedder may be shared (one loaded model serving several stores in one process).
+        self.embedder = embedder or Embedder(settings.embedding, paths.models)
+        self.store = MemoryStore(
+            paths,
+            dim=settings.embedding.dim,
+            space_id=self.embedder.space_id,
+            settings=settings.store,
+        )
+        self.encoder = MemoryEncoder(self.embedder, options=EncoderOptions(), llm=llm)
+        self.searcher = Searcher(self.store, self.embedder, settings.search)
+
+    @classmethod
+    def open(
+        cls,
+        home: Path | str | None = None,
+        *,
+        settings: Settings | None = None,
+        llm: LlmClassifier | None = None,
+        embedder: Embedder | None = None,
+    ) -> Lexmem:
+        """Open (creating if needed) the data folder: ``home``, else ``LEXMEM_HOME``, else the platform's."""
+        paths = Paths(Path(home).expanduser().absolute()) if home is not None else resolve_paths()
+        paths.ensure()
+        lm = cls(paths, settings or load_settings(paths), llm=llm, embedder=embedder)
+        lm.store.open()
+        return lm
+
+    def close(self) -> None:
+        self.store.close()
+
+    def __enter__(self) -> Lexmem:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    # -- ids ----------------------------------------------------------------
+
+    def resolve(self, ident: str) -> str:
+        """A full memory id from an id or a unique prefix."""
+        return self.store.resolve_id(ident)
+
+    def _require_current_space(self) -> None:
+        if self.store.needs_reembed:
+            raise InvalidInputError(
+                f"the embedding model changed ({self.store.stored_space} → {self.embedder.space_id}); "
+                "run `lexmem reembed` first"
+            )
+
+    # -- remembering ----------------------------------------------------------
+
+    def classify(self, text: str) -> TypeClassification:
+        if not text.strip():
+            raise InvalidInputError("nothing to classify: the text is empty")
+        return self.encoder.classify_type(text)
+
+    def remember(
+        self,
+        text: str,
+        *,
+        type: MemoryType | None = None,
+        project: str | None = None,
+        title: str | None = None,
+        pin: bool = False,
+        source: MemorySource = MemorySource.EXPLICIT,
+        context: MemoryContext | None = None,
+    ) -> RememberResult:
+        """Store what the user (or a capture) asked to keep; long text becomes linked chunks."""
+        text = text.strip()
+        if not text:
+            raise InvalidInputError("nothing to remember: the text is empty")
+        self._require_current_space()
+        ctx = context or MemoryContext(
+            source=source,
+            project=project,
+            title=title,
+            pinned=pin,
+            user_id=self.settings.store.user_id,
+        )
+        if type is None:
+            cls_ = self.encoder.classify_type(text)
+            memories = self.encoder.encode_classified(text, cls_, ctx)
+        else:
+            memories = self.encoder.encode_with_type(text, type, ctx)
+            cls_ = TypeClassification(
+                type, 1.0, memories[0].classification_method, "given by the caller"
+            )
+        self.store.store_many(memories)
+        links = False
+        for prev, nxt in itertools.pairwise(memories):
+            self.store.store_link(MemoryLink(nxt.id, prev.id, "continues", 1.0))
+            links = True
+        return RememberResult(
+            memories, cls_, Changes(created=tuple(m.id for m in memories), links=links, counts=True)
+        )
+
+    # -- reading --------------------------------------------------------------
+
+    def get(self, ident: str) -> Memory:
+        return self.store.get(self.resolve(ident))
+
+    def detail(self, ident: str) -> MemoryDetail:
+        mid = self.resolve(ident)
+        return MemoryDetail(
+            memory=self.store.get(mid, with_embedding=False),
+            links_from=self.store.get_links_from(mid),
+            links_to=self.store.get_links_to(mid),
+            newer=self.store.supersede_chain(mid, forward=True),
+            older=self.store.supersede_chain(mid, forward=False),
+            confidence=self.store.confidence_history(mid),
+        )
+
+    def list_memories(
+        self,
+        flt: MemoryFilter | None = None,
+        *,
+        sort: str = "created",
+        limit: int | None = 50,
+        offset: int = 0,
+    ) -> list[Memory]:
+        return self.store.list_memories(flt, sort=sort, limit=limit, offset=offset)
+
+    def count(self, flt: MemoryFilter | None = None) -> int:
+        return self.store.count(flt)
+
+    def search(
+        self,
+        query: str,
+        flt: MemoryFilter | None = None,
+        *,
+        limit: int | None = None,
+        mode: str = "hybrid",
+        record_access: bool = True,
+    ) -> SearchResult:
+        if mode != "bm25":
+            self._require_current_space()
+        return self.searcher.search(
+            query,
+            flt,
+            limit=limit or self.settings.search.default_limit,
+            mode=mode,
+            record_access=record_access,
+        )
+
+    # -- changing ---------------------------------------------------------------
+
+    def pin(self, ident: str, pinned: bool = True) -> Changes:
+        mid = self.resolve(ident)
+        self.store.set_pinned(mid, pinned)
+        return Changes(updated=(mid,))
+
+    def archive(self, ident: str) -> Changes:
+        mid = self.resolve(ident)
+        self.store.archive(mid)
+        return Changes(updated=(mid,), counts=True)
+
+    def restore(self, ident: str) -> Changes:
+        mid = self.resolve(ident)
+        self.store.restore(mid)
+        return Changes(updated=(mid,), counts=True)
+
+    def supersede(
+        self, old: str, *, by: str | None = None, with_text: str | None = None
+    ) -> tuple[Changes, str]:
+        """Replace ``old`` by an existing memory or by a new one written from ``with_text``."""
+        if (by is None) == (with_text is None):
+            raise InvalidInputError("supersede needs exactly one of a replacement id or a new text")
+        old_id = self.resolve(old)
+        created: tuple[str, ...] = ()
+        if by is not None:
+            new_id = self.resolve(by)
+        else:
+            previous = self.store.get(old_id, with_embedding=False)
+            result = self.remember(
+                with_text or "",
+                type=previous.type,
+                context=MemoryContext(
+                    source=previous.source, project=previous.project, user_id=previous.user_id,
+                    pinned=previous.pinned, learning_context=f"supersedes {old_id}",
+                ),
+            )  # fmt: skip
+            new_id = result.memories[0].id
+            created = result.changes.created
+        self.store.supersede(old_id, new_id)
+        return Changes(created=created, updated=(old_id,), links=True, counts=True), new_id
+
+    def edit(
+        self,
+        ident: str,
+        *,
+        content: str | None = None,
+        title: str | None = None,
+        type: MemoryType | None = None,
+        project: str | None = None,
+        salience: float | None = None,
+    ) -> Changes:
+        """Change a memory in place; new content is re-embedded."""
+        mid = self.resolve(ident)
+        current = self.store.get(mid, with_embedding=False)
+        fields: dict[str, Any] = {}
+        if content is not None:
+            content = content.strip()
+            if not content:
+                raise InvalidInputError(
+                    "the new content is empty (use `forget` to delete a memory)"
+                )
+            if content != current.content:
+                self._require_current_space()
+                fields["content"] = content
+                fields["embedding"] = [float(x) for x in self.embedder.embed_one(content)]
+                fields["word_count"] = len(content.split())
+                if title is None and current.title == make_title(current.content):
+                    fields["title"] = make_title(content)
+        if title is not None:
+            if not title.strip():
+                raise InvalidInputError("the title is empty")
+            fields["title"] = title.strip()
+        if type is not None:
+            fields["type"] = type
+        if project is not None:
+            fields["project"] = project or None
+        if salience is not None:
+            if not 0.0 <= salience <= 1.0:
+                raise InvalidInputError(f"salience must be between 0 and 1, not {salience}")
+            fields["salience"] = salience
+        if not fields:
+            return Changes()
+        merged = current.replace(**{k: v for k, v in fields.items() if k != "embedding"})
+        fields["fingerprint"] = fingerprint(
+            merged.title, merged.content, merged.project, merged.type
+        )
+        self.store.edit(mid, **fields)
+        return Changes(updated=(mid,))
+
+    def forget(self, ident: str) -> Changes:
+        """Hard delete: the memory, its links and its history are gone for good."""
+        mid = self.resolve(ident)
+        successors = self.store.ids_with(f"superseded_by = '{mid}'")
+        self.store.delete(mid)
+        return Changes(updated=tuple(successors), deleted=(mid,), links=True, counts=True)
+
+    def link(self, a: str, b: str, link_type: str, strength: float = 0.5) -> Changes:
+        if not 0.0 <= strength <= 1.0:
+            raise InvalidInputError(f"strength must be between 0 and 1, not {strength}")
+        link_type = link_type.strip().lower()
+        self.store.store_link(MemoryLink(self.resolve(a), self.resolve(b), link_type, strength))
+        return Changes(links=True)
+
+    def decay(self, factor: float | None = None) -> tuple[Changes, int]:
+        n = self.store.decay_all(self.settings.store.decay_factor if factor is None else factor)
+        return Changes(counts=True), n
+
+    def reinforce(self, ident: str, boost: float = 0.1) -> Changes:
+        mid = self.resolve(ident)
+        self.store.reinforce(mid, boost)
+        return Changes(updated=(mid,))
+
+    # -- whole-store operations ---------------------------------------------------
+
+    def stats(self) -> dict[str, Any]:
+        from .lens import stats
+
+        data = stats(self.store)
+        data["data_folder"] = str(self.paths.home)
+        data["embedding_model"] = self.embedder.model_name
+        data["encoder"] = {
+            "encoded_by_type": dict(self.encoder.encoded_by_type),
+            "classifications_by_method": dict(self.encoder.classifications_by_method),
+        }
+        return data
+
+    def export(self, out: Path, fmt: str = "jsonl") -> dict[str, int]:
+        from .lens import export_store
+
+        return export_store(self.store, out, fmt)
+
+    def import_(
+        self, source: Path, progress: Callable[[int, int], None] | None = None
+    ) -> dict[str, int]:
+        from .lens import import_store
+
+        counts = import_store(self.store, source)
+        if counts.pop("needs_reembed", 0):
+            counts["reembedded"] = self.reembed(progress)
+        return counts
+
+    def reembed(self, progress: Callable[[int, int], None] | None = None) -> int:
+        """Recompute every vector with the configured model (after a model change)."""
+        with secure_umask():
+            return self.store.reembed(lambda texts: self.embedder.embed(texts), progress)
+
+    def optimize(self) -> None:
+        self.store.optimize()
+
+    def memories_for(self, ids: Sequence[str]) -> list[Memory]:
+        return self.store.get_many(list(ids))
+
+    def status_counts(self) -> dict[str, int]:
+        return {s.value: self.store.count(MemoryFilter(status=s)) for s in MemoryStatus}

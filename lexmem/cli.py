@@ -1,0 +1,723 @@
+"""The ``lexmem`` command line.
+
+Each command parses its arguments, calls one method of :class:`lexmem.api.Lexmem`
+and prints the result: a readable table, or JSON with ``--json``. Errors become
+one line on stderr and a non-zero exit code (2 for bad input, 3 for an unknown
+id, 1 otherwise); nothing is printed half-way.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import sys
+import textwrap
+from collections.abc import Callable, Iterator, Sequence
+from contextlib import contextmanager
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any, TypeVar
+
+import click
+
+from . import __version__
+from .errors import InvalidInputError, LexmemError
+
+__all__ = ["main"]
+
+F = TypeVar("F", bound=Callable[..., Any])
+
+TYPES = ["semantic", "episodic", "procedural"]
+STATUSES = ["active", "archived", "superseded", "any"]
+SOURCES = [
+    "hook_event", "agent_response", "markdown_chunk", "conversation", "correction",
+    "configuration", "workflow", "search_confirmation", "explicit",
+]  # fmt: skip
+
+
+class Ctx:
+    """Per-invocation state: where the data lives, and the opened core (lazily)."""
+
+    def __init__(self, home: str | None) -> None:
+        self.home = home
+        self._lm: Any = None
+
+    def lm(self) -> Any:
+        if self._lm is None:
+            from .api import Lexmem
+
+            self._lm = Lexmem.open(self.home)
+        return self._lm
+
+    def close(self) -> None:
+        if self._lm is not None:
+            self._lm.close()
+
+
+pass_ctx = click.make_pass_decorator(Ctx)
+
+
+def json_option(f: F) -> F:
+    return click.option("--json", "as_json", is_flag=True, help="Print JSON for scripts.")(f)
+
+
+def emit_json(data: Any) -> None:
+    click.echo(json.dumps(data, indent=2, ensure_ascii=False, default=str))
+
+
+def short(mid: str) -> str:
+    return mid[:8]
+
+
+def _width() -> int:
+    return max(60, min(shutil.get_terminal_size((120, 24)).columns, 160))
+
+
+def table(headers: Sequence[str], rows: Sequence[Sequence[Any]], flex: int = -1) -> None:
+    """A plain aligned table; column ``flex`` absorbs what the terminal lacks."""
+    if not rows:
+        return
+    cells = [[("" if v is None else str(v)).replace("\n", " ") for v in r] for r in rows]
+    widths = [max(len(h), *(len(r[i]) for r in cells)) for i, h in enumerate(headers)]
+    total = sum(widths) + 2 * (len(widths) - 1)
+    flex = flex % len(widths)
+    if total > _width():
+        widths[flex] = max(10, widths[flex] - (total - _width()))
+
+    def fmt(values: Sequence[str]) -> str:
+        out = []
+        for i, v in enumerate(values):
+            w = widths[i]
+            v = v if len(v) <= w else v[: w - 1] + "…"
+            out.append(v.ljust(w))
+        return "  ".join(out).rstrip()
+
+    click.echo(click.style(fmt(list(headers)), bold=True))
+    for r in cells:
+        click.echo(fmt(r))
+
+
+def when(value: datetime | None) -> str:
+    if value is None:
+        return "-"
+    return value.astimezone().strftime("%Y-%m-%d %H:%M")
+
+
+def parse_when(text: str | None, name: str) -> datetime | None:
+    if not text:
+        return None
+    try:
+        value = datetime.fromisoformat(text)
+    except ValueError as exc:
+        raise InvalidInputError(
+            f"{name} must be a date like 2026-01-31 or 2026-01-31T09:00, not {text!r}"
+        ) from exc
+    return value if value.tzinfo else value.astimezone(UTC)
+
+
+def read_text_arg(parts: Sequence[str]) -> str:
+    text = " ".join(parts)
+    if text == "-" or (not parts and not sys.stdin.isatty()):
+        text = sys.stdin.read()
+    return text
+
+
+@contextmanager
+def progress(label: str) -> Iterator[Callable[[int, int], None]]:
+    """A progress bar that appears once the total is known (stderr, TTYs only)."""
+    state: dict[str, Any] = {}
+
+    def update(done: int, total: int) -> None:
+        bar = state.get("bar")
+        if bar is None:
+            bar = click.progressbar(length=max(total, 1), label=label, file=sys.stderr)
+            bar.__enter__()
+            state["bar"] = bar
+        bar.update(done - state.get("done", 0))
+        state["done"] = done
+
+    try:
+        yield update
+    finally:
+        if "bar" in state:
+            state["bar"].__exit__(None, None, None)
+
+
+# -- the group ---------------------------------------------------------------
+
+
+class LexmemGroup(click.Group):
+    """Turns lexmem's errors into one line and an exit code."""
+
+    def invoke(self, ctx: click.Context) -> Any:
+        try:
+            return super().invoke(ctx)
+        except LexmemError as exc:
+            click.echo(f"lexmem: error: {exc}", err=True)
+            ctx.exit(exc.exit_code)
+        except (click.exceptions.Exit, click.exceptions.Abort, click.ClickException):
+            raise
+        except KeyboardInterrupt:
+            click.echo("lexmem: interrupted", err=True)
+            ctx.exit(130)
+        except Exception as exc:
+            if os.environ.get("LEXMEM_DEBUG"):
+                raise
+            first = str(exc).strip().splitlines()[0] if str(exc).strip() else ""
+            click.echo(
+                f"lexmem: internal error: {type(exc).__name__}: {first} (set LEXMEM_DEBUG=1 for the traceback)",
+                err=True,
+            )
+            ctx.exit(70)
+        finally:
+            obj = ctx.find_object(Ctx)
+            if obj is not None:
+                obj.close()
+
+
+@click.group(
+    cls=LexmemGroup,
+    invoke_without_command=True,
+    context_settings={"help_option_names": ["-h", "--help"]},
+)
+@click.option(
+    "--home",
+    envvar="LEXMEM_HOME",
+    type=click.Path(file_okay=False),
+    help="Data folder (default: $LEXMEM_HOME or the platform's).",
+)
+@click.version_option(__version__, prog_name="lexmem")
+@click.pass_context
+def cli(ctx: click.Context, home: str | None) -> None:
+    """lexmem — local-first memory for AI agents and the people who work with them."""
+    ctx.obj = Ctx(home)
+    if ctx.invoked_subcommand is None:
+        ctx.invoke(status)
+
+
+@cli.command()
+@json_option
+@pass_ctx
+def status(c: Ctx, as_json: bool) -> None:
+    """Where the data lives, what it holds, and how to start."""
+    lm = c.lm()
+    counts = lm.status_counts()
+    info = {
+        "version": __version__,
+        "data_folder": str(lm.paths.home),
+        "memories": counts,
+        "embedding_model": lm.embedder.model_name,
+    }
+    if as_json:
+        emit_json(info)
+        return
+    click.echo(f"lexmem {__version__} — local-first memory")
+    click.echo(f"  data folder   {lm.paths.home}")
+    click.echo(
+        f"  memories      {counts['active']} active, {counts['archived']} archived, {counts['superseded']} superseded"
+    )
+    click.echo(f"  model         {lm.embedder.model_name} (embedded, offline)")
+    click.echo("")
+    click.echo("Try:")
+    click.echo('  lexmem remember "The project uses PostgreSQL for data storage" --project demo')
+    click.echo('  lexmem search "which database do we use"')
+    click.echo("  lexmem list              lexmem stats              lexmem --help")
+
+
+@cli.command()
+@click.argument("text", nargs=-1)
+@click.option(
+    "--type", "mtype", type=click.Choice(["auto", *TYPES]), default="auto", show_default=True
+)
+@click.option("--project", help="A repository root or a project name.")
+@click.option("--title", help="A short title (default: the first sentence).")
+@click.option(
+    "--pin", is_flag=True, help="Pin it: it never decays and leads its project's context."
+)
+@json_option
+@pass_ctx
+def remember(
+    c: Ctx,
+    text: tuple[str, ...],
+    mtype: str,
+    project: str | None,
+    title: str | None,
+    pin: bool,
+    as_json: bool,
+) -> None:
+    """Remember TEXT (use - to read it from standard input)."""
+    from .models import MemoryType
+
+    body = read_text_arg(text)
+    result = c.lm().remember(
+        body,
+        type=None if mtype == "auto" else MemoryType(mtype),
+        project=project,
+        title=title,
+        pin=pin,
+    )
+    if as_json:
+        emit_json({
+            "ids": [m.id for m in result.memories],
+            "classification": result.classification.to_dict(),
+            "memories": [m.to_dict() for m in result.memories],
+        })  # fmt: skip
+        return
+    m = result.memories[0]
+    cls_ = result.classification
+    how = (
+        "given"
+        if cls_.method == "explicit"
+        else f"{cls_.method.replace('_', '-')}, {cls_.confidence:.0%}"
+    )
+    extra = f" in {len(result.memories)} chunks" if len(result.memories) > 1 else ""
+    click.echo(f"Remembered {short(m.id)} as {m.type} ({how}){extra}: {m.title}")
+
+
+def _filter(project: str | None, mtype: str | None, status: str | None, source: str | None = None,
+            pinned: bool | None = None, since: str | None = None, until: str | None = None) -> Any:  # fmt: skip
+    from .models import MemorySource, MemoryStatus, MemoryType
+    from .store import MemoryFilter
+
+    return MemoryFilter(
+        project=project,
+        type=MemoryType(mtype) if mtype else None,
+        status=None if status == "any" else MemoryStatus(status or "active"),
+        source=MemorySource(source) if source else None,
+        pinned=pinned,
+        created_after=parse_when(since, "--since"),
+        created_before=parse_when(until, "--until"),
+    )
+
+
+@cli.command()
+@click.argument("query", nargs=-1, required=True)
+@click.option("--project")
+@click.option("--type", "mtype", type=click.Choice(TYPES))
+@click.option("--status", type=click.Choice(STATUSES), default="active", show_default=True)
+@click.option("--source", type=click.Choice(SOURCES))
+@click.option("--since", help="Created on or after this date (ISO 8601).")
+@click.option("--until", help="Created before this date (ISO 8601).")
+@click.option(
+    "--limit",
+    "-n",
+    type=click.IntRange(1, 1000),
+    default=None,
+    help="How many results (default 10).",
+)
+@click.option(
+    "--mode", type=click.Choice(["hybrid", "bm25", "vector"]), default="hybrid", show_default=True
+)
+@click.option("--why", is_flag=True, help="Show why each result ranked where it did.")
+@json_option
+@pass_ctx
+def search(c: Ctx, query: tuple[str, ...], project: str | None, mtype: str | None, status: str, source: str | None,
+           since: str | None, until: str | None, limit: int | None, mode: str, why: bool, as_json: bool) -> None:  # fmt: skip
+    """Find memories by meaning and keywords."""
+    flt = _filter(project, mtype, status, source, since=since, until=until)
+    result = c.lm().search(" ".join(query), flt, limit=limit, mode=mode)
+    if as_json:
+        emit_json({"query": result.query, "mode": result.mode, "timings_ms": result.timings_ms,
+                   "hits": [h.to_dict() for h in result.hits]})  # fmt: skip
+        return
+    if not result.hits:
+        click.echo("No memories match.")
+        return
+    rows = []
+    for h in result.hits:
+        m = h.memory
+        title = ("📌 " if m.pinned else "") + m.title
+        rows.append([short(m.id), f"{h.score:.3f}", m.type, m.project or "-", title])
+    table(["ID", "SCORE", "TYPE", "PROJECT", "TITLE"], rows)
+    if why:
+        click.echo("")
+        for h in result.hits:
+            click.echo(f"{short(h.memory.id)}  {h.why()}")
+
+
+@cli.command()
+@click.argument("ident")
+@json_option
+@pass_ctx
+def show(c: Ctx, ident: str, as_json: bool) -> None:
+    """Show one memory with its links, supersede chain and confidence history."""
+    d = c.lm().detail(ident)
+    if as_json:
+        emit_json(d.to_dict())
+        return
+    m = d.memory
+    click.echo(click.style(m.title, bold=True))
+    click.echo("")
+    for line in m.content.splitlines() or [""]:
+        click.echo(textwrap.fill(line, width=min(_width(), 100)) if line else "")
+    click.echo("")
+    status_text = m.status.value
+    if m.status == "superseded":
+        status_text += (
+            f" by {short(m.superseded_by)}"
+            if m.superseded_by
+            else " (its replacement was forgotten)"
+        )
+    fields = [
+        ("id", m.id), ("type", f"{m.type} ({m.classification_method}, confidence {m.confidence:.2f})"),
+        ("status", status_text + (", pinned" if m.pinned else "")),
+        ("project", m.project or "-"), ("source", m.source.value),
+        ("salience", f"{m.salience:.3f} (importance {m.importance:.2f})"),
+        ("created", when(m.created_at)), ("updated", when(m.updated_at)),
+        ("accessed", f"{m.access_count} times, last {when(m.last_accessed_at)}"),
+        ("reinforced", when(m.last_reinforced_at)),
+    ]  # fmt: skip
+    if m.session_id:
+        fields.append(("session", m.session_id))
+    if m.learning_context:
+        fields.append(("learned", m.learning_context))
+    if m.chunk:
+        fields.append(
+            (
+                "chunk",
+                f"{m.chunk.chunk_index + 1} of {m.chunk.total_chunks} of {m.chunk.file_path or 'a long text'}",
+            )
+        )
+    for k, v in fields:
+        click.echo(f"  {k:<11}{v}")
+    if d.older or d.newer:
+        click.echo(
+            f"  {'chain':<11}"
+            + " → ".join(
+                [
+                    *(short(x.id) for x in reversed(d.older)),
+                    f"[{short(m.id)}]",
+                    *(short(x.id) for x in d.newer),
+                ]
+            )
+        )
+    for lk in d.links_from:
+        click.echo(f"  {'link':<11}{lk.link_type} → {short(lk.to_id)} ({lk.strength:.2f})")
+    for lk in d.links_to:
+        click.echo(f"  {'link':<11}{lk.link_type} ← {short(lk.from_id)} ({lk.strength:.2f})")
+    if len(d.confidence) > 1:
+        click.echo(
+            f"  {'confidence':<11}" + " → ".join(f"{p.confidence:.2f}" for p in d.confidence)
+        )
+
+
+@cli.command(name="list")
+@click.option("--status", type=click.Choice(STATUSES), default="active", show_default=True)
+@click.option("--type", "mtype", type=click.Choice(TYPES))
+@click.option("--project")
+@click.option("--source", type=click.Choice(SOURCES))
+@click.option("--pinned/--not-pinned", default=None)
+@click.option("--since")
+@click.option("--until")
+@click.option(
+    "--sort",
+    type=click.Choice(["created", "salience", "accessed", "updated", "title"]),
+    default="created",
+    show_default=True,
+)
+@click.option("--limit", "-n", type=click.IntRange(1, 100_000), default=50, show_default=True)
+@click.option("--offset", type=click.IntRange(0), default=0)
+@json_option
+@pass_ctx
+def list_(c: Ctx, status: str, mtype: str | None, project: str | None, source: str | None, pinned: bool | None,
+          since: str | None, until: str | None, sort: str, limit: int, offset: int, as_json: bool) -> None:  # fmt: skip
+    """List memories, newest first."""
+    lm = c.lm()
+    flt = _filter(project, mtype, status, source, pinned, since, until)
+    items = lm.list_memories(flt, sort=sort, limit=limit, offset=offset)
+    if as_json:
+        emit_json([m.to_dict() for m in items])
+        return
+    if not items:
+        click.echo("No memories." if offset == 0 else "No more memories.")
+        return
+    rows = [[short(m.id), when(m.created_at), m.type, m.status, f"{m.salience:.2f}", m.project or "-",
+             ("📌 " if m.pinned else "") + m.title] for m in items]  # fmt: skip
+    table(["ID", "CREATED", "TYPE", "STATUS", "SAL", "PROJECT", "TITLE"], rows)
+    total = lm.count(flt)
+    if total > offset + len(items):
+        click.echo(f"… {total - offset - len(items)} more (use --offset {offset + len(items)})")
+
+
+def _simple(name: str, method: str, verb: str, **kwargs: Any) -> None:
+    @cli.command(name=name, help=f"{verb.capitalize()} the memory ID.")
+    @click.argument("ident")
+    @json_option
+    @pass_ctx
+    def command(c: Ctx, ident: str, as_json: bool) -> None:
+        lm = c.lm()
+        changes = getattr(lm, method)(ident, **kwargs)
+        if as_json:
+            emit_json({"changes": changes.to_dict()})
+        else:
+            click.echo(
+                f"{verb.capitalize()} {short(lm.resolve(ident)) if method != 'forget' else short(changes.deleted[0])}."
+            )
+
+
+_simple("pin", "pin", "pinned", pinned=True)
+_simple("unpin", "pin", "unpinned", pinned=False)
+_simple("archive", "archive", "archived")
+_simple("restore", "restore", "restored")
+
+
+@cli.command()
+@click.argument("ident")
+@click.option("--yes", "-y", is_flag=True, help="Do not ask for confirmation.")
+@json_option
+@pass_ctx
+def forget(c: Ctx, ident: str, yes: bool, as_json: bool) -> None:
+    """Delete the memory ID for good, with its links and history."""
+    lm = c.lm()
+    m = lm.get(ident)
+    if not yes:
+        if not sys.stdin.isatty():
+            raise InvalidInputError("forget deletes for good: pass --yes to confirm")
+        click.confirm(f"Forget {short(m.id)} “{m.title}” for good?", abort=True)
+    changes = lm.forget(m.id)
+    if as_json:
+        emit_json({"changes": changes.to_dict()})
+    else:
+        click.echo(f"Forgot {short(m.id)}.")
+
+
+@cli.command()
+@click.argument("old")
+@click.option("--by", "by", help="The id of the memory that replaces OLD.")
+@click.option("--with", "with_text", help="Text of a new memory that replaces OLD.")
+@json_option
+@pass_ctx
+def supersede(c: Ctx, old: str, by: str | None, with_text: str | None, as_json: bool) -> None:
+    """Replace OLD by another memory (--by ID) or by a new text (--with TEXT)."""
+    lm = c.lm()
+    changes, new_id = lm.supersede(old, by=by, with_text=with_text)
+    if as_json:
+        emit_json({"superseded": lm.resolve(old), "by": new_id, "changes": changes.to_dict()})
+    else:
+        click.echo(f"{short(lm.resolve(old))} is superseded by {short(new_id)}.")
+
+
+@cli.command()
+@click.argument("ident")
+@click.option("--text", help="New content (re-embedded).")
+@click.option("--title")
+@click.option("--type", "mtype", type=click.Choice(TYPES))
+@click.option("--project", help="New project ('' clears it).")
+@click.option("--salience", type=click.FloatRange(0.0, 1.0))
+@json_option
+@pass_ctx
+def edit(c: Ctx, ident: str, text: str | None, title: str | None, mtype: str | None, project: str | None,
+         salience: float | None, as_json: bool) -> None:  # fmt: skip
+    """Edit a memory; with no option, opens its content in $EDITOR."""
+    from .models import MemoryType
+
+    lm = c.lm()
+    m = lm.get(ident)
+    if all(v is None for v in (text, title, mtype, project, salience)):
+        if not sys.stdin.isatty():
+            raise InvalidInputError(
+                "give --text, --title, --type, --project or --salience (no terminal for an editor)"
+            )
+        edited = click.edit(m.content + "\n", extension=".md")
+        if edited is None or edited.strip() == m.content.strip():
+            click.echo("Nothing changed.")
+            return
+        text = edited
+    changes = lm.edit(m.id, content=text, title=title, type=MemoryType(mtype) if mtype else None,
+                      project=project, salience=salience)  # fmt: skip
+    if as_json:
+        emit_json({"changes": changes.to_dict()})
+    else:
+        click.echo(f"Updated {short(m.id)}." if changes else "Nothing changed.")
+
+
+@cli.command()
+@click.argument("a")
+@click.argument("b")
+@click.option(
+    "--type",
+    "link_type",
+    required=True,
+    help="e.g. relates_to, depends_on, contradicts, example_of",
+)
+@click.option("--strength", type=click.FloatRange(0.0, 1.0), default=0.5, show_default=True)
+@json_option
+@pass_ctx
+def link(c: Ctx, a: str, b: str, link_type: str, strength: float, as_json: bool) -> None:
+    """Link memory A to memory B."""
+    lm = c.lm()
+    changes = lm.link(a, b, link_type, strength)
+    if as_json:
+        emit_json(
+            {
+                "from": lm.resolve(a),
+                "to": lm.resolve(b),
+                "type": link_type,
+                "changes": changes.to_dict(),
+            }
+        )
+    else:
+        click.echo(
+            f"Linked {short(lm.resolve(a))} —{link_type.strip().lower()}→ {short(lm.resolve(b))}."
+        )
+
+
+@cli.command()
+@click.argument("text", nargs=-1)
+@json_option
+def classify(text: tuple[str, ...], as_json: bool) -> None:
+    """Show how TEXT would be classified (semantic, episodic or procedural)."""
+    from .classify import RuleBasedClassifier
+
+    body = read_text_arg(text)
+    if not body.strip():
+        raise InvalidInputError("nothing to classify: the text is empty")
+    result = RuleBasedClassifier().classify(body)
+    if as_json:
+        emit_json(result.to_dict())
+    else:
+        click.echo(
+            f"{result.type} ({result.confidence:.0%}, {result.method.replace('_', '-')}): {result.rationale}"
+        )
+
+
+@cli.command()
+@json_option
+@pass_ctx
+def stats(c: Ctx, as_json: bool) -> None:
+    """Counts and distributions over the whole store."""
+    data = c.lm().stats()
+    if as_json:
+        emit_json(data)
+        return
+    click.echo(
+        f"memories     {data['memories']}  ({', '.join(f'{v} {k}' for k, v in data['by_status'].items()) or 'none yet'})"
+    )
+    for key, label in (
+        ("by_type", "types"),
+        ("by_source", "sources"),
+        ("top_projects", "projects"),
+    ):
+        if data[key]:
+            click.echo(f"{label:<13}" + ", ".join(f"{k} {v}" for k, v in data[key].items()))
+    click.echo(f"pinned       {data['pinned']}")
+    if data["mean_salience"] is not None:
+        click.echo(f"salience     {data['mean_salience']:.3f} mean (active)")
+    click.echo(
+        f"links        {data['links']}"
+        + (
+            f" ({', '.join(f'{k} {v}' for k, v in data['links_by_type'].items())})"
+            if data["links"]
+            else ""
+        )
+    )
+    click.echo(f"accesses     {data['accesses']}")
+    if data["oldest"]:
+        click.echo(f"span         {data['oldest'][:10]} … {data['newest'][:10]}")
+    click.echo(
+        f"on disk      {data['disk_bytes'] / 1e6:.1f} MB in {data['data_folder']} ({data['table_versions']} table versions)"
+    )
+    click.echo(
+        f"model        {data['embedding_model']}{' (vector index built)' if data['vector_index'] else ''}"
+    )
+
+
+@cli.command(name="export")
+@click.argument("out", type=click.Path(path_type=Path))
+@click.option(
+    "--format",
+    "fmt",
+    type=click.Choice(["jsonl", "parquet", "csv"]),
+    default="jsonl",
+    show_default=True,
+)
+@json_option
+@pass_ctx
+def export_(c: Ctx, out: Path, fmt: str, as_json: bool) -> None:
+    """Export every memory, link and confidence point to the folder OUT."""
+    counts = c.lm().export(out, fmt)
+    if as_json:
+        emit_json({"folder": str(out), "format": fmt, "counts": counts})
+    else:
+        click.echo(f"Exported {counts['memories']} memories, {counts['links']} links and "
+                   f"{counts['confidence']} confidence points to {out} ({fmt}).")  # fmt: skip
+
+
+@cli.command(name="import")
+@click.argument("source", type=click.Path(path_type=Path))
+@json_option
+@pass_ctx
+def import_(c: Ctx, source: Path, as_json: bool) -> None:
+    """Import an export folder made by `lexmem export`."""
+    with progress("Re-embedding") as update:
+        counts = c.lm().import_(source, update)
+    if as_json:
+        emit_json(counts)
+    else:
+        click.echo(
+            f"Imported {counts['memories']} memories, {counts['links']} links and {counts['confidence']} confidence points."
+        )
+
+
+@cli.command()
+@click.option(
+    "--factor",
+    type=click.FloatRange(0.0, 1.0, min_open=True),
+    default=None,
+    help="Multiplier (default from settings, 0.98).",
+)
+@json_option
+@pass_ctx
+def decay(c: Ctx, factor: float | None, as_json: bool) -> None:
+    """Multiply the salience of active, unpinned memories by a factor."""
+    _, n = c.lm().decay(factor)
+    if as_json:
+        emit_json({"decayed": n})
+    else:
+        click.echo(f"Decayed the salience of {n} memories.")
+
+
+@cli.command()
+@json_option
+@pass_ctx
+def reembed(c: Ctx, as_json: bool) -> None:
+    """Recompute every vector with the configured embedding model."""
+    with progress("Re-embedding") as update:
+        n = c.lm().reembed(update)
+    if as_json:
+        emit_json({"reembedded": n})
+    else:
+        click.echo(f"Re-embedded {n} memories with {c.lm().embedder.model_name}.")
+
+
+@cli.command()
+@click.option("--fix", is_flag=True, help="Tighten loose permissions in the data folder.")
+@json_option
+@click.pass_context
+def doctor(ctx: click.Context, fix: bool, as_json: bool) -> None:
+    """Check the model, the data folder, permissions and the keyring."""
+    from .doctor import run_checks
+
+    obj = ctx.find_object(Ctx)
+    home = obj.home if obj else None
+    checks = run_checks(home, fix=fix)
+    if as_json:
+        emit_json([ch.to_dict() for ch in checks])
+    else:
+        for ch in checks:
+            mark = {
+                "ok": click.style("ok  ", fg="green"),
+                "warn": click.style("warn", fg="yellow"),
+                "fail": click.style("FAIL", fg="red"),
+            }[ch.state]
+            click.echo(f"{mark}  {ch.name:<12}{ch.detail}")
+    if any(ch.state == "fail" for ch in checks):
+        ctx.exit(1)
+
+
+def main(argv: Sequence[str] | None = None) -> None:
+    """Console entry point."""
+    if os.name == "posix":
+        os.umask(0o077)  # files the storage engine creates are the user's alone
+    cli.main(args=list(argv) if argv is not None else None, prog_name="lexmem")

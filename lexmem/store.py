@@ -1,0 +1,986 @@
+"""The memory store (seed 004's ``IMemoryStore``) on embedded LanceDB.
+
+Tables, all in one LanceDB folder under the data folder:
+
+- ``memories_vN``: one row per memory with its vector; a full-text (BM25) index on
+  ``content`` and, once the table is large, an IVF-PQ vector index. ``N`` changes
+  only when every vector is recomputed for a new embedding model.
+- ``links``: typed edges between memories, unique per (from, to, type).
+- ``confidence``: the confidence trajectory, one row per recorded value.
+
+``meta.json`` beside the tables names the live memories table and its vector space.
+
+Any process may read. Writes take an inter-process lock (``store.lock``) for the
+length of one commit, so commits from several lexmem processes never race; each
+commit is a new table version, and the store compacts and prunes old versions
+every so often so a long-lived folder does not grow without bound.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import os
+import re
+import threading
+from collections.abc import Callable, Iterable, Iterator, Sequence
+from contextlib import contextmanager
+from dataclasses import dataclass
+from datetime import datetime, timedelta
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from .config import Paths, StoreSettings, secure_umask
+from .errors import InvalidInputError, NotFoundError, StoreError, StoreLockedError
+from .locks import FileLock, LockTimeout
+from .models import (
+    ChunkMetadata,
+    ClassificationMethod,
+    ConfidencePoint,
+    Memory,
+    MemoryLink,
+    MemorySource,
+    MemoryStatus,
+    MemoryType,
+    new_id,
+    utcnow,
+)
+
+if TYPE_CHECKING:
+    import pyarrow as pa
+
+__all__ = ["MemoryFilter", "MemoryStore", "memory_from_row", "memory_schema"]
+
+log = logging.getLogger("lexmem.store")
+
+STORE_SCHEMA_VERSION = 1
+LINKS = "links"
+CONFIDENCE = "confidence"
+OPTIMIZE_EVERY = 64  # commits between compactions
+KEEP_VERSIONS_FOR = timedelta(minutes=10)  # readers mid-query keep a consistent view
+_ID_PREFIX = re.compile(r"^[0-9a-fA-F-]{4,36}$")
+
+# Columns other than the vector; reads that do not need vectors select these.
+ROW_COLUMNS = (
+    "id", "type", "title", "content", "created_at", "updated_at", "last_accessed_at",
+    "access_count", "last_reinforced_at", "salience", "importance", "pinned", "status",
+    "superseded_by", "source", "session_id", "conversation_id", "project", "user_id",
+    "learning_context", "source_document", "chunk_index", "total_chunks", "word_offset",
+    "char_offset", "source_hash", "fingerprint", "capture_mode", "confidence",
+    "classification_method", "word_count", "metadata",
+)  # fmt: skip
+
+
+def memory_schema(dim: int) -> pa.Schema:
+    import pyarrow as pa
+
+    ts = pa.timestamp("us", tz="UTC")
+    return pa.schema(
+        [
+            pa.field("id", pa.string(), nullable=False),
+            pa.field("type", pa.string(), nullable=False),
+            pa.field("title", pa.string()),
+            pa.field("content", pa.string(), nullable=False),
+            pa.field("vector", pa.list_(pa.float32(), dim)),
+            pa.field("created_at", ts, nullable=False),
+            pa.field("updated_at", ts),
+            pa.field("last_accessed_at", ts, nullable=False),
+            pa.field("access_count", pa.int64()),
+            pa.field("last_reinforced_at", ts),
+            pa.field("salience", pa.float64()),
+            pa.field("importance", pa.float64()),
+            pa.field("pinned", pa.bool_()),
+            pa.field("status", pa.string()),
+            pa.field("superseded_by", pa.string()),
+            pa.field("source", pa.string()),
+            pa.field("session_id", pa.string()),
+            pa.field("conversation_id", pa.string()),
+            pa.field("project", pa.string()),
+            pa.field("user_id", pa.string()),
+            pa.field("learning_context", pa.string()),
+            pa.field("source_document", pa.string()),
+            pa.field("chunk_index", pa.int32()),
+            pa.field("total_chunks", pa.int32()),
+            pa.field("word_offset", pa.int32()),
+            pa.field("char_offset", pa.int32()),
+            pa.field("source_hash", pa.string()),
+            pa.field("fingerprint", pa.string()),
+            pa.field("capture_mode", pa.string()),
+            pa.field("confidence", pa.float64()),
+            pa.field("classification_method", pa.string()),
+            pa.field("word_count", pa.int32()),
+            pa.field("metadata", pa.string()),
+        ]
+    )
+
+
+def links_schema() -> pa.Schema:
+    import pyarrow as pa
+
+    return pa.schema(
+        [
+            pa.field("id", pa.string(), nullable=False),
+            pa.field("from_id", pa.string(), nullable=False),
+            pa.field("to_id", pa.string(), nullable=False),
+            pa.field("link_type", pa.string(), nullable=False),
+            pa.field("strength", pa.float64()),
+            pa.field("created_at", pa.timestamp("us", tz="UTC")),
+        ]
+    )
+
+
+def confidence_schema() -> pa.Schema:
+    import pyarrow as pa
+
+    return pa.schema(
+        [
+            pa.field("id", pa.string(), nullable=False),
+            pa.field("memory_id", pa.string(), nullable=False),
+            pa.field("confidence", pa.float64()),
+            pa.field("recorded_at", pa.timestamp("us", tz="UTC")),
+        ]
+    )
+
+
+def memory_to_row(m: Memory) -> dict[str, Any]:
+    c = m.chunk
+    return {
+        "id": m.id,
+        "type": str(m.type),
+        "title": m.title,
+        "content": m.content,
+        "vector": m.embedding,
+        "created_at": m.created_at,
+        "updated_at": m.updated_at,
+        "last_accessed_at": m.last_accessed_at,
+        "access_count": m.access_count,
+        "last_reinforced_at": m.last_reinforced_at,
+        "salience": float(m.salience),
+        "importance": float(m.importance),
+        "pinned": bool(m.pinned),
+        "status": str(m.status),
+        "superseded_by": m.superseded_by,
+        "source": str(m.source),
+        "session_id": m.session_id,
+        "conversation_id": m.conversation_id,
+        "project": m.project,
+        "user_id": m.user_id,
+        "learning_context": m.learning_context,
+        "source_document": m.source_document or (c.file_path if c else None),
+        "chunk_index": c.chunk_index if c else None,
+        "total_chunks": c.total_chunks if c else None,
+        "word_offset": c.word_offset if c else None,
+        "char_offset": c.char_offset if c else None,
+        "source_hash": c.original_file_hash if c else None,
+        "fingerprint": m.fingerprint,
+        "capture_mode": m.capture_mode,
+        "confidence": float(m.confidence),
+        "classification_method": str(m.classification_method),
+        "word_count": m.word_count,
+        "metadata": json.dumps(m.metadata, sort_keys=True) if m.metadata else None,
+    }
+
+
+def _float(row: dict[str, Any], key: str, default: float) -> float:
+    value = row.get(key)
+    return default if value is None else float(value)
+
+
+def memory_from_row(row: dict[str, Any]) -> Memory:
+    chunk = None
+    if row.get("chunk_index") is not None:
+        chunk = ChunkMetadata(
+            file_path=row.get("source_document") or "",
+            chunk_index=row["chunk_index"],
+            total_chunks=row.get("total_chunks") or 1,
+            word_offset=row.get("word_offset") or 0,
+            char_offset=row.get("char_offset") or 0,
+            original_file_hash=row.get("source_hash") or "",
+        )
+    vector = row.get("vector")
+    return Memory(
+        id=row["id"],
+        type=MemoryType(row["type"]),
+        title=row.get("title") or "",
+        content=row["content"],
+        embedding=list(vector) if vector is not None else None,
+        created_at=row["created_at"],
+        updated_at=row.get("updated_at"),
+        last_accessed_at=row["last_accessed_at"],
+        access_count=row.get("access_count") or 0,
+        last_reinforced_at=row.get("last_reinforced_at"),
+        salience=_float(row, "salience", 0.5),
+        importance=_float(row, "importance", 0.5),
+        pinned=bool(row.get("pinned")),
+        status=MemoryStatus(row.get("status") or "active"),
+        superseded_by=row.get("superseded_by"),
+        source=MemorySource(row.get("source") or "explicit"),
+        session_id=row.get("session_id"),
+        conversation_id=row.get("conversation_id"),
+        project=row.get("project"),
+        user_id=row.get("user_id") or "local",
+        learning_context=row.get("learning_context"),
+        source_document=row.get("source_document"),
+        chunk=chunk,
+        fingerprint=row.get("fingerprint") or "",
+        capture_mode=row.get("capture_mode"),
+        confidence=_float(row, "confidence", 1.0),
+        classification_method=ClassificationMethod(row.get("classification_method") or "explicit"),
+        word_count=row.get("word_count") or 0,
+        metadata=json.loads(row["metadata"]) if row.get("metadata") else {},
+    )
+
+
+def q(value: str) -> str:
+    """A SQL string literal (LanceDB filters are SQL)."""
+    return "'" + str(value).replace("'", "''") + "'"
+
+
+def _ts(value: datetime) -> str:
+    return f"CAST({q(value.isoformat())} AS TIMESTAMP)"
+
+
+@dataclass(frozen=True, slots=True)
+class MemoryFilter:
+    """Which memories a list, count or search looks at. ``None`` means any."""
+
+    project: str | None = None
+    type: MemoryType | None = None
+    status: MemoryStatus | None = MemoryStatus.ACTIVE
+    source: MemorySource | None = None
+    pinned: bool | None = None
+    session_id: str | None = None
+    user_id: str | None = None
+    created_after: datetime | None = None
+    created_before: datetime | None = None
+    source_document: str | None = None
+
+    def where(self) -> str | None:
+        parts: list[str] = []
+        if self.project is not None:
+            parts.append(f"project = {q(self.project)}")
+        if self.type is not None:
+            parts.append(f"type = {q(self.type)}")
+        if self.status is not None:
+            parts.append(f"status = {q(self.status)}")
+        if self.source is not None:
+            parts.append(f"source = {q(self.source)}")
+        if self.pinned is not None:
+            parts.append("pinned = true" if self.pinned else "pinned = false")
+        if self.session_id is not None:
+            parts.append(f"session_id = {q(self.session_id)}")
+        if self.user_id is not None:
+            parts.append(f"user_id = {q(self.user_id)}")
+        if self.created_after is not None:
+            parts.append(f"created_at >= {_ts(self.created_after)}")
+        if self.created_before is not None:
+            parts.append(f"created_at < {_ts(self.created_before)}")
+        if self.source_document is not None:
+            parts.append(f"source_document = {q(self.source_document)}")
+        return " AND ".join(parts) if parts else None
+
+
+SORT_KEYS = {
+    "salience": ("salience", "descending"),
+    "created": ("created_at", "descending"),
+    "accessed": ("last_accessed_at", "descending"),
+    "updated": ("updated_at", "descending"),
+    "title": ("title", "ascending"),
+}
+
+
+class MemoryStore:
+    """Seed 004's ``IMemoryStore`` and the rest of a memory's life, on LanceDB.
+
+    Methods are synchronous and thread-safe; callers that must not block (the UI)
+    run them on an executor.
+    """
+
+    def __init__(
+        self, paths: Paths, *, dim: int, space_id: str, settings: StoreSettings | None = None
+    ) -> None:
+        self.paths = paths
+        self.dim = dim
+        self.space_id = space_id
+        self.settings = settings or StoreSettings()
+        self._lock = FileLock(paths.write_lock, timeout=60.0)
+        self._thread_lock = threading.RLock()
+        self._db: Any = None
+        self._tables: dict[str, Any] = {}
+        self._meta: dict[str, Any] = {}
+        self.on_commit: list[Callable[[], None]] = []
+
+    # -- opening ----------------------------------------------------------
+
+    @property
+    def meta_path(self) -> Path:
+        return self.paths.store / "meta.json"
+
+    def open(self) -> MemoryStore:
+        import lancedb
+
+        self.paths.ensure()
+        with secure_umask():
+            self._db = lancedb.connect(str(self.paths.store))
+        self._meta = self._read_meta()
+        if not self._meta:
+            with self._writing():
+                self._meta = self._read_meta()  # another process may have won the race
+                if not self._meta:
+                    self._create_tables("memories_v1", stored_space=self.space_id)
+        return self
+
+    def _read_meta(self) -> dict[str, Any]:
+        try:
+            data: dict[str, Any] = json.loads(self.meta_path.read_text(encoding="utf-8"))
+            return data
+        except FileNotFoundError:
+            return {}
+        except (OSError, ValueError) as exc:
+            raise StoreError(f"cannot read {self.meta_path} ({exc})") from exc
+
+    def _write_meta(self, meta: dict[str, Any]) -> None:
+        tmp = self.meta_path.with_name(f".meta.{os.getpid()}.tmp")
+        with secure_umask():
+            with open(tmp, "w", encoding="utf-8") as fh:
+                json.dump(meta, fh, indent=2, sort_keys=True)
+                fh.flush()
+                os.fsync(fh.fileno())
+            os.replace(tmp, self.meta_path)
+        self._meta = meta
+        self._tables.pop("memories", None)
+
+    def _create_tables(self, memories_name: str, *, stored_space: str) -> None:
+        from lancedb.index import FTS
+
+        with secure_umask():
+            names = set(self._list_tables())
+            if memories_name not in names:
+                table = self._db.create_table(memories_name, schema=memory_schema(self.dim))
+                table.create_index("content", config=FTS(), replace=True)
+            if LINKS not in names:
+                self._db.create_table(LINKS, schema=links_schema())
+            if CONFIDENCE not in names:
+                self._db.create_table(CONFIDENCE, schema=confidence_schema())
+        self._write_meta(
+            {
+                "schema_version": STORE_SCHEMA_VERSION,
+                "memories_table": memories_name,
+                "embedding_space": stored_space,
+                "dim": self.dim,
+                "optimized_version": 0,
+            }
+        )
+
+    def _list_tables(self) -> list[str]:
+        result = self._db.list_tables()
+        names = getattr(result, "tables", result)
+        return list(names)
+
+    @property
+    def stored_space(self) -> str:
+        """The vector space the stored vectors belong to."""
+        return str(self._meta.get("embedding_space", ""))
+
+    @property
+    def needs_reembed(self) -> bool:
+        return self.stored_space != self.space_id
+
+    def table(self, name: str = "memories") -> Any:
+        t = self._tables.get(name)
+        if t is None:
+            real = self._meta["memories_table"] if name == "memories" else name
+            t = self._db.open_table(real)
+            self._tables[name] = t
+        return t
+
+    def refresh(self) -> None:
+        """See commits made by other processes since this one opened the store."""
+        self._meta = self._read_meta()
+        self._tables.clear()
+
+    # -- writing ----------------------------------------------------------
+
+    @contextmanager
+    def _writing(self) -> Iterator[None]:
+        with self._thread_lock:
+            try:
+                self._lock.acquire()
+            except LockTimeout as exc:
+                raise StoreLockedError(str(self.paths.write_lock), self._lock.timeout or 0) from exc
+            try:
+                if self._meta:
+                    fresh = self._read_meta()
+                    if fresh.get("memories_table") != self._meta.get("memories_table"):
+                        self._meta = fresh
+                        self._tables.clear()
+                    for t in self._tables.values():
+                        t.checkout_latest()
+                with secure_umask():
+                    yield
+                for callback in self.on_commit:
+                    callback()
+            finally:
+                self._lock.release()
+
+    def _check_vector(self, m: Memory) -> None:
+        if m.embedding is None:
+            raise InvalidInputError(f"memory {m.id} has no embedding")
+        if len(m.embedding) != self.dim:
+            raise InvalidInputError(
+                f"memory {m.id} has a {len(m.embedding)}-number embedding; the store holds {self.dim}"
+            )
+
+    def store(self, memory: Memory) -> Memory:
+        """Persist a new memory with all its fields (seed 004 ``StoreAsync``)."""
+        return self.store_many([memory])[0]
+
+    def store_many(self, memories: Sequence[Memory]) -> list[Memory]:
+        """Persist memories in one commit; their confidence starts the trajectory."""
+        if not memories:
+            return []
+        import pyarrow as pa
+
+        for m in memories:
+            self._check_vector(m)
+        rows = [memory_to_row(m) for m in memories]
+        data = pa.Table.from_pylist(rows, schema=memory_schema(self.dim))
+        now = utcnow()
+        history = [
+            {
+                "id": new_id(),
+                "memory_id": m.id,
+                "confidence": float(m.confidence),
+                "recorded_at": now,
+            }
+            for m in memories
+        ]
+        with self._writing():
+            ids = [m.id for m in memories]
+            if len(set(ids)) != len(ids):
+                raise InvalidInputError("two memories in one batch share an id")
+            existing = self._existing_ids(ids)
+            if existing:
+                raise InvalidInputError(f"a memory with id {sorted(existing)[0]} already exists")
+            self.table().add(data)
+            self.table(CONFIDENCE).add(pa.Table.from_pylist(history, schema=confidence_schema()))
+            self._maybe_optimize()
+        for m in memories:
+            log.info("[MEM:STORE] Stored %s memory %s for user %s", m.type, m.id, m.user_id)
+        return list(memories)
+
+    def _existing_ids(self, ids: Sequence[str]) -> set[str]:
+        found: set[str] = set()
+        for start in range(0, len(ids), 500):
+            part = ids[start : start + 500]
+            where = "id IN (" + ", ".join(q(i) for i in part) + ")"
+            rows = self._scan(where, ["id"])
+            found.update(r["id"] for r in rows)
+        return found
+
+    def replace(self, memory: Memory) -> Memory:
+        """Overwrite an existing memory's row (edits, re-embedding)."""
+        import pyarrow as pa
+
+        self._check_vector(memory)
+        data = pa.Table.from_pylist([memory_to_row(memory)], schema=memory_schema(self.dim))
+        with self._writing():
+            if not self._existing_ids([memory.id]):
+                raise NotFoundError("memory", memory.id)
+            self.table().merge_insert("id").when_matched_update_all().execute(data)
+            self._maybe_optimize()
+        return memory
+
+    def _update(
+        self,
+        where: str,
+        values: dict[str, Any] | None = None,
+        values_sql: dict[str, str] | None = None,
+    ) -> int:
+        result = self.table().update(where=where, values=values, values_sql=values_sql)
+        return int(getattr(result, "rows_updated", 0) or 0)
+
+    def _update_one(self, memory_id: str, **values: Any) -> None:
+        with self._writing():
+            if self._update(f"id = {q(memory_id)}", values=values) == 0:
+                raise NotFoundError("memory", memory_id)
+            self._maybe_optimize()
+
+    def update_salience(self, memory_id: str, salience: float) -> None:
+        if not 0.0 <= salience <= 1.0:
+            raise InvalidInputError(f"salience must be between 0 and 1, not {salience}")
+        self._update_one(memory_id, salience=float(salience), updated_at=utcnow())
+
+    def record_access(self, memory_id: str) -> None:
+        """Increment the access count and set last access to now (seed 004)."""
+        if self.record_access_many([memory_id]) == 0:
+            raise NotFoundError("memory", memory_id)
+
+    def record_access_many(self, memory_ids: Sequence[str]) -> int:
+        if not memory_ids:
+            return 0
+        where = "id IN (" + ", ".join(q(i) for i in memory_ids) + ")"
+        with self._writing():
+            n = self._update(
+                where,
+                values_sql={"access_count": "access_count + 1", "last_accessed_at": _ts(utcnow())},
+            )
+            self._maybe_optimize()
+        return n
+
+    def reinforce(self, memory_id: str, boost: float = 0.1) -> Memory:
+        """Raise salience toward 1 and stamp last_reinforced_at (a repeat, a confirmation)."""
+        m = self.get(memory_id)
+        salience = min(1.0, m.salience + boost * (1.0 - m.salience) + 1e-9)
+        now = utcnow()
+        self._update_one(memory_id, salience=salience, last_reinforced_at=now, updated_at=now)
+        return m.replace(salience=salience, last_reinforced_at=now, updated_at=now)
+
+    def set_pinned(self, memory_id: str, pinned: bool) -> None:
+        self._update_one(memory_id, pinned=pinned, updated_at=utcnow())
+
+    def archive(self, memory_id: str) -> None:
+        """Set status to archived: the memory leaves active results (seed 004)."""
+        self._update_one(memory_id, status=str(MemoryStatus.ARCHIVED), updated_at=utcnow())
+        log.info("[MEM:STORE] Archived memory %s", memory_id)
+
+    def restore(self, memory_id: str) -> None:
+        """Make an archived or superseded memory active again."""
+        with self._writing():
+            n = self._update(
+                f"id = {q(memory_id)}",
+                values={"status": str(MemoryStatus.ACTIVE), "updated_at": utcnow()},
+                values_sql={"superseded_by": "NULL"},
+            )
+            if n == 0:
+                raise NotFoundError("memory", memory_id)
+
+    def supersede(self, memory_id: str, replacement_id: str) -> None:
+        """Mark ``memory_id`` superseded by ``replacement_id`` and link them (seed 004)."""
+        if memory_id == replacement_id:
+            raise InvalidInputError("a memory cannot supersede itself")
+        if replacement_id in {m.id for m in self.supersede_chain(memory_id, forward=False)}:
+            raise InvalidInputError(
+                f"{replacement_id} already precedes {memory_id}: that would make a cycle"
+            )
+        with self._writing():
+            missing = {memory_id, replacement_id} - self._existing_ids([memory_id, replacement_id])
+            if missing:
+                raise NotFoundError("memory", sorted(missing)[0])
+            now = utcnow()
+            self._update(
+                f"id = {q(memory_id)}",
+                values={
+                    "status": str(MemoryStatus.SUPERSEDED),
+                    "superseded_by": replacement_id,
+                    "updated_at": now,
+                },
+            )
+            self._add_link(MemoryLink(replacement_id, memory_id, "supersedes", 1.0))
+            self._maybe_optimize()
+
+    def supersede_chain(self, memory_id: str, *, forward: bool = True) -> list[Memory]:
+        """Follow the chain: forward to newer versions, or backward to older ones."""
+        out: list[Memory] = []
+        seen = {memory_id}
+        current = memory_id
+        while True:
+            if forward:
+                nxt = self.get(current).superseded_by
+            else:
+                rows = self._scan(f"superseded_by = {q(current)}", ["id"])
+                nxt = rows[0]["id"] if rows else None
+            if nxt is None or nxt in seen:
+                return out
+            seen.add(nxt)
+            try:
+                out.append(self.get(nxt))
+            except NotFoundError:
+                return out
+            current = nxt
+
+    def edit(self, memory_id: str, **fields: Any) -> Memory:
+        """Change fields of a memory; callers re-embed when the content changes."""
+        allowed = {
+            "content",
+            "title",
+            "type",
+            "project",
+            "embedding",
+            "salience",
+            "importance",
+            "metadata",
+            "fingerprint",
+            "word_count",
+            "learning_context",
+        }
+        unknown = set(fields) - allowed
+        if unknown:
+            raise InvalidInputError(f"cannot edit {sorted(unknown)[0]}")
+        m = self.get(memory_id, with_embedding=True)
+        updated = m.replace(**fields, updated_at=utcnow())
+        return self.replace(updated)
+
+    def delete(self, memory_id: str) -> None:
+        """Hard delete: the row, its links and its confidence history (the right to forget)."""
+        with self._writing():
+            if not self._existing_ids([memory_id]):
+                raise NotFoundError("memory", memory_id)
+            qid = q(memory_id)
+            self.table().delete(f"id = {qid}")
+            self.table(LINKS).delete(f"from_id = {qid} OR to_id = {qid}")
+            self.table(CONFIDENCE).delete(f"memory_id = {qid}")
+            # Older versions keep their status; the pointer to a forgotten memory goes.
+            self._update(f"superseded_by = {qid}", values_sql={"superseded_by": "NULL"})
+            self._maybe_optimize()
+        log.info("[MEM:STORE] Deleted memory %s", memory_id)
+
+    def decay_all(self, factor: float) -> int:
+        """Multiply active salience by ``factor`` (seed 004), skipping pinned and floor rows."""
+        if not 0.0 < factor <= 1.0:
+            raise InvalidInputError(f"decay factor must be in (0, 1], not {factor}")
+        floor = self.settings.salience_floor
+        with self._writing():
+            n = self._update(
+                f"status = 'active' AND pinned = false AND salience > {floor!r}",
+                values_sql={"salience": f"salience * {float(factor)!r}"},
+            )
+            self._maybe_optimize()
+        log.info("[MEM:STORE] Decayed salience for %d memories", n)
+        return n
+
+    # -- links and confidence ---------------------------------------------
+
+    def store_link(self, link: MemoryLink) -> MemoryLink:
+        """Store a link; an existing (from, to, type) link is updated, never duplicated."""
+        if link.from_id == link.to_id:
+            raise InvalidInputError("a memory cannot link to itself")
+        if not link.link_type.strip():
+            raise InvalidInputError("a link needs a type")
+        with self._writing():
+            missing = {link.from_id, link.to_id} - self._existing_ids([link.from_id, link.to_id])
+            if missing:
+                raise NotFoundError("memory", sorted(missing)[0])
+            stored = self._add_link(link)
+            self._maybe_optimize()
+        return stored
+
+    def _add_link(self, link: MemoryLink) -> MemoryLink:
+        import pyarrow as pa
+
+        t = self.table(LINKS)
+        where = f"from_id = {q(link.from_id)} AND to_id = {q(link.to_id)} AND link_type = {q(link.link_type)}"
+        existing = t.search().where(where).select(["id", "created_at"]).limit(1).to_list()
+        if existing:
+            t.update(where=where, values={"strength": float(link.strength)})
+            return MemoryLink(
+                link.from_id,
+                link.to_id,
+                link.link_type,
+                link.strength,
+                existing[0]["id"],
+                existing[0]["created_at"],
+            )
+        row = {
+            "id": link.id, "from_id": link.from_id, "to_id": link.to_id, "link_type": link.link_type,
+            "strength": float(link.strength), "created_at": link.created_at,
+        }  # fmt: skip
+        t.add(pa.Table.from_pylist([row], schema=links_schema()))
+        return link
+
+    def get_links_from(self, memory_id: str) -> list[MemoryLink]:
+        return self._links(f"from_id = {q(memory_id)}")
+
+    def get_links_to(self, memory_id: str) -> list[MemoryLink]:
+        return self._links(f"to_id = {q(memory_id)}")
+
+    def _links(self, where: str) -> list[MemoryLink]:
+        rows = self.table(LINKS).search().where(where).limit(100_000).to_list()
+        rows.sort(key=lambda r: r["created_at"])
+        return [
+            MemoryLink(
+                r["from_id"], r["to_id"], r["link_type"], r["strength"], r["id"], r["created_at"]
+            )
+            for r in rows
+        ]
+
+    def record_confidence(self, memory_id: str, confidence: float) -> None:
+        """Append to the confidence trajectory and make it the memory's current confidence."""
+        import pyarrow as pa
+
+        if not 0.0 <= confidence <= 1.0:
+            raise InvalidInputError(f"confidence must be between 0 and 1, not {confidence}")
+        now = utcnow()
+        with self._writing():
+            if self._update(f"id = {q(memory_id)}", values={"confidence": float(confidence)}) == 0:
+                raise NotFoundError("memory", memory_id)
+            row = {
+                "id": new_id(),
+                "memory_id": memory_id,
+                "confidence": float(confidence),
+                "recorded_at": now,
+            }
+            self.table(CONFIDENCE).add(pa.Table.from_pylist([row], schema=confidence_schema()))
+            self._maybe_optimize()
+
+    def confidence_history(self, memory_id: str) -> list[ConfidencePoint]:
+        rows = (
+            self.table(CONFIDENCE)
+            .search()
+            .where(f"memory_id = {q(memory_id)}")
+            .limit(100_000)
+            .to_list()
+        )
+        rows.sort(key=lambda r: (r["recorded_at"], r["id"]))
+        return [
+            ConfidencePoint(r["memory_id"], r["confidence"], r["recorded_at"], r["id"])
+            for r in rows
+        ]
+
+    # -- reading ----------------------------------------------------------
+
+    def _scan(
+        self, where: str | None, columns: Sequence[str], limit: int | None = None
+    ) -> list[dict[str, Any]]:
+        query = self.table().search()
+        if where:
+            query = query.where(where)
+        query = query.select(list(columns))
+        n = (
+            limit
+            if limit is not None
+            else max(1, self.table().count_rows(where) if where else self.table().count_rows())
+        )
+        rows: list[dict[str, Any]] = query.limit(n).to_list()
+        return rows
+
+    def scan_arrow(
+        self, where: str | None = None, columns: Sequence[str] = ROW_COLUMNS
+    ) -> pa.Table:
+        """Rows as an Arrow table (for the DuckDB lens and bulk reads)."""
+        query = self.table().search()
+        if where:
+            query = query.where(where)
+        n = self.table().count_rows(where) if where else self.table().count_rows()
+        return query.select(list(columns)).limit(max(n, 1)).to_arrow()
+
+    def resolve_id(self, ident: str) -> str:
+        """A full id from an id or a unique prefix of at least 4 characters."""
+        ident = ident.strip()
+        if not _ID_PREFIX.match(ident):
+            raise InvalidInputError(f"{ident!r} is not a memory id")
+        if len(ident) == 36:
+            return ident
+        rows = self._scan(f"id LIKE {q(ident.lower() + '%')}", ["id"], limit=2)
+        if not rows:
+            raise NotFoundError("memory", ident)
+        if len(rows) > 1:
+            raise InvalidInputError(
+                f"id prefix {ident} matches more than one memory; give more of it"
+            )
+        return str(rows[0]["id"])
+
+    def get(self, memory_id: str, *, with_embedding: bool = True) -> Memory:
+        """Seed 004 ``GetByIdAsync``; raises :class:`NotFoundError`."""
+        m = self.get_optional(memory_id, with_embedding=with_embedding)
+        if m is None:
+            raise NotFoundError("memory", memory_id)
+        return m
+
+    def get_optional(self, memory_id: str, *, with_embedding: bool = True) -> Memory | None:
+        cols = [*ROW_COLUMNS, "vector"] if with_embedding else list(ROW_COLUMNS)
+        rows = self._scan(f"id = {q(memory_id)}", cols, limit=1)
+        return memory_from_row(rows[0]) if rows else None
+
+    def get_many(self, ids: Sequence[str], *, with_embedding: bool = False) -> list[Memory]:
+        """Memories in the order of ``ids``; unknown ids are skipped."""
+        if not ids:
+            return []
+        cols = [*ROW_COLUMNS, "vector"] if with_embedding else list(ROW_COLUMNS)
+        found: dict[str, Memory] = {}
+        for start in range(0, len(ids), 500):
+            part = ids[start : start + 500]
+            where = "id IN (" + ", ".join(q(i) for i in part) + ")"
+            for row in self._scan(where, cols, limit=len(part)):
+                found[row["id"]] = memory_from_row(row)
+        return [found[i] for i in ids if i in found]
+
+    def get_by_type(self, mtype: MemoryType, user_id: str, limit: int = 50) -> list[Memory]:
+        """Active memories of a type for a user, most salient first (seed 004)."""
+        return self.list_memories(
+            MemoryFilter(type=mtype, user_id=user_id), sort="salience", limit=limit
+        )
+
+    def list_ids(self, flt: MemoryFilter | None = None, *, sort: str = "created") -> list[str]:
+        """Ids only, in order: cheap enough for 100,000 memories (the browser's model)."""
+        import pyarrow.compute as pc
+
+        column, order = SORT_KEYS.get(sort, SORT_KEYS["created"])
+        where = (flt or MemoryFilter()).where()
+        table = self.scan_arrow(where, ["id", column, "pinned"] if column != "id" else ["id"])
+        if table.num_rows == 0:
+            return []
+        idx = pc.sort_indices(table, sort_keys=[(column, order), ("id", "ascending")])
+        return [str(v) for v in table.column("id").take(idx).to_pylist()]
+
+    def list_memories(
+        self,
+        flt: MemoryFilter | None = None,
+        *,
+        sort: str = "created",
+        limit: int | None = 50,
+        offset: int = 0,
+    ) -> list[Memory]:
+        """Memories matching a filter, sorted, one page at a time."""
+        if sort not in SORT_KEYS:
+            raise InvalidInputError(f"cannot sort by {sort!r} (use one of {', '.join(SORT_KEYS)})")
+        if offset < 0 or (limit is not None and limit < 0):
+            raise InvalidInputError("limit and offset must not be negative")
+        ids = self.list_ids(flt, sort=sort)
+        page = ids[offset : offset + limit] if limit is not None else ids[offset:]
+        return self.get_many(page)
+
+    def count(self, flt: MemoryFilter | None = None) -> int:
+        where = (flt or MemoryFilter(status=None)).where()
+        return int(self.table().count_rows(where) if where else self.table().count_rows())
+
+    def iter_all(self, *, batch: int = 512, with_embedding: bool = True) -> Iterator[list[Memory]]:
+        """Every memory, in batches (export, re-embedding)."""
+        ids = self.list_ids(MemoryFilter(status=None), sort="created")
+        for start in range(0, len(ids), batch):
+            yield self.get_many(ids[start : start + batch], with_embedding=with_embedding)
+
+    def all_links(self) -> list[MemoryLink]:
+        return self._links("id IS NOT NULL")
+
+    def all_confidence(self) -> list[ConfidencePoint]:
+        rows = (
+            self.table(CONFIDENCE)
+            .search()
+            .limit(max(1, self.table(CONFIDENCE).count_rows()))
+            .to_list()
+        )
+        return [
+            ConfidencePoint(r["memory_id"], r["confidence"], r["recorded_at"], r["id"])
+            for r in rows
+        ]
+
+    # -- bulk import (export/import round trip) ----------------------------
+
+    def import_rows(
+        self, memories: pa.Table, links: pa.Table, confidence: pa.Table
+    ) -> tuple[int, int, int]:
+        """Add exported rows as they are (ids, timestamps and history kept exactly)."""
+        with self._writing():
+            ids = memories.column("id").to_pylist() if memories.num_rows else []
+            clash = self._existing_ids(ids)
+            if clash:
+                raise InvalidInputError(
+                    f"{len(clash)} memories in the import already exist here (e.g. {sorted(clash)[0]})"
+                )
+            if memories.num_rows:
+                self.table().add(memories.cast(memory_schema(self.dim)))
+            if links.num_rows:
+                self.table(LINKS).add(links.cast(links_schema()))
+            if confidence.num_rows:
+                self.table(CONFIDENCE).add(confidence.cast(confidence_schema()))
+            self._maybe_optimize(force=True)
+        return memories.num_rows, links.num_rows, confidence.num_rows
+
+    # -- vector space changes ----------------------------------------------
+
+    def reembed(
+        self,
+        embed: Callable[[list[str]], Any],
+        progress: Callable[[int, int], None] | None = None,
+        batch: int = 256,
+    ) -> int:
+        """Recompute every vector into a fresh table, then switch to it atomically.
+
+        A crash part-way leaves the old table live and untouched; the half-built one
+        is dropped the next time.
+        """
+        import pyarrow as pa
+
+        with self._writing():
+            old_name = self._meta["memories_table"]
+            version = int(old_name.rsplit("_v", 1)[-1]) + 1 if "_v" in old_name else 2
+            new_name = f"memories_v{version}"
+            if new_name in self._list_tables():
+                self._db.drop_table(new_name)
+            from lancedb.index import FTS
+
+            new_table = self._db.create_table(new_name, schema=memory_schema(self.dim))
+            source = self.table()
+            total = source.count_rows()
+            done = 0
+            ids = [r["id"] for r in source.search().select(["id"]).limit(max(total, 1)).to_list()]
+            for start in range(0, len(ids), batch):
+                part = ids[start : start + batch]
+                where = "id IN (" + ", ".join(q(i) for i in part) + ")"
+                rows = (
+                    source.search()
+                    .where(where)
+                    .select(list(ROW_COLUMNS))
+                    .limit(len(part))
+                    .to_list()
+                )
+                vectors = embed([r["content"] for r in rows])
+                for r, v in zip(rows, vectors, strict=True):
+                    r["vector"] = [float(x) for x in v]
+                new_table.add(pa.Table.from_pylist(rows, schema=memory_schema(self.dim)))
+                done += len(rows)
+                if progress:
+                    progress(done, total)
+            new_table.create_index("content", config=FTS(), replace=True)
+            meta = dict(
+                self._meta,
+                memories_table=new_name,
+                embedding_space=self.space_id,
+                dim=self.dim,
+                optimized_version=0,
+            )
+            self._write_meta(meta)
+            self._db.drop_table(old_name)
+        return done
+
+    # -- maintenance --------------------------------------------------------
+
+    def _maybe_optimize(self, *, force: bool = False) -> None:
+        table = self.table()
+        since = table.version - int(self._meta.get("optimized_version", 0))
+        if force or since >= OPTIMIZE_EVERY:
+            self.optimize()
+
+    def optimize(self) -> None:
+        """Compact files, fold new rows into the indices, prune versions older than a few minutes."""
+        self._ensure_vector_index()
+        for name in ("memories", LINKS, CONFIDENCE):
+            self.table(name).optimize(cleanup_older_than=KEEP_VERSIONS_FOR)
+        self._write_meta(dict(self._meta, optimized_version=self.table().version))
+
+    def _ensure_vector_index(self) -> None:
+        table = self.table()
+        rows = table.count_rows()
+        if rows < self.settings.vector_index_min_rows:
+            return
+        if any(i.index_type.startswith("IVF") for i in table.list_indices()):
+            return
+        partitions = max(16, int(rows**0.5))
+        table.create_index(
+            metric="cosine", vector_column_name="vector", num_partitions=partitions,
+            num_sub_vectors=max(1, self.dim // 8), index_type="IVF_PQ",
+        )  # fmt: skip
+
+    def has_vector_index(self) -> bool:
+        return any(i.index_type.startswith("IVF") for i in self.table().list_indices())
+
+    def versions_on_disk(self) -> int:
+        return len(self.table().list_versions())
+
+    def close(self) -> None:
+        self._tables.clear()
+        self._db = None
+
+    def ids_with(self, where: str) -> Iterable[str]:
+        return [r["id"] for r in self._scan(where, ["id"])]

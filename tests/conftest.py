@@ -1,0 +1,57 @@
+"""Shared fixtures: every test gets its own data folder and HOME; the real model loads once."""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Iterator
+from pathlib import Path
+
+# Constraint: Qt reads the platform when it is first imported; set it before any test imports it.
+os.environ.setdefault("QT_QPA_PLATFORM", "offscreen")
+
+import pytest
+
+from lexmem.api import Lexmem
+from lexmem.config import EmbeddingSettings, Paths
+from lexmem.embedder import Embedder
+
+
+@pytest.fixture(autouse=True)
+def _isolate(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Point HOME and the data folder at the test's own temporary folders."""
+    home = tmp_path / "userhome"
+    home.mkdir()
+    monkeypatch.setenv("HOME", str(home))
+    monkeypatch.setenv("LEXMEM_HOME", str(tmp_path / "lexmem"))
+    monkeypatch.setenv("XDG_DATA_HOME", str(home / ".local" / "share"))
+    monkeypatch.setenv("XDG_CONFIG_HOME", str(home / ".config"))
+    monkeypatch.delenv("LEXMEM_DEBUG", raising=False)
+
+
+@pytest.fixture(scope="session")
+def embedder(tmp_path_factory: pytest.TempPathFactory) -> Embedder:
+    """The real embedded model, loaded once for the whole run (loading costs ~0.4 s)."""
+    models = tmp_path_factory.mktemp("models")
+    e = Embedder(EmbeddingSettings(), models)
+    e.load()
+    return e
+
+
+@pytest.fixture
+def data_home(tmp_path: Path) -> Path:
+    return tmp_path / "lexmem"
+
+
+@pytest.fixture
+def lm(data_home: Path, embedder: Embedder) -> Iterator[Lexmem]:
+    """A real lexmem core on a fresh data folder, sharing the loaded model."""
+    core = Lexmem.open(data_home, embedder=embedder)
+    yield core
+    core.close()
+
+
+@pytest.fixture
+def paths(data_home: Path) -> Paths:
+    p = Paths(data_home)
+    p.ensure()
+    return p
