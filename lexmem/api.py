@@ -15,7 +15,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from .config import Paths, Settings, load_settings, resolve_paths, secure_umask
+from .config import Paths, Settings, load_settings, resolve_paths, secure_umask, tighten_umask
 from .embedder import Embedder
 from .encoder import EncoderOptions, LlmClassifier, MemoryEncoder
 from .errors import InvalidInputError
@@ -111,6 +111,7 @@ class Lexmem:
     ) -> Lexmem:
         """Open (creating if needed) the data folder: ``home``, else ``LEXMEM_HOME``, else the platform's."""
         paths = Paths(Path(home).expanduser().absolute()) if home is not None else resolve_paths()
+        tighten_umask()
         paths.ensure()
         lm = cls(paths, settings or load_settings(paths), llm=llm, embedder=embedder)
         lm.store.open()
@@ -228,7 +229,7 @@ class Lexmem:
         return self.searcher.search(
             query,
             flt,
-            limit=limit or self.settings.search.default_limit,
+            limit=self.settings.search.default_limit if limit is None else limit,
             mode=mode,
             record_access=record_access,
         )

@@ -22,6 +22,7 @@ from typing import Any, TypeVar
 import click
 
 from . import __version__
+from .config import tighten_umask
 from .errors import InvalidInputError, LexmemError
 
 __all__ = ["main"]
@@ -718,6 +719,5 @@ def doctor(ctx: click.Context, fix: bool, as_json: bool) -> None:
 
 def main(argv: Sequence[str] | None = None) -> None:
     """Console entry point."""
-    if os.name == "posix":
-        os.umask(0o077)  # files the storage engine creates are the user's alone
+    tighten_umask()  # files the storage engine creates are the user's alone
     cli.main(args=list(argv) if argv is not None else None, prog_name="lexmem")

@@ -34,6 +34,7 @@ __all__ = [
     "resolve_paths",
     "save_settings",
     "secure_umask",
+    "tighten_umask",
 ]
 
 SCHEMA_VERSION = 1
@@ -103,6 +104,19 @@ def resolve_paths(environ: dict[str, str] | None = None) -> Paths:
     import platformdirs
 
     return Paths(Path(platformdirs.user_data_dir("lexmem", appauthor=False)))
+
+
+def tighten_umask() -> None:
+    """Make every file this process creates from now on owner-only.
+
+    Constraint: the storage engine writes files from its own threads (index builds,
+    compaction), at moments a scoped umask cannot cover; a process that opens the
+    store therefore keeps a tight umask for its whole life. It only ever removes
+    permissions from the existing umask.
+    """
+    if os.name == "posix":
+        old = os.umask(0o077)
+        os.umask(old | 0o077)
 
 
 class secure_umask:

@@ -25,7 +25,6 @@ from .errors import ImportFormatError, InvalidInputError
 from .store import (
     CONFIDENCE,
     LINKS,
-    ROW_COLUMNS,
     MemoryStore,
     confidence_schema,
     links_schema,
@@ -169,7 +168,8 @@ def export_store(store: MemoryStore, out: Path, fmt: str = "jsonl") -> dict[str,
         tmp = Path(tempfile.mkdtemp(prefix=f".{out.name}.", dir=parent))
         try:
             for name in TABLES:
-                cols = [*ROW_COLUMNS, "vector"] if name == "memories" else None
+                # Schema order: CSV columns are read back by position.
+                cols = [f.name for f in memory_schema(store.dim)] if name == "memories" else None
                 data = _arrow(store, name, cols)
                 con.register(f"t_{name}", data)
                 con.execute(

@@ -142,9 +142,15 @@ def confidence_schema() -> pa.Schema:
     )
 
 
+_OPTIONAL_TEXT = (
+    "superseded_by", "session_id", "conversation_id", "project", "learning_context",
+    "source_document", "source_hash", "capture_mode",
+)  # fmt: skip
+
+
 def memory_to_row(m: Memory) -> dict[str, Any]:
     c = m.chunk
-    return {
+    row = {
         "id": m.id,
         "type": str(m.type),
         "title": m.title,
@@ -179,6 +185,12 @@ def memory_to_row(m: Memory) -> dict[str, Any]:
         "word_count": m.word_count,
         "metadata": json.dumps(m.metadata, sort_keys=True) if m.metadata else None,
     }
+    # An empty optional string is stored as NULL: one representation survives every
+    # export format (CSV cannot tell '' from NULL).
+    for key in _OPTIONAL_TEXT:
+        if row[key] == "":
+            row[key] = None
+    return row
 
 
 def _float(row: dict[str, Any], key: str, default: float) -> float:
@@ -308,6 +320,7 @@ class MemoryStore:
         self._db: Any = None
         self._tables: dict[str, Any] = {}
         self._meta: dict[str, Any] = {}
+        self._index_cache: dict[tuple[str, Any], bool] = {}
         self.on_commit: list[Callable[[], None]] = []
 
     # -- opening ----------------------------------------------------------
@@ -321,7 +334,11 @@ class MemoryStore:
 
         self.paths.ensure()
         with secure_umask():
-            self._db = lancedb.connect(str(self.paths.store))
+            # Long-lived readers (an MCP server, the app) see other processes' commits
+            # within a second; without an interval LanceDB never looks again.
+            self._db = lancedb.connect(
+                str(self.paths.store), read_consistency_interval=timedelta(seconds=1)
+            )
         self._meta = self._read_meta()
         if not self._meta:
             with self._writing():
@@ -398,6 +415,7 @@ class MemoryStore:
         """See commits made by other processes since this one opened the store."""
         self._meta = self._read_meta()
         self._tables.clear()
+        self._index_cache.clear()
 
     # -- writing ----------------------------------------------------------
 
@@ -549,8 +567,11 @@ class MemoryStore:
         with self._writing():
             n = self._update(
                 f"id = {q(memory_id)}",
-                values={"status": str(MemoryStatus.ACTIVE), "updated_at": utcnow()},
-                values_sql={"superseded_by": "NULL"},
+                values_sql={
+                    "status": "'active'",
+                    "updated_at": _ts(utcnow()),
+                    "superseded_by": "NULL",
+                },
             )
             if n == 0:
                 raise NotFoundError("memory", memory_id)
@@ -954,9 +975,10 @@ class MemoryStore:
 
     def optimize(self) -> None:
         """Compact files, fold new rows into the indices, prune versions older than a few minutes."""
-        self._ensure_vector_index()
-        for name in ("memories", LINKS, CONFIDENCE):
-            self.table(name).optimize(cleanup_older_than=KEEP_VERSIONS_FOR)
+        with secure_umask():
+            self._ensure_vector_index()
+            for name in ("memories", LINKS, CONFIDENCE):
+                self.table(name).optimize(cleanup_older_than=KEEP_VERSIONS_FOR)
         self._write_meta(dict(self._meta, optimized_version=self.table().version))
 
     def _ensure_vector_index(self) -> None:
@@ -964,16 +986,30 @@ class MemoryStore:
         rows = table.count_rows()
         if rows < self.settings.vector_index_min_rows:
             return
-        if any(i.index_type.startswith("IVF") for i in table.list_indices()):
+        if self.has_vector_index():
             return
-        partitions = max(16, int(rows**0.5))
+        from lancedb.index import IvfPq
+
+        self._index_cache.clear()
+
+        partitions = max(16, min(1024, int(rows**0.5)))
         table.create_index(
-            metric="cosine", vector_column_name="vector", num_partitions=partitions,
-            num_sub_vectors=max(1, self.dim // 8), index_type="IVF_PQ",
-        )  # fmt: skip
+            "vector",
+            config=IvfPq(
+                distance_type="cosine",
+                num_partitions=partitions,
+                num_sub_vectors=max(1, self.dim // 8),
+            ),
+        )
 
     def has_vector_index(self) -> bool:
-        return any(i.index_type.startswith("IVF") for i in self.table().list_indices())
+        """Whether the live table has an IVF-PQ index (cached: asked on every vector search)."""
+        key = ("vector_index", self._meta.get("memories_table"))
+        cached = self._index_cache.get(key)
+        if cached is None:
+            cached = any("vector" in i.columns for i in self.table().list_indices())
+            self._index_cache[key] = cached
+        return cached
 
     def versions_on_disk(self) -> int:
         return len(self.table().list_versions())

@@ -1,0 +1,116 @@
+"""The data folder, its permissions, and the versioned settings file."""
+
+from __future__ import annotations
+
+import os
+import stat
+from pathlib import Path
+
+import pytest
+
+from lexmem.api import Lexmem
+from lexmem.config import (
+    SCHEMA_VERSION,
+    Paths,
+    Settings,
+    load_settings,
+    resolve_paths,
+    save_settings,
+)
+from lexmem.doctor import run_checks
+from lexmem.embedder import Embedder
+from lexmem.errors import ConfigError
+
+
+def test_lexmem_home_wins_else_the_platform_folder(tmp_path: Path) -> None:
+    assert resolve_paths({"LEXMEM_HOME": str(tmp_path / "x")}).home == tmp_path / "x"
+    platform_home = resolve_paths({}).home
+    assert platform_home.name == "lexmem"
+    assert str(platform_home).startswith(os.environ["XDG_DATA_HOME"])  # isolated by conftest
+
+
+def test_missing_settings_mean_defaults(paths: Paths) -> None:
+    s = load_settings(paths)
+    assert s == Settings()
+    assert not paths.settings.exists()
+
+
+def test_settings_round_trip_atomically_with_owner_only_mode(paths: Paths) -> None:
+    s = Settings()
+    s.search.default_limit = 25
+    s.embedding.batch_size = 16
+    save_settings(paths, s)
+    assert stat.S_IMODE(paths.settings.stat().st_mode) == 0o600
+    assert load_settings(paths) == s
+    assert not list(paths.home.glob(".settings.toml.*"))
+
+
+def test_unversioned_settings_are_migrated_and_rewritten(paths: Paths) -> None:
+    paths.settings.write_text('model = "BAAI/bge-small-en-v1.5"\n\n[search]\ndefault_limit = 7\n')
+    s = load_settings(paths)
+    assert s.schema_version == SCHEMA_VERSION
+    assert s.embedding.model == "BAAI/bge-small-en-v1.5"
+    assert s.search.default_limit == 7
+    assert f"schema_version = {SCHEMA_VERSION}" in paths.settings.read_text()
+
+
+@pytest.mark.parametrize(
+    ("text", "message"),
+    [
+        ("schema_version = 99\n", "newer lexmem"),
+        ("schema_version = 1\n[search]\ndefault_limit = 'ten'\n", "must be int"),
+        ("schema_version = 1\n[search]\nbogus = 1\n", "unknown setting search.bogus"),
+        ("schema_version = 1\nsearch = 3\n", "must be a table"),
+        ("this is [not toml", "not valid TOML"),
+    ],
+)
+def test_bad_settings_get_a_one_line_error_naming_the_file(
+    paths: Paths, text: str, message: str
+) -> None:
+    paths.settings.write_text(text)
+    with pytest.raises(ConfigError, match=message) as err:
+        load_settings(paths)
+    assert str(paths.settings) in str(err.value)
+    assert "\n" not in str(err.value)
+
+
+def test_every_file_and_folder_in_the_data_folder_is_owner_only(
+    tmp_path: Path, embedder: Embedder
+) -> None:
+    old = os.umask(0o022)  # a typical, permissive user umask: lexmem must not inherit it
+    try:
+        lm = Lexmem.open(tmp_path / "home", embedder=embedder)
+        assert os.umask(0o077) & 0o077 == 0o077  # the process umask was tightened
+    finally:
+        os.umask(old)
+    lm.remember("The project uses PostgreSQL for data storage")
+    lm.store.optimize()
+    save_settings(lm.paths, lm.settings)
+    loose = []
+    for root, dirs, files in os.walk(lm.paths.home):
+        for name in dirs + files:
+            p = Path(root) / name
+            if p.is_symlink():
+                continue
+            mode = stat.S_IMODE(p.stat().st_mode)
+            if mode & 0o077:
+                loose.append((str(p), oct(mode)))
+    assert loose == []
+    assert stat.S_IMODE(lm.paths.home.stat().st_mode) == 0o700
+
+
+def test_doctor_reports_and_fixes_loose_permissions(lm: Lexmem) -> None:
+    lm.remember("something")
+    (lm.paths.store / "meta.json").chmod(0o644)
+    checks = {c.name: c for c in run_checks(str(lm.paths.home))}
+    assert checks["permissions"].state == "fail" and "--fix" in checks["permissions"].detail
+    assert checks["model"].state == "ok" and checks["store"].state == "ok"
+    fixed = {c.name: c for c in run_checks(str(lm.paths.home), fix=True)}
+    assert fixed["permissions"].state == "ok"
+    assert stat.S_IMODE((lm.paths.store / "meta.json").stat().st_mode) == 0o600
+
+
+def test_doctor_reports_a_broken_settings_file(paths: Paths) -> None:
+    paths.settings.write_text("schema_version = 'x'\n")
+    checks = {c.name: c for c in run_checks(str(paths.home))}
+    assert checks["settings"].state == "fail"

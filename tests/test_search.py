@@ -1,0 +1,110 @@
+"""Hybrid search against the real store and the real model."""
+
+from __future__ import annotations
+
+from datetime import timedelta
+
+import pytest
+
+from lexmem.api import Lexmem
+from lexmem.errors import InvalidInputError
+from lexmem.models import MemorySource, MemoryType, utcnow
+from lexmem.store import MemoryFilter
+
+FACTS = [
+    ("The project uses PostgreSQL 16 for data storage", "shop"),
+    ("Payments go through Stripe; webhooks land on /hooks/stripe", "shop"),
+    ("To deploy, run `make release` then `kubectl rollout status deploy/web`", "shop"),
+    ("Last Tuesday the checkout page crashed because the Redis cache filled up", "shop"),
+    ("The user prefers dark mode and a 14pt monospace font", None),
+    ("Chapter three of the novel is told from Mara's point of view", "novel"),
+    ("Always write commit messages in the imperative mood", None),
+    ("The CI pipeline runs on GitHub Actions with a macOS and a Linux job", "shop"),
+]
+
+
+@pytest.fixture
+def filled(lm: Lexmem) -> dict[str, str]:
+    ids = {}
+    for text, project in FACTS:
+        ids[text] = lm.remember(text, project=project).memories[0].id
+    return ids
+
+
+def top(lm: Lexmem, query: str, **kw: object) -> list[str]:
+    return [h.memory.content for h in lm.search(query, **kw).hits]  # type: ignore[arg-type]
+
+
+def test_paraphrased_question_finds_the_fact_by_meaning(lm: Lexmem, filled: dict[str, str]) -> None:
+    assert top(lm, "which database do we store data in")[0] == FACTS[0][0]
+    assert top(lm, "how do I ship a new version to production")[0] == FACTS[2][0]
+    assert top(lm, "what colour scheme does the user like")[0] == FACTS[4][0]
+
+
+def test_exact_keywords_find_the_fact(lm: Lexmem, filled: dict[str, str]) -> None:
+    assert top(lm, "Stripe webhooks", mode="bm25")[0] == FACTS[1][0]
+    assert top(lm, "Redis", mode="hybrid")[0] == FACTS[3][0]
+
+
+def test_each_leg_alone_and_explanations(lm: Lexmem, filled: dict[str, str]) -> None:
+    res = lm.search("kubectl rollout", mode="hybrid")
+    best = res.hits[0]
+    assert best.memory.content == FACTS[2][0]
+    assert best.bm25_rank == 1 and best.vector_rank is not None
+    assert "keywords #1" in best.why() and "meaning #" in best.why()
+    assert {"bm25", "embed", "vector"} <= set(res.timings_ms)
+    vec_only = lm.search("kubectl rollout", mode="vector")
+    assert all(h.bm25_rank is None for h in vec_only.hits)
+    bm25_only = lm.search("kubectl rollout", mode="bm25")
+    assert all(h.vector_rank is None for h in bm25_only.hits)
+    assert "embed" not in bm25_only.timings_ms
+    scores = [h.score for h in res.hits]
+    assert scores == sorted(scores, reverse=True)
+
+
+def test_filters_by_project_type_source_and_time(lm: Lexmem, filled: dict[str, str]) -> None:
+    novel = lm.search("point of view", MemoryFilter(project="novel")).hits
+    assert [h.memory.project for h in novel] == ["novel"]
+    procedural = lm.search("deploy", MemoryFilter(type=MemoryType.PROCEDURAL)).hits
+    assert procedural and all(h.memory.type == MemoryType.PROCEDURAL for h in procedural)
+    none = lm.search("deploy", MemoryFilter(source=MemorySource.CORRECTION)).hits
+    assert none == []
+    future = lm.search("database", MemoryFilter(created_after=utcnow() + timedelta(days=1))).hits
+    assert future == []
+
+
+def test_pinned_and_salient_memories_edge_ahead_of_equals(lm: Lexmem) -> None:
+    a = lm.remember("The staging server is called blue").memories[0]
+    b = lm.remember("The staging server is called green").memories[0]
+    first = lm.search("staging server name", mode="bm25").hits
+    loser = first[-1].memory.id
+    lm.pin(loser)
+    again = lm.search("staging server name", mode="bm25").hits
+    assert again[0].memory.id == loser and again[0].pinned
+    assert {a.id, b.id} == {h.memory.id for h in again}
+
+
+def test_search_records_access_on_hits(lm: Lexmem, filled: dict[str, str]) -> None:
+    hits = lm.search("Stripe", limit=1).hits
+    mid = hits[0].memory.id
+    assert lm.get(mid).access_count == 1
+    lm.search("Stripe", limit=1, record_access=False)
+    assert lm.get(mid).access_count == 1
+
+
+def test_bad_queries_get_clear_errors(lm: Lexmem) -> None:
+    with pytest.raises(InvalidInputError, match="empty"):
+        lm.search("   ")
+    with pytest.raises(InvalidInputError, match="mode"):
+        lm.search("x", mode="magic")
+    with pytest.raises(InvalidInputError, match="limit"):
+        lm.search("x", limit=0)
+
+
+def test_query_syntax_characters_are_just_text(lm: Lexmem, filled: dict[str, str]) -> None:
+    for q in ['"unbalanced', "a:b OR (c", "*", "' OR 1=1 --", "Stripe AND NOT", "日本語"]:
+        lm.search(q)  # no exception; results may be empty
+
+
+def test_empty_store_returns_nothing(lm: Lexmem) -> None:
+    assert lm.search("anything").hits == []

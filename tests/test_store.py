@@ -1,0 +1,379 @@
+"""Seed 004 (MEM-02) on the real LanceDB store: every operation, criterion and scenario."""
+
+from __future__ import annotations
+
+import multiprocessing as mp
+from datetime import timedelta
+from pathlib import Path
+
+import pytest
+
+from lexmem.api import Lexmem
+from lexmem.errors import InvalidInputError, NotFoundError
+from lexmem.models import (
+    ChunkMetadata,
+    Memory,
+    MemoryLink,
+    MemorySource,
+    MemoryStatus,
+    MemoryType,
+    utcnow,
+)
+from lexmem.store import MemoryFilter, MemoryStore
+
+
+def make(lm: Lexmem, content: str, **fields: object) -> Memory:
+    vec = [float(x) for x in lm.embedder.embed_one(content)]
+    return Memory(content=content, embedding=vec, **fields)  # type: ignore[arg-type]
+
+
+@pytest.fixture
+def store(lm: Lexmem) -> MemoryStore:
+    return lm.store
+
+
+# --- Scenario: Store and retrieve memory ------------------------------------------
+
+
+def test_store_and_retrieve_preserves_every_field_and_the_exact_embedding(
+    lm: Lexmem, store: MemoryStore
+) -> None:
+    now = utcnow()
+    m = make(
+        lm,
+        "User prefers PostgreSQL",
+        type=MemoryType.SEMANTIC,
+        title="Database preference",
+        created_at=now - timedelta(days=3),
+        last_reinforced_at=now - timedelta(days=1),
+        salience=0.8,
+        importance=0.7,
+        pinned=True,
+        source=MemorySource.CONVERSATION,
+        session_id="sess-1",
+        conversation_id="conv-9",
+        project="/home/u/shop",
+        user_id="alice",
+        learning_context="said while choosing a database",
+        source_document="notes/db.md",
+        chunk=ChunkMetadata("notes/db.md", 1, 3, 150, 900, "ab" * 32),
+        capture_mode="assist",
+        confidence=0.9,
+        metadata={"agent": "claude", "turn": 4},
+    )
+    store.store(m)
+    got = store.get(m.id)
+    assert got.embedding == m.embedding  # preserved exactly (float32 in, float32 out)
+    for field in (
+        "id", "type", "title", "content", "created_at", "last_accessed_at", "access_count",
+        "last_reinforced_at", "salience", "importance", "pinned", "status", "superseded_by",
+        "source", "session_id", "conversation_id", "project", "user_id", "learning_context",
+        "source_document", "chunk", "fingerprint", "capture_mode", "confidence", "word_count", "metadata",
+    ):  # fmt: skip
+        assert getattr(got, field) == getattr(m, field), field
+
+
+def test_get_unknown_id_raises_not_found(store: MemoryStore) -> None:
+    with pytest.raises(NotFoundError):
+        store.get("00000000-0000-0000-0000-000000000000")
+    assert store.get_optional("00000000-0000-0000-0000-000000000000") is None
+
+
+def test_storing_the_same_id_twice_is_refused(lm: Lexmem, store: MemoryStore) -> None:
+    m = make(lm, "A fact")
+    store.store(m)
+    with pytest.raises(InvalidInputError, match="already exists"):
+        store.store(m)
+    assert store.count() == 1
+
+
+def test_store_refuses_a_vector_of_the_wrong_size(store: MemoryStore) -> None:
+    with pytest.raises(InvalidInputError, match="384"):
+        store.store(Memory(content="x", embedding=[0.1, 0.2]))
+    with pytest.raises(InvalidInputError, match="no embedding"):
+        store.store(Memory(content="x"))
+
+
+# --- Scenario: Record access updates temporal metadata ----------------------------
+
+
+def test_record_access_increments_count_and_updates_last_accessed(
+    lm: Lexmem, store: MemoryStore
+) -> None:
+    m = make(lm, "The API listens on port 8080", last_accessed_at=utcnow() - timedelta(days=10))
+    store.store(m)
+    assert store.get(m.id).access_count == 0
+    before = utcnow()
+    store.record_access(m.id)
+    got = store.get(m.id)
+    assert got.access_count == 1
+    assert got.last_accessed_at >= before - timedelta(seconds=1)
+    store.record_access(m.id)
+    assert store.get(m.id).access_count == 2
+    with pytest.raises(NotFoundError):
+        store.record_access("00000000-0000-0000-0000-000000000000")
+
+
+# --- Scenario: Archive memory ------------------------------------------------------
+
+
+def test_archive_sets_status_and_leaves_active_queries(lm: Lexmem, store: MemoryStore) -> None:
+    a = make(lm, "Old build server is jenkins-1")
+    b = make(lm, "The build server is jenkins-2")
+    store.store_many([a, b])
+    store.archive(a.id)
+    assert store.get(a.id).status == MemoryStatus.ARCHIVED
+    active = [m.id for m in store.list_memories(MemoryFilter())]
+    assert active == [b.id]
+    assert a.id not in [m.id for m in store.get_by_type(MemoryType.SEMANTIC, "local")]
+    assert a.id not in [h.memory.id for h in lm.search("build server jenkins").hits]
+    store.restore(a.id)
+    assert store.get(a.id).status == MemoryStatus.ACTIVE
+
+
+# --- Supersede ---------------------------------------------------------------------
+
+
+def test_supersede_links_old_to_replacement_and_chain_is_navigable_both_ways(
+    lm: Lexmem, store: MemoryStore
+) -> None:
+    v1, v2, v3 = (make(lm, f"The staging URL is staging{i}.example.com") for i in (1, 2, 3))
+    store.store_many([v1, v2, v3])
+    store.supersede(v1.id, v2.id)
+    store.supersede(v2.id, v3.id)
+    old = store.get(v1.id)
+    assert old.status == MemoryStatus.SUPERSEDED and old.superseded_by == v2.id
+    assert [m.id for m in store.supersede_chain(v1.id)] == [v2.id, v3.id]
+    assert [m.id for m in store.supersede_chain(v3.id, forward=False)] == [v2.id, v1.id]
+    assert any(
+        lk.link_type == "supersedes" and lk.to_id == v1.id for lk in store.get_links_from(v2.id)
+    )
+    hits = [h.memory.id for h in lm.search("staging URL").hits]
+    assert hits == [v3.id]
+    with pytest.raises(InvalidInputError, match="cycle"):
+        store.supersede(v3.id, v1.id)
+    with pytest.raises(InvalidInputError):
+        store.supersede(v3.id, v3.id)
+
+
+# --- Links -------------------------------------------------------------------------
+
+
+def test_links_are_unique_per_from_to_type(lm: Lexmem, store: MemoryStore) -> None:
+    a, b = make(lm, "Service A calls service B"), make(lm, "Service B owns the orders table")
+    store.store_many([a, b])
+    store.store_link(MemoryLink(a.id, b.id, "depends_on", 0.4))
+    store.store_link(
+        MemoryLink(a.id, b.id, "depends_on", 0.9)
+    )  # same triple: updated, not duplicated
+    store.store_link(MemoryLink(a.id, b.id, "relates_to", 0.5))
+    links = store.get_links_from(a.id)
+    assert sorted((lk.link_type, lk.strength) for lk in links) == [
+        ("depends_on", 0.9),
+        ("relates_to", 0.5),
+    ]
+    assert [lk.from_id for lk in store.get_links_to(b.id)] == [a.id, a.id]
+    with pytest.raises(NotFoundError):
+        store.store_link(MemoryLink(a.id, "00000000-0000-0000-0000-000000000000", "x"))
+    with pytest.raises(InvalidInputError):
+        store.store_link(MemoryLink(a.id, a.id, "self"))
+
+
+# --- Confidence trajectory ---------------------------------------------------------
+
+
+def test_confidence_trajectory_is_kept_in_order(lm: Lexmem, store: MemoryStore) -> None:
+    m = make(lm, "Tests run with pytest", confidence=0.6)
+    store.store(m)
+    for value in (0.7, 0.85, 0.5):
+        store.record_confidence(m.id, value)
+    history = [p.confidence for p in store.confidence_history(m.id)]
+    assert history == [0.6, 0.7, 0.85, 0.5]
+    assert store.get(m.id).confidence == 0.5
+    with pytest.raises(InvalidInputError):
+        store.record_confidence(m.id, 1.5)
+
+
+# --- Scenario: Salience decay ------------------------------------------------------
+
+
+def test_decay_multiplies_all_salience_values(lm: Lexmem, store: MemoryStore) -> None:
+    vec = [float(x) for x in lm.embedder.embed_one("memory")]
+    memories = [
+        Memory(content=f"memory number {i}", embedding=vec, salience=1.0) for i in range(100)
+    ]
+    store.store_many(memories)
+    assert store.decay_all(0.9) == 100
+    assert {round(m.salience, 6) for m in store.list_memories(limit=None)} == {0.9}
+
+
+def test_decay_skips_pinned_archived_and_below_floor(lm: Lexmem, store: MemoryStore) -> None:
+    pinned = make(lm, "Pinned", salience=1.0, pinned=True)
+    archived = make(lm, "Archived", salience=1.0)
+    floor = make(lm, "Faded", salience=0.005)
+    normal = make(lm, "Normal", salience=0.5)
+    store.store_many([pinned, archived, floor, normal])
+    store.archive(archived.id)
+    assert store.decay_all(0.5) == 1
+    assert store.get(pinned.id).salience == 1.0
+    assert store.get(archived.id).salience == 1.0
+    assert store.get(floor.id).salience == 0.005
+    assert store.get(normal.id).salience == 0.25
+    with pytest.raises(InvalidInputError):
+        store.decay_all(0)
+
+
+# --- The rest of a memory's life ------------------------------------------------------
+
+
+def test_pin_edit_salience_and_reinforce(lm: Lexmem, store: MemoryStore) -> None:
+    m = make(lm, "Use ruff for linting")
+    store.store(m)
+    store.set_pinned(m.id, True)
+    assert store.get(m.id).pinned
+    store.update_salience(m.id, 0.75)
+    assert store.get(m.id).salience == 0.75
+    r = store.reinforce(m.id, 0.2)
+    assert r.salience == pytest.approx(0.8)
+    assert store.get(m.id).last_reinforced_at is not None
+    store.edit(m.id, title="Linting")
+    assert store.get(m.id).title == "Linting"
+    with pytest.raises(InvalidInputError):
+        store.edit(m.id, status="archived")
+    with pytest.raises(InvalidInputError):
+        store.update_salience(m.id, 2.0)
+
+
+def test_hard_delete_removes_row_links_and_history(lm: Lexmem, store: MemoryStore) -> None:
+    a, b, c = make(lm, "Alpha fact"), make(lm, "Beta fact"), make(lm, "Gamma fact")
+    store.store_many([a, b, c])
+    store.store_link(MemoryLink(a.id, b.id, "relates_to"))
+    store.store_link(MemoryLink(c.id, a.id, "relates_to"))
+    store.record_confidence(a.id, 0.3)
+    store.supersede(c.id, a.id)
+    store.delete(a.id)
+    assert store.get_optional(a.id) is None
+    assert store.get_links_from(b.id) == [] and store.get_links_to(b.id) == []
+    assert all(a.id not in (lk.from_id, lk.to_id) for lk in store.all_links())
+    assert store.confidence_history(a.id) == []
+    assert store.get(c.id).superseded_by is None  # no dangling pointer to a forgotten memory
+    with pytest.raises(NotFoundError):
+        store.delete(a.id)
+
+
+def test_list_filters_sorting_paging_and_count(lm: Lexmem, store: MemoryStore) -> None:
+    base = utcnow() - timedelta(days=30)
+    items = []
+    for i in range(12):
+        items.append(
+            make(
+                lm,
+                f"fact {i}",
+                project="p1" if i % 2 else "p2",
+                type=MemoryType.PROCEDURAL if i % 3 == 0 else MemoryType.SEMANTIC,
+                created_at=base + timedelta(days=i),
+                salience=i / 20,
+                source=MemorySource.CORRECTION if i == 5 else MemorySource.EXPLICIT,
+            )
+        )
+    store.store_many(items)
+    newest_first = [m.content for m in store.list_memories(limit=3)]
+    assert newest_first == ["fact 11", "fact 10", "fact 9"]
+    assert [m.content for m in store.list_memories(limit=3, offset=3)] == [
+        "fact 8",
+        "fact 7",
+        "fact 6",
+    ]
+    assert store.count(MemoryFilter(project="p1")) == 6
+    assert store.count(MemoryFilter(type=MemoryType.PROCEDURAL)) == 4
+    assert [
+        m.content for m in store.list_memories(MemoryFilter(source=MemorySource.CORRECTION))
+    ] == ["fact 5"]
+    after = store.list_memories(MemoryFilter(created_after=base + timedelta(days=10)), limit=None)
+    assert {m.content for m in after} == {"fact 10", "fact 11"}
+    by_sal = store.get_by_type(MemoryType.SEMANTIC, "local", limit=2)
+    assert [m.content for m in by_sal] == ["fact 11", "fact 10"]
+    with pytest.raises(InvalidInputError):
+        store.list_memories(sort="nonsense")
+
+
+def test_resolve_id_by_unique_prefix(lm: Lexmem, store: MemoryStore) -> None:
+    m = make(lm, "prefix me")
+    store.store(m)
+    assert store.resolve_id(m.id[:8]) == m.id
+    assert store.resolve_id(m.id) == m.id
+    with pytest.raises(InvalidInputError):
+        store.resolve_id("not an id; DROP")
+    with pytest.raises(NotFoundError):
+        store.resolve_id("ffffffff")
+
+
+def test_quotes_in_values_are_safe_in_filters(lm: Lexmem, store: MemoryStore) -> None:
+    m = make(lm, "O'Reilly's book", project="it's a project")
+    store.store(m)
+    assert store.count(MemoryFilter(project="it's a project")) == 1
+    assert store.count(MemoryFilter(project="x' OR '1'='1")) == 0
+
+
+# --- Indices and growth ------------------------------------------------------------------
+
+
+@pytest.mark.filterwarnings("ignore:optimize")
+def test_full_text_index_exists_and_versions_are_pruned(lm: Lexmem, store: MemoryStore) -> None:
+    indices = store.table().list_indices()
+    assert any(i.index_type == "FTS" for i in indices)
+    m = make(lm, "version growth")
+    store.store(m)
+    for _ in range(70):
+        store.record_access(m.id)
+    # optimize ran after 64 commits; versions older than the keep window are pruned on the next run
+    import lexmem.store as store_mod
+
+    old = store_mod.KEEP_VERSIONS_FOR
+    store_mod.KEEP_VERSIONS_FOR = timedelta(0)
+    try:
+        store.optimize()
+    finally:
+        store_mod.KEEP_VERSIONS_FOR = old
+    assert store.versions_on_disk() <= 3
+    assert store.get(m.id).access_count == 70
+
+
+def test_vector_index_is_built_once_the_table_is_large(lm: Lexmem, data_home: Path) -> None:
+    import numpy as np
+
+    lm.store.settings.vector_index_min_rows = 300
+    rng = np.random.default_rng(7)
+    vecs = rng.standard_normal((400, 384)).astype("float32")
+    vecs /= np.linalg.norm(vecs, axis=1, keepdims=True)
+    lm.store.store_many(
+        [Memory(content=f"row {i}", embedding=[float(x) for x in v]) for i, v in enumerate(vecs)]
+    )
+    assert not lm.store.has_vector_index()
+    lm.store.optimize()
+    assert lm.store.has_vector_index()
+    # The indexed vector leg still finds an exact match first.
+    target = lm.store.list_memories(limit=1)[0]
+    row = lm.store.get(target.id)
+    hits = lm.searcher._vector(np.asarray(row.embedding, dtype="float32"), "status = 'active'", 5)
+    assert hits[0]["id"] == target.id
+
+
+def _writer(home: str, n: int, tag: str) -> None:
+    core = Lexmem.open(home)
+    vec = [0.05] * 384
+    for i in range(n):
+        core.store.store(Memory(content=f"{tag} {i}", embedding=vec))
+    core.close()
+
+
+def test_writers_in_several_processes_never_lose_a_commit(lm: Lexmem, data_home: Path) -> None:
+    ctx = mp.get_context("spawn")  # LanceDB is not fork-safe
+    procs = [ctx.Process(target=_writer, args=(str(data_home), 15, f"writer{k}")) for k in range(3)]
+    for p in procs:
+        p.start()
+    for p in procs:
+        p.join(120)
+        assert p.exitcode == 0
+    lm.store.refresh()
+    assert lm.store.count() == 45
