@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import itertools
+
 import numpy as np
 import pytest
 
@@ -155,7 +157,7 @@ def test_remember_links_chunks_in_order(lm: Lexmem) -> None:
     result = lm.remember(text, project="long")
     ids = [m.id for m in result.memories]
     assert len(ids) > 1
-    for prev, nxt in zip(ids, ids[1:], strict=False):
+    for prev, nxt in itertools.pairwise(ids):
         assert [lk.to_id for lk in lm.store.get_links_from(nxt) if lk.link_type == "continues"] == [
             prev
         ]
