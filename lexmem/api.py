@@ -367,13 +367,17 @@ class Lexmem:
         return export_store(self.store, out, fmt)
 
     def import_(
-        self, source: Path, progress: Callable[[int, int], None] | None = None
+        self,
+        source: Path,
+        progress: Callable[[int, int], None] | None = None,
+        reembed_progress: Callable[[int, int], None] | None = None,
     ) -> dict[str, int]:
+        """Import an export folder; vectors from another model are recomputed."""
         from .lens import import_store
 
-        counts = import_store(self.store, source)
+        counts = import_store(self.store, source, progress)
         if counts.pop("needs_reembed", 0):
-            counts["reembedded"] = self.reembed(progress)
+            counts["reembedded"] = self.reembed(reembed_progress)
         return counts
 
     def reembed(self, progress: Callable[[int, int], None] | None = None) -> int:

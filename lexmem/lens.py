@@ -239,7 +239,7 @@ def _read(con: duckdb.DuckDBPyConnection, path: Path, fmt: str, schema: pa.Schem
 
 
 def import_store(
-    store: MemoryStore, source: Path, progress: Callable[[str, int], None] | None = None
+    store: MemoryStore, source: Path, progress: Callable[[int, int], None] | None = None
 ) -> dict[str, int]:
     """Add the rows of an export folder to the store, in one commit per table group."""
     source = source.expanduser()
@@ -263,14 +263,12 @@ def import_store(
     con = _connect()
     try:
         mem = _read(con, source / f"memories.{fmt}", fmt, memory_schema(store.dim))
-        if progress:
-            progress("memories", mem.num_rows)
         links = _read(con, source / f"{LINKS}.{fmt}", fmt, links_schema())
         conf = _read(con, source / f"{CONFIDENCE}.{fmt}", fmt, confidence_schema())
     finally:
         con.close()
     same_space = manifest.get("embedding_space") == store.stored_space
-    n_mem, n_links, n_conf = store.import_rows(mem, links, conf)
+    n_mem, n_links, n_conf = store.import_rows(mem, links, conf, progress)
     return {
         "memories": n_mem,
         "links": n_links,

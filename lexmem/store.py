@@ -345,7 +345,27 @@ class MemoryStore:
                 self._meta = self._read_meta()  # another process may have won the race
                 if not self._meta:
                     self._create_tables("memories_v1", stored_space=self.space_id)
+        self._drop_orphans()
         return self
+
+    def _drop_orphans(self) -> None:
+        """Drop a half-built memories table left by a re-embed that died part-way."""
+        live = self._meta.get("memories_table")
+        orphans = [
+            n for n in self._list_tables() if re.fullmatch(r"memories_v\d+", n) and n != live
+        ]
+        if not orphans:
+            return
+        probe = FileLock(self.paths.write_lock, timeout=0)
+        try:
+            probe.acquire()  # a running re-embed holds the lock: leave its table alone
+        except LockTimeout:
+            return
+        try:
+            for name in orphans:
+                self._db.drop_table(name)
+        finally:
+            probe.release()
 
     def _read_meta(self) -> dict[str, Any]:
         try:
@@ -889,22 +909,46 @@ class MemoryStore:
     # -- bulk import (export/import round trip) ----------------------------
 
     def import_rows(
-        self, memories: pa.Table, links: pa.Table, confidence: pa.Table
+        self,
+        memories: pa.Table,
+        links: pa.Table,
+        confidence: pa.Table,
+        progress: Callable[[int, int], None] | None = None,
+        batch: int = 2000,
     ) -> tuple[int, int, int]:
-        """Add exported rows as they are (ids, timestamps and history kept exactly)."""
+        """Add exported rows as they are (ids, timestamps and history kept exactly).
+
+        Memories go in batches (with progress); if anything fails part-way, every
+        table is restored to its version from before the import.
+        """
         with self._writing():
             ids = memories.column("id").to_pylist() if memories.num_rows else []
+            if len(set(ids)) != len(ids):
+                raise InvalidInputError("the import holds the same memory id twice")
             clash = self._existing_ids(ids)
             if clash:
                 raise InvalidInputError(
                     f"{len(clash)} memories in the import already exist here (e.g. {sorted(clash)[0]})"
                 )
-            if memories.num_rows:
-                self.table().add(memories.cast(memory_schema(self.dim)))
-            if links.num_rows:
-                self.table(LINKS).add(links.cast(links_schema()))
-            if confidence.num_rows:
-                self.table(CONFIDENCE).add(confidence.cast(confidence_schema()))
+            names = ("memories", LINKS, CONFIDENCE)
+            before = {name: self.table(name).version for name in names}
+            try:
+                total = memories.num_rows
+                data = memories.cast(memory_schema(self.dim))
+                for start in range(0, total, batch):
+                    self.table().add(data.slice(start, batch))
+                    if progress:
+                        progress(min(start + batch, total), total)
+                if links.num_rows:
+                    self.table(LINKS).add(links.cast(links_schema()))
+                if confidence.num_rows:
+                    self.table(CONFIDENCE).add(confidence.cast(confidence_schema()))
+            except BaseException:
+                for name in names:
+                    table = self.table(name)
+                    if table.version != before[name]:
+                        table.restore(before[name])
+                raise
             self._maybe_optimize(force=True)
         return memories.num_rows, links.num_rows, confidence.num_rows
 

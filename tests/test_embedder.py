@@ -110,3 +110,18 @@ def test_changing_the_model_requires_and_performs_a_reembed(
     second.close()
     # Reopened later, the new space is remembered.
     assert not Lexmem.open(home, settings=settings).store.needs_reembed
+
+
+def test_a_half_built_table_from_an_interrupted_reembed_is_dropped(
+    tmp_path: Path, embedder: Embedder
+) -> None:
+    from lexmem.store import memory_schema
+
+    home = tmp_path / "home"
+    lm = Lexmem.open(home, embedder=embedder)
+    mid = lm.remember("survives the crash").memories[0].id
+    lm.store._db.create_table("memories_v2", schema=memory_schema(384))  # as a crash would leave it
+    lm.close()
+    again = Lexmem.open(home, embedder=embedder)
+    assert again.store._list_tables().count("memories_v2") == 0
+    assert again.get(mid).content == "survives the crash"

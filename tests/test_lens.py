@@ -4,6 +4,8 @@ from __future__ import annotations
 
 from pathlib import Path
 
+import pyarrow.parquet  # noqa: F401 - registers pa.parquet
+
 import pytest
 
 from lexmem.api import Lexmem
@@ -128,3 +130,27 @@ def test_stats_through_duckdb(populated: Lexmem) -> None:
     assert set(s["by_type"]) <= {t.value for t in MemoryType}
     assert s["disk_bytes"] > 0 and s["accesses"] >= 1
     assert s["oldest"] <= s["newest"]
+
+
+def test_an_import_failing_part_way_leaves_the_store_as_it_was(
+    populated: Lexmem, tmp_path: Path, embedder: Embedder
+) -> None:
+    import pyarrow as pa
+
+    out = tmp_path / "exp"
+    populated.export(out, "parquet")
+    fresh = Lexmem.open(tmp_path / "fresh", embedder=embedder)
+    fresh.remember("Already here before the import")
+    before = snapshot(fresh)
+    mem = pa.parquet.read_table(out / "memories.parquet")
+    broken_links = pa.table(
+        {"id": ["x"], "nonsense": [1]}
+    )  # cannot be cast: fails after memories went in
+    seen: list[tuple[int, int]] = []
+    with pytest.raises(Exception):  # noqa: B017 - whatever arrow raises, the store must roll back
+        fresh.store.import_rows(
+            mem, broken_links, pa.table({}), progress=lambda d, t: seen.append((d, t)), batch=2
+        )
+    assert seen and seen[-1][0] == mem.num_rows  # the memories had been added in batches
+    assert snapshot(fresh) == before
+    assert fresh.search("import", record_access=False).hits[0].memory.content.startswith("Already")
