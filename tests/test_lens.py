@@ -5,7 +5,6 @@ from __future__ import annotations
 from pathlib import Path
 
 import pyarrow.parquet  # noqa: F401 - registers pa.parquet
-
 import pytest
 
 from lexmem.api import Lexmem
