@@ -15,6 +15,7 @@ import hashlib
 import re
 from dataclasses import dataclass
 
+from lexmem.errors import InvalidInputError
 from lexmem.models import ChunkMetadata
 
 __all__ = [
@@ -49,14 +50,8 @@ SENTENCE_TERMINATORS: tuple[str, ...] = (".", "!", "?")
 _WORD = re.compile(r"\S+")
 
 
-class ChunkerError(ValueError):
-    """Base of every error the chunker raises.
-
-    A ``ValueError`` because each one is a problem with a value handed in. To hang
-    it under lexmem's exception root later, change only the class line, to
-    ``class ChunkerError(LexmemError, ValueError):``; ``__init__`` calls ``super()``
-    so it cooperates with that extra base.
-    """
+class ChunkerError(InvalidInputError, ValueError):
+    """Base of every error the chunker raises: a problem with a value handed in."""
 
     def __init__(self, message: str) -> None:
         super().__init__(message)
