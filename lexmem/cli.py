@@ -10,14 +10,16 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import shutil
 import sys
 import textwrap
+import unicodedata
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from datetime import UTC, datetime
 from pathlib import Path
-from typing import Any, TypeVar
+from typing import Any, NoReturn, TypeVar
 
 import click
 
@@ -75,12 +77,43 @@ def _width() -> int:
     return max(60, min(shutil.get_terminal_size((120, 24)).columns, 160))
 
 
+def cells(text: str) -> int:
+    """How many terminal columns ``text`` takes (wide characters such as 📌 take two)."""
+    return sum(
+        0 if unicodedata.combining(ch) else 2 if unicodedata.east_asian_width(ch) in "WF" else 1
+        for ch in text
+    )
+
+
+_CHUNK_SUFFIX = re.compile(r" \(\d+/\d+\)$")
+
+
+def clip(text: str, width: int) -> str:
+    """``text`` cut to ``width`` terminal columns, with one ellipsis when cut.
+
+    A chunk's " (2/5)" survives the cut: it is what tells the chunks apart.
+    """
+    if cells(text) <= width:
+        return text
+    part = _CHUNK_SUFFIX.search(text)
+    if part and width >= cells(part.group()) + 8:
+        return clip(text[: part.start()], width - cells(part.group())) + part.group()
+    out, used = "", 0
+    for ch in text:
+        w = cells(ch)
+        if used + w > width - 1:
+            break
+        out += ch
+        used += w
+    return out.rstrip(" …") + "…"
+
+
 def table(headers: Sequence[str], rows: Sequence[Sequence[Any]], flex: int = -1) -> None:
     """A plain aligned table; column ``flex`` absorbs what the terminal lacks."""
     if not rows:
         return
-    cells = [[("" if v is None else str(v)).replace("\n", " ") for v in r] for r in rows]
-    widths = [max(len(h), *(len(r[i]) for r in cells)) for i, h in enumerate(headers)]
+    cells_ = [[" ".join(("" if v is None else str(v)).split()) for v in r] for r in rows]
+    widths = [max(cells(h), *(cells(r[i]) for r in cells_)) for i, h in enumerate(headers)]
     total = sum(widths) + 2 * (len(widths) - 1)
     flex = flex % len(widths)
     if total > _width():
@@ -89,13 +122,12 @@ def table(headers: Sequence[str], rows: Sequence[Sequence[Any]], flex: int = -1)
     def fmt(values: Sequence[str]) -> str:
         out = []
         for i, v in enumerate(values):
-            w = widths[i]
-            v = v if len(v) <= w else v[: w - 1] + "…"
-            out.append(v.ljust(w))
+            v = clip(v, widths[i])
+            out.append(v + " " * (widths[i] - cells(v)))
         return "  ".join(out).rstrip()
 
     click.echo(click.style(fmt(list(headers)), bold=True))
-    for r in cells:
+    for r in cells_:
         click.echo(fmt(r))
 
 
@@ -103,6 +135,14 @@ def when(value: datetime | None) -> str:
     if value is None:
         return "-"
     return value.astimezone().strftime("%Y-%m-%d %H:%M")
+
+
+def times(n: int) -> str:
+    return "once" if n == 1 else f"{n} times"
+
+
+def method_name(method: str) -> str:
+    return str(method).replace("_", "-")
 
 
 def parse_when(text: str | None, name: str) -> datetime | None:
@@ -117,10 +157,21 @@ def parse_when(text: str | None, name: str) -> datetime | None:
     return value if value.tzinfo else value.astimezone(UTC)
 
 
-def read_text_arg(parts: Sequence[str]) -> str:
+def interactive() -> bool:
+    """Whether a person may be at the keyboard (standard input is a terminal)."""
+    try:
+        return sys.stdin.isatty()
+    except (AttributeError, ValueError):  # closed or replaced standard input
+        return False
+
+
+def read_text_arg(parts: Sequence[str], what: str = "text") -> str:
+    """The words of TEXT, or standard input for ``-`` (or when it is piped and TEXT is absent)."""
     text = " ".join(parts)
-    if text == "-" or (not parts and not sys.stdin.isatty()):
+    if text == "-" or (not parts and not interactive()):
         text = sys.stdin.read()
+    elif not parts:
+        raise InvalidInputError(f"give the {what}, or - to read it from standard input")
     return text
 
 
@@ -128,8 +179,11 @@ def read_text_arg(parts: Sequence[str]) -> str:
 def progress(label: str) -> Iterator[Callable[[int, int], None]]:
     """A progress bar that appears once the total is known (stderr, TTYs only)."""
     state: dict[str, Any] = {}
+    shown = sys.stderr.isatty()
 
     def update(done: int, total: int) -> None:
+        if not shown:
+            return
         bar = state.get("bar")
         if bar is None:
             bar = click.progressbar(length=max(total, 1), label=label, file=sys.stderr)
@@ -148,17 +202,56 @@ def progress(label: str) -> Iterator[Callable[[int, int], None]]:
 # -- the group ---------------------------------------------------------------
 
 
+def one_line(message: str) -> str:
+    """A message folded onto one line (the promise: every error is one line)."""
+    return re.sub(r"\s*\n\s*", " ", message.strip())
+
+
+def fail(message: str, code: int) -> NoReturn:
+    click.echo(f"lexmem: error: {one_line(message)}", err=True)
+    raise click.exceptions.Exit(code)
+
+
+def usage_error(exc: click.ClickException) -> NoReturn:
+    """Click's own errors (a bad option, a missing argument) as lexmem's one line."""
+    message = one_line(exc.format_message()).rstrip(".")
+    if message[:1].isupper() and message[1:2].islower():
+        message = message[0].lower() + message[1:]
+    ctx = getattr(exc, "ctx", None)
+    if isinstance(exc, click.UsageError) and ctx is not None:
+        message += f" (see `{ctx.command_path} --help`)"
+    fail(message, exc.exit_code)
+
+
 class LexmemGroup(click.Group):
-    """Turns lexmem's errors into one line and an exit code."""
+    """Turns lexmem's errors, and click's, into one line and an exit code."""
+
+    def make_context(
+        self,
+        info_name: str | None,
+        args: list[str],
+        parent: click.Context | None = None,
+        **extra: Any,
+    ) -> click.Context:
+        try:
+            return super().make_context(info_name, args, parent, **extra)
+        except click.exceptions.NoArgsIsHelpError:
+            raise
+        except click.ClickException as exc:
+            usage_error(exc)
 
     def invoke(self, ctx: click.Context) -> Any:
         try:
             return super().invoke(ctx)
         except LexmemError as exc:
-            click.echo(f"lexmem: error: {exc}", err=True)
-            ctx.exit(exc.exit_code)
-        except (click.exceptions.Exit, click.exceptions.Abort, click.ClickException):
+            fail(str(exc), exc.exit_code)
+        except (click.exceptions.Exit, click.exceptions.NoArgsIsHelpError, BrokenPipeError):
             raise
+        except click.ClickException as exc:
+            usage_error(exc)
+        except click.exceptions.Abort:
+            click.echo("lexmem: aborted", err=True)
+            ctx.exit(1)
         except KeyboardInterrupt:
             click.echo("lexmem: interrupted", err=True)
             ctx.exit(130)
@@ -250,7 +343,15 @@ def remember(
     """Remember TEXT (use - to read it from standard input)."""
     from .models import MemoryType
 
-    body = read_text_arg(text)
+    body = read_text_arg(text, "text to remember")
+    if not body.strip():
+        raise InvalidInputError("nothing to remember: the text is empty")
+    if title is not None:
+        title = title.strip()
+        if not title:
+            raise InvalidInputError(
+                "the title is empty (leave out --title to use the first sentence)"
+            )
     result = c.lm().remember(
         body,
         type=None if mtype == "auto" else MemoryType(mtype),
@@ -270,7 +371,7 @@ def remember(
     how = (
         "given"
         if cls_.method == "explicit"
-        else f"{cls_.method.replace('_', '-')}, {cls_.confidence:.0%}"
+        else f"{method_name(cls_.method)}, {cls_.confidence:.0%}"
     )
     extra = f" in {len(result.memories)} chunks" if len(result.memories) > 1 else ""
     click.echo(f"Remembered {short(m.id)} as {m.type} ({how}){extra}: {m.title}")
@@ -281,23 +382,26 @@ def _filter(project: str | None, mtype: str | None, status: str | None, source: 
     from .models import MemorySource, MemoryStatus, MemoryType
     from .store import MemoryFilter
 
+    after, before = parse_when(since, "--since"), parse_when(until, "--until")
+    if after is not None and before is not None and after >= before:
+        raise InvalidInputError(f"--since {since} is not before --until {until}: nothing can match")
     return MemoryFilter(
         project=project,
         type=MemoryType(mtype) if mtype else None,
         status=None if status == "any" else MemoryStatus(status or "active"),
         source=MemorySource(source) if source else None,
         pinned=pinned,
-        created_after=parse_when(since, "--since"),
-        created_before=parse_when(until, "--until"),
+        created_after=after,
+        created_before=before,
     )
 
 
 @cli.command()
 @click.argument("query", nargs=-1, required=True)
-@click.option("--project")
-@click.option("--type", "mtype", type=click.Choice(TYPES))
+@click.option("--project", help="Only memories of this project.")
+@click.option("--type", "mtype", type=click.Choice(TYPES), help="Only memories of this type.")
 @click.option("--status", type=click.Choice(STATUSES), default="active", show_default=True)
-@click.option("--source", type=click.Choice(SOURCES))
+@click.option("--source", type=click.Choice(SOURCES), help="Only memories from this source.")
 @click.option("--since", help="Created on or after this date (ISO 8601).")
 @click.option("--until", help="Created before this date (ISO 8601).")
 @click.option(
@@ -308,7 +412,11 @@ def _filter(project: str | None, mtype: str | None, status: str | None, source: 
     help="How many results (default 10).",
 )
 @click.option(
-    "--mode", type=click.Choice(["hybrid", "bm25", "vector"]), default="hybrid", show_default=True
+    "--mode",
+    type=click.Choice(["hybrid", "bm25", "vector"]),
+    default="hybrid",
+    show_default=True,
+    help="Keywords and meaning, keywords only, or meaning only.",
 )
 @click.option("--why", is_flag=True, help="Show why each result ranked where it did.")
 @json_option
@@ -325,12 +433,15 @@ def search(c: Ctx, query: tuple[str, ...], project: str | None, mtype: str | Non
     if not result.hits:
         click.echo("No memories match.")
         return
+    with_status = status != "active"
     rows = []
     for h in result.hits:
         m = h.memory
         title = ("📌 " if m.pinned else "") + m.title
-        rows.append([short(m.id), f"{h.score:.3f}", m.type, m.project or "-", title])
-    table(["ID", "SCORE", "TYPE", "PROJECT", "TITLE"], rows)
+        row = [short(m.id), f"{h.score:.3f}", m.type, *([m.status] if with_status else []),
+               m.project or "-", title]  # fmt: skip
+        rows.append(row)
+    table(["ID", "SCORE", "TYPE", *(["STATUS"] if with_status else []), "PROJECT", "TITLE"], rows)
     if why:
         click.echo("")
         for h in result.hits:
@@ -338,7 +449,7 @@ def search(c: Ctx, query: tuple[str, ...], project: str | None, mtype: str | Non
 
 
 @cli.command()
-@click.argument("ident")
+@click.argument("ident", metavar="ID")
 @json_option
 @pass_ctx
 def show(c: Ctx, ident: str, as_json: bool) -> None:
@@ -348,8 +459,9 @@ def show(c: Ctx, ident: str, as_json: bool) -> None:
         emit_json(d.to_dict())
         return
     m = d.memory
-    click.echo(click.style(m.title, bold=True))
-    click.echo("")
+    if m.title != " ".join(m.content.split()):
+        click.echo(click.style(m.title, bold=True))
+        click.echo("")
     for line in m.content.splitlines() or [""]:
         click.echo(textwrap.fill(line, width=min(_width(), 100)) if line else "")
     click.echo("")
@@ -361,12 +473,12 @@ def show(c: Ctx, ident: str, as_json: bool) -> None:
             else " (its replacement was forgotten)"
         )
     fields = [
-        ("id", m.id), ("type", f"{m.type} ({m.classification_method}, confidence {m.confidence:.2f})"),
+        ("id", m.id), ("type", f"{m.type} ({method_name(m.classification_method)}, confidence {m.confidence:.2f})"),
         ("status", status_text + (", pinned" if m.pinned else "")),
         ("project", m.project or "-"), ("source", m.source.value),
         ("salience", f"{m.salience:.3f} (importance {m.importance:.2f})"),
         ("created", when(m.created_at)), ("updated", when(m.updated_at)),
-        ("accessed", f"{m.access_count} times, last {when(m.last_accessed_at)}"),
+        ("accessed", f"{times(m.access_count)}, last {when(m.last_accessed_at)}"),
         ("reinforced", when(m.last_reinforced_at)),
     ]  # fmt: skip
     if m.session_id:
@@ -405,12 +517,14 @@ def show(c: Ctx, ident: str, as_json: bool) -> None:
 
 @cli.command(name="list")
 @click.option("--status", type=click.Choice(STATUSES), default="active", show_default=True)
-@click.option("--type", "mtype", type=click.Choice(TYPES))
-@click.option("--project")
-@click.option("--source", type=click.Choice(SOURCES))
-@click.option("--pinned/--not-pinned", default=None)
-@click.option("--since")
-@click.option("--until")
+@click.option("--type", "mtype", type=click.Choice(TYPES), help="Only memories of this type.")
+@click.option("--project", help="Only memories of this project.")
+@click.option("--source", type=click.Choice(SOURCES), help="Only memories from this source.")
+@click.option(
+    "--pinned/--not-pinned", default=None, help="Only pinned (or only unpinned) memories."
+)
+@click.option("--since", help="Created on or after this date (ISO 8601).")
+@click.option("--until", help="Created before this date (ISO 8601).")
 @click.option(
     "--sort",
     type=click.Choice(["created", "salience", "accessed", "updated", "title"]),
@@ -418,12 +532,12 @@ def show(c: Ctx, ident: str, as_json: bool) -> None:
     show_default=True,
 )
 @click.option("--limit", "-n", type=click.IntRange(1, 100_000), default=50, show_default=True)
-@click.option("--offset", type=click.IntRange(0), default=0)
+@click.option("--offset", type=click.IntRange(0), default=0, help="Skip this many (for paging).")
 @json_option
 @pass_ctx
 def list_(c: Ctx, status: str, mtype: str | None, project: str | None, source: str | None, pinned: bool | None,
           since: str | None, until: str | None, sort: str, limit: int, offset: int, as_json: bool) -> None:  # fmt: skip
-    """List memories, newest first."""
+    """List memories (newest first, unless --sort says otherwise)."""
     lm = c.lm()
     flt = _filter(project, mtype, status, source, pinned, since, until)
     items = lm.list_memories(flt, sort=sort, limit=limit, offset=offset)
@@ -431,7 +545,12 @@ def list_(c: Ctx, status: str, mtype: str | None, project: str | None, source: s
         emit_json([m.to_dict() for m in items])
         return
     if not items:
-        click.echo("No memories." if offset == 0 else "No more memories.")
+        if offset:
+            click.echo("No more memories.")
+        elif lm.count(None):
+            click.echo("No memories match.")
+        else:
+            click.echo('No memories yet: try lexmem remember "…"')
         return
     rows = [[short(m.id), when(m.created_at), m.type, m.status, f"{m.salience:.2f}", m.project or "-",
              ("📌 " if m.pinned else "") + m.title] for m in items]  # fmt: skip
@@ -441,30 +560,29 @@ def list_(c: Ctx, status: str, mtype: str | None, project: str | None, source: s
         click.echo(f"… {total - offset - len(items)} more (use --offset {offset + len(items)})")
 
 
-def _simple(name: str, method: str, verb: str, **kwargs: Any) -> None:
-    @cli.command(name=name, help=f"{verb.capitalize()} the memory ID.")
-    @click.argument("ident")
+def _simple(name: str, method: str, done: str, help: str, **kwargs: Any) -> None:
+    @cli.command(name=name, help=help)
+    @click.argument("ident", metavar="ID")
     @json_option
     @pass_ctx
     def command(c: Ctx, ident: str, as_json: bool) -> None:
         lm = c.lm()
-        changes = getattr(lm, method)(ident, **kwargs)
+        mid = lm.resolve(ident)
+        changes = getattr(lm, method)(mid, **kwargs)
         if as_json:
-            emit_json({"changes": changes.to_dict()})
+            emit_json({"id": mid, "changes": changes.to_dict()})
         else:
-            click.echo(
-                f"{verb.capitalize()} {short(lm.resolve(ident)) if method != 'forget' else short(changes.deleted[0])}."
-            )
+            click.echo(f"{done} {short(mid)}.")
 
 
-_simple("pin", "pin", "pinned", pinned=True)
-_simple("unpin", "pin", "unpinned", pinned=False)
-_simple("archive", "archive", "archived")
-_simple("restore", "restore", "restored")
+_simple("pin", "pin", "Pinned", "Pin the memory ID: it never decays and ranks higher.", pinned=True)
+_simple("unpin", "pin", "Unpinned", "Unpin the memory ID.", pinned=False)
+_simple("archive", "archive", "Archived", "Archive the memory ID: it leaves active results.")
+_simple("restore", "restore", "Restored", "Make an archived or superseded memory ID active again.")
 
 
 @cli.command()
-@click.argument("ident")
+@click.argument("ident", metavar="ID")
 @click.option("--yes", "-y", is_flag=True, help="Do not ask for confirmation.")
 @json_option
 @pass_ctx
@@ -473,12 +591,14 @@ def forget(c: Ctx, ident: str, yes: bool, as_json: bool) -> None:
     lm = c.lm()
     m = lm.get(ident)
     if not yes:
-        if not sys.stdin.isatty():
+        if not interactive():
             raise InvalidInputError("forget deletes for good: pass --yes to confirm")
-        click.confirm(f"Forget {short(m.id)} “{m.title}” for good?", abort=True)
+        if not click.confirm(f"Forget {short(m.id)} “{m.title}” for good?", err=True):
+            click.echo(f"lexmem: kept {short(m.id)}; nothing was forgotten", err=True)
+            raise click.exceptions.Exit(1)
     changes = lm.forget(m.id)
     if as_json:
-        emit_json({"changes": changes.to_dict()})
+        emit_json({"id": m.id, "changes": changes.to_dict()})
     else:
         click.echo(f"Forgot {short(m.id)}.")
 
@@ -486,26 +606,37 @@ def forget(c: Ctx, ident: str, yes: bool, as_json: bool) -> None:
 @cli.command()
 @click.argument("old")
 @click.option("--by", "by", help="The id of the memory that replaces OLD.")
-@click.option("--with", "with_text", help="Text of a new memory that replaces OLD.")
+@click.option(
+    "--with", "with_text", help="Text of a new memory that replaces OLD (- reads standard input)."
+)
 @json_option
 @pass_ctx
 def supersede(c: Ctx, old: str, by: str | None, with_text: str | None, as_json: bool) -> None:
     """Replace OLD by another memory (--by ID) or by a new text (--with TEXT)."""
+    if (by is None) == (with_text is None):
+        raise InvalidInputError(
+            "give exactly one of --by ID (an existing memory) or --with TEXT (a new one)"
+        )
+    if with_text == "-":
+        with_text = sys.stdin.read()
+    if with_text is not None and not with_text.strip():
+        raise InvalidInputError("--with: the new text is empty")
     lm = c.lm()
-    changes, new_id = lm.supersede(old, by=by, with_text=with_text)
+    old_id = lm.resolve(old)
+    changes, new_id = lm.supersede(old_id, by=by, with_text=with_text)
     if as_json:
-        emit_json({"superseded": lm.resolve(old), "by": new_id, "changes": changes.to_dict()})
+        emit_json({"superseded": old_id, "by": new_id, "changes": changes.to_dict()})
     else:
-        click.echo(f"{short(lm.resolve(old))} is superseded by {short(new_id)}.")
+        click.echo(f"{short(old_id)} is superseded by {short(new_id)}.")
 
 
 @cli.command()
-@click.argument("ident")
-@click.option("--text", help="New content (re-embedded).")
-@click.option("--title")
+@click.argument("ident", metavar="ID")
+@click.option("--text", help="New content (re-embedded; - reads standard input).")
+@click.option("--title", help="New title.")
 @click.option("--type", "mtype", type=click.Choice(TYPES))
 @click.option("--project", help="New project ('' clears it).")
-@click.option("--salience", type=click.FloatRange(0.0, 1.0))
+@click.option("--salience", type=click.FloatRange(0.0, 1.0), help="New salience, 0 to 1.")
 @json_option
 @pass_ctx
 def edit(c: Ctx, ident: str, text: str | None, title: str | None, mtype: str | None, project: str | None,
@@ -515,8 +646,10 @@ def edit(c: Ctx, ident: str, text: str | None, title: str | None, mtype: str | N
 
     lm = c.lm()
     m = lm.get(ident)
+    if text == "-":
+        text = sys.stdin.read()
     if all(v is None for v in (text, title, mtype, project, salience)):
-        if not sys.stdin.isatty():
+        if not interactive():
             raise InvalidInputError(
                 "give --text, --title, --type, --project or --salience (no terminal for an editor)"
             )
@@ -528,7 +661,7 @@ def edit(c: Ctx, ident: str, text: str | None, title: str | None, mtype: str | N
     changes = lm.edit(m.id, content=text, title=title, type=MemoryType(mtype) if mtype else None,
                       project=project, salience=salience)  # fmt: skip
     if as_json:
-        emit_json({"changes": changes.to_dict()})
+        emit_json({"id": m.id, "changes": changes.to_dict()})
     else:
         click.echo(f"Updated {short(m.id)}." if changes else "Nothing changed.")
 
@@ -546,22 +679,19 @@ def edit(c: Ctx, ident: str, text: str | None, title: str | None, mtype: str | N
 @json_option
 @pass_ctx
 def link(c: Ctx, a: str, b: str, link_type: str, strength: float, as_json: bool) -> None:
-    """Link memory A to memory B."""
+    """Link memory A to memory B (relinking the same pair and type updates the strength)."""
+    # One spelling per type: "Depends On", "depends-on" and "depends_on" are one link type.
+    link_type = re.sub(r"[\s-]+", "_", link_type.strip().lower())
+    if not link_type:
+        raise InvalidInputError("--type is empty: give a link type such as relates_to")
     lm = c.lm()
-    changes = lm.link(a, b, link_type, strength)
+    a_id, b_id = lm.resolve(a), lm.resolve(b)
+    changes = lm.link(a_id, b_id, link_type, strength)
     if as_json:
-        emit_json(
-            {
-                "from": lm.resolve(a),
-                "to": lm.resolve(b),
-                "type": link_type,
-                "changes": changes.to_dict(),
-            }
-        )
+        emit_json({"from": a_id, "to": b_id, "type": link_type, "strength": strength,
+                   "changes": changes.to_dict()})  # fmt: skip
     else:
-        click.echo(
-            f"Linked {short(lm.resolve(a))} —{link_type.strip().lower()}→ {short(lm.resolve(b))}."
-        )
+        click.echo(f"Linked {short(a_id)} —{link_type}→ {short(b_id)} ({strength:.2f}).")
 
 
 @cli.command()
@@ -571,7 +701,7 @@ def classify(text: tuple[str, ...], as_json: bool) -> None:
     """Show how TEXT would be classified (semantic, episodic or procedural)."""
     from .classify import RuleBasedClassifier
 
-    body = read_text_arg(text)
+    body = read_text_arg(text, "text to classify")
     if not body.strip():
         raise InvalidInputError("nothing to classify: the text is empty")
     result = RuleBasedClassifier().classify(body)
@@ -579,7 +709,7 @@ def classify(text: tuple[str, ...], as_json: bool) -> None:
         emit_json(result.to_dict())
     else:
         click.echo(
-            f"{result.type} ({result.confidence:.0%}, {result.method.replace('_', '-')}): {result.rationale}"
+            f"{result.type} ({result.confidence:.0%}, {method_name(result.method)}): {result.rationale}"
         )
 
 
@@ -636,7 +766,8 @@ def stats(c: Ctx, as_json: bool) -> None:
 @json_option
 @pass_ctx
 def export_(c: Ctx, out: Path, fmt: str, as_json: bool) -> None:
-    """Export every memory, link and confidence point to the folder OUT."""
+    """Export every memory, link and confidence point to the folder OUT (new or empty)."""
+    out = out.expanduser().absolute()
     counts = c.lm().export(out, fmt)
     if as_json:
         emit_json({"folder": str(out), "format": fmt, "counts": counts})
