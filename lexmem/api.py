@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import itertools
 import logging
+import re
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -35,7 +36,7 @@ from .models import (
 from .search import Searcher, SearchResult
 from .store import MemoryFilter, MemoryStore
 
-__all__ = ["Lexmem", "MemoryDetail", "RememberResult"]
+__all__ = ["Lexmem", "MemoryDetail", "RememberResult", "normalise_link_type"]
 
 log = logging.getLogger("lexmem")
 
@@ -74,6 +75,14 @@ class MemoryDetail:
                 for p in self.confidence
             ],
         }
+
+
+def normalise_link_type(text: str) -> str:
+    """One spelling per link type: "Depends On", "depends-on" and "depends_on" agree."""
+    kind = re.sub(r"[\s\-]+", "_", text.strip().lower()).strip("_")
+    if not kind:
+        raise InvalidInputError("a link needs a type (e.g. relates_to, depends_on)")
+    return kind
 
 
 class Lexmem:
@@ -306,15 +315,17 @@ class Lexmem:
         if title is not None:
             if not title.strip():
                 raise InvalidInputError("the title is empty")
-            fields["title"] = title.strip()
-        if type is not None:
+            if title.strip() != current.title:
+                fields["title"] = title.strip()
+        if type is not None and type != current.type:
             fields["type"] = type
-        if project is not None:
+        if project is not None and (project or None) != current.project:
             fields["project"] = project or None
         if salience is not None:
             if not 0.0 <= salience <= 1.0:
                 raise InvalidInputError(f"salience must be between 0 and 1, not {salience}")
-            fields["salience"] = salience
+            if salience != current.salience:
+                fields["salience"] = salience
         if not fields:
             return Changes()
         merged = current.replace(**{k: v for k, v in fields.items() if k != "embedding"})
@@ -334,7 +345,7 @@ class Lexmem:
     def link(self, a: str, b: str, link_type: str, strength: float = 0.5) -> Changes:
         if not 0.0 <= strength <= 1.0:
             raise InvalidInputError(f"strength must be between 0 and 1, not {strength}")
-        link_type = link_type.strip().lower()
+        link_type = normalise_link_type(link_type)
         self.store.store_link(MemoryLink(self.resolve(a), self.resolve(b), link_type, strength))
         return Changes(links=True)
 

@@ -152,7 +152,9 @@ class SearchSettings:
     salience_weight: float = 0.15
     recency_weight: float = 0.10
     recency_half_life_days: float = 30.0
-    pinned_boost: float = 0.05
+    pinned_boost: float = 0.10
+    # all-MiniLM-L6-v2 puts unrelated sentences at cosine ~0-0.15 from each other.
+    min_similarity: float = 0.15
 
 
 @dataclass(slots=True)

@@ -44,10 +44,13 @@ def _loose(paths: Paths) -> list[Path]:
     return bad
 
 
-def _check_permissions(paths: Paths, fix: bool) -> Check:
+def _check_permissions(paths: Paths, fix: bool, loose_before: list[Path]) -> Check:
     if os.name != "posix":
         return Check("permissions", "ok", "owner-only access is left to the platform's ACLs")
-    bad = _loose(paths)
+    bad = [p for p in loose_before if p.exists() and stat.S_IMODE(p.stat().st_mode) & 0o077]
+    bad += [p for p in _loose(paths) if p not in bad]
+    if loose_before and not bad and paths.home in loose_before:
+        return Check("permissions", "warn", f"{paths.home} was readable by others; it is now 0700")
     if bad and fix:
         for p in bad:
             p.chmod(0o700 if p.is_dir() else 0o600)
@@ -80,6 +83,8 @@ def run_checks(home: str | None = None, *, fix: bool = False) -> list[Check]:
     """Run every check; never raises for a problem it can describe."""
     checks: list[Check] = []
     paths = Paths(Path(home).expanduser().absolute()) if home else resolve_paths()
+    # Look before ensure(): it tightens the folder, and the user should hear that it was loose.
+    loose_before = _loose(paths) if paths.home.exists() and os.name == "posix" else []
     try:
         paths.ensure()
         probe = paths.home / ".doctor-probe"
@@ -93,7 +98,7 @@ def run_checks(home: str | None = None, *, fix: bool = False) -> list[Check]:
     except (LexmemError, OSError) as exc:
         checks.append(Check("data folder", "fail", str(exc)))
         return checks
-    checks.append(_check_permissions(paths, fix))
+    checks.append(_check_permissions(paths, fix, loose_before))
     try:
         settings = load_settings(paths)
         checks.append(Check("settings", "ok", f"{paths.settings} (schema {settings.schema_version})"

@@ -71,6 +71,10 @@ def _pairs(con: duckdb.DuckDBPyConnection, sql: str) -> dict[str, int]:
     return {str(k): int(v) for k, v in con.execute(sql).fetchall()}
 
 
+# ISO 8601 like every other timestamp lexmem prints (the session time zone is UTC).
+_ISO = "%Y-%m-%dT%H:%M:%S.%f+00:00"
+
+
 def stats(store: MemoryStore) -> dict[str, Any]:
     """Counts and distributions over the whole store."""
     con = _connect()
@@ -114,8 +118,8 @@ def stats(store: MemoryStore) -> dict[str, Any]:
             con, "SELECT round(avg(salience), 4) FROM mem WHERE status = 'active'"
         ),
         "accesses": int(_one(con, "SELECT coalesce(sum(access_count), 0) FROM mem")),
-        "oldest": _one(con, "SELECT CAST(min(created_at) AS VARCHAR) FROM mem"),
-        "newest": _one(con, "SELECT CAST(max(created_at) AS VARCHAR) FROM mem"),
+        "oldest": _one(con, f"SELECT strftime(min(created_at), '{_ISO}') FROM mem"),
+        "newest": _one(con, f"SELECT strftime(max(created_at), '{_ISO}') FROM mem"),
         "links": links.num_rows,
         "links_by_type": _pairs(
             con, "SELECT link_type, count(*) FROM links GROUP BY 1 ORDER BY 2 DESC"

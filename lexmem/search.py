@@ -2,9 +2,10 @@
 recency and pinned state.
 
 Each leg asks LanceDB for its best candidates under the same filter (prefiltered,
-so a filter never empties a page of results). Reciprocal-rank fusion combines the
-legs; the blend then lets a salient, recent or pinned memory edge ahead of an
-equally relevant one. Every hit carries the numbers that put it where it is.
+so a filter never empties a page of results). Their normalised scores are fused
+into one relevance; the blend then lets a salient, recent or pinned memory edge
+ahead of an equally relevant one. Every hit carries the numbers that put it where
+it is.
 """
 
 from __future__ import annotations
@@ -26,7 +27,6 @@ if TYPE_CHECKING:
 __all__ = ["MODES", "SearchHit", "SearchResult", "Searcher"]
 
 MODES = ("hybrid", "bm25", "vector")
-RRF_K = 60
 _RANK_COLUMNS = ["id", "salience", "pinned", "created_at", "last_reinforced_at"]
 
 
@@ -185,23 +185,31 @@ class Searcher:
     def _blend(
         self, candidates: list[_Candidate], mode: str, now: datetime
     ) -> list[tuple[float, _Candidate, float, float]]:
+        """Score fusion, then a multiplicative blend with salience, recency and pinning.
+
+        Relevance is the mean of the legs' normalised scores: BM25 divided by the best
+        BM25 score of this query, and cosine similarity as it is (a rank-only fusion
+        would rank an unrelated memory 7th by meaning nearly as high as the 1st). A
+        candidate only the vector leg found, and below ``min_similarity``, is dropped:
+        it shares neither words nor meaning with the query. Salience, recency and
+        pinning then scale relevance by at most a quarter, so they reorder near-equals
+        but never lift an irrelevant memory over a relevant one.
+        """
         s = self.settings
-        legs = 2 if mode == "hybrid" else 1
-        best = legs / (RRF_K + 1)
+        best_bm25 = max((c.bm25_score or 0.0 for c in candidates), default=0.0) or 1.0
+        legs = {"hybrid": 2, "bm25": 1, "vector": 1}[mode]
         w_rel = max(0.0, 1.0 - s.salience_weight - s.recency_weight)
         out = []
         for c in candidates:
-            rrf = 0.0
-            if c.bm25_rank is not None:
-                rrf += 1.0 / (RRF_K + c.bm25_rank)
-            if c.vector_rank is not None:
-                rrf += 1.0 / (RRF_K + c.vector_rank)
-            relevance = rrf / best
+            keyword = (c.bm25_score or 0.0) / best_bm25 if c.bm25_rank is not None else 0.0
+            meaning = max(0.0, c.similarity or 0.0) if c.vector_rank is not None else 0.0
+            if c.bm25_rank is None and meaning < s.min_similarity:
+                continue
+            relevance = (keyword + meaning) / legs
             recency = self._recency(c.row, now)
-            salience = float(c.row.get("salience") or 0.0)
-            score = w_rel * relevance + s.salience_weight * salience + s.recency_weight * recency
-            if c.row.get("pinned"):
-                score += s.pinned_boost
+            salience = min(1.0, max(0.0, float(c.row.get("salience") or 0.0)))
+            weight = w_rel + s.salience_weight * salience + s.recency_weight * recency
+            score = relevance * weight * (1.0 + s.pinned_boost if c.row.get("pinned") else 1.0)
             out.append((score, c, relevance, recency))
         out.sort(key=lambda t: (-t[0], t[1].id))
         return out

@@ -608,6 +608,12 @@ class MemoryStore:
             missing = {memory_id, replacement_id} - self._existing_ids([memory_id, replacement_id])
             if missing:
                 raise NotFoundError("memory", sorted(missing)[0])
+            current = self._scan(f"id = {q(memory_id)}", ["superseded_by"], limit=1)[0]
+            if current["superseded_by"] not in (None, replacement_id):
+                raise InvalidInputError(
+                    f"{memory_id} is already superseded by {current['superseded_by']}; "
+                    "supersede the newest version, or restore this one first"
+                )
             now = utcnow()
             self._update(
                 f"id = {q(memory_id)}",
@@ -807,7 +813,9 @@ class MemoryStore:
 
     def resolve_id(self, ident: str) -> str:
         """A full id from an id or a unique prefix of at least 4 characters."""
-        ident = ident.strip()
+        ident = ident.strip().lower()
+        if 0 < len(ident) < 4 and re.fullmatch(r"[0-9a-f-]+", ident):
+            raise InvalidInputError(f"{ident!r} is too short: give at least 4 characters of the id")
         if not _ID_PREFIX.match(ident):
             raise InvalidInputError(f"{ident!r} is not a memory id")
         if len(ident) == 36:

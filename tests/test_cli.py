@@ -257,7 +257,8 @@ def test_search_filters_modes_why_and_json() -> None:
     bm25 = run_json("search", "deploy", "--mode", "bm25")
     assert bm25["mode"] == "bm25" and bm25["hits"][0]["vector_rank"] is None
     vector = run_json("search", "how do I ship a release", "--mode", "vector", "-n", "2")
-    assert vector["mode"] == "vector" and len(vector["hits"]) == 2
+    # Only memories close enough in meaning are returned (min_similarity), at most -n of them.
+    assert vector["mode"] == "vector" and 1 <= len(vector["hits"]) <= 2
     assert all(h["bm25_rank"] is None for h in vector["hits"])
 
     assert set(search_ids("project", "--project", "shop")) <= {db, deploy}
@@ -305,7 +306,7 @@ def test_show_and_id_prefixes() -> None:
     assert "no memory with id ffff0000" in error("show", "ffff0000", code=3)
     assert "no memory" in error("show", "00000000-0000-0000-0000-000000000000", code=3)
     assert "not a memory id" in error("show", "zzzz", code=2)
-    assert "not a memory id" in error("show", "ab", code=2)
+    assert "at least 4 characters" in error("show", "ab", code=2)
     assert "missing argument 'ID'" in error("show", code=2)
     for args in (["pin"], ["unpin"], ["archive"], ["restore"], ["forget", "--yes"],
                  ["edit", "--title", "x"], ["link", mid, "--type", "x"]):  # fmt: skip

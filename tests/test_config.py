@@ -114,3 +114,10 @@ def test_doctor_reports_a_broken_settings_file(paths: Paths) -> None:
     paths.settings.write_text("schema_version = 'x'\n")
     checks = {c.name: c for c in run_checks(str(paths.home))}
     assert checks["settings"].state == "fail"
+
+
+def test_doctor_says_when_it_tightened_a_loose_data_folder(paths: Paths) -> None:
+    paths.home.chmod(0o755)
+    checks = {c.name: c for c in run_checks(str(paths.home))}
+    assert checks["permissions"].state == "warn" and "now 0700" in checks["permissions"].detail
+    assert stat.S_IMODE(paths.home.stat().st_mode) == 0o700

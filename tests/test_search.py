@@ -108,3 +108,17 @@ def test_query_syntax_characters_are_just_text(lm: Lexmem, filled: dict[str, str
 
 def test_empty_store_returns_nothing(lm: Lexmem) -> None:
     assert lm.search("anything").hits == []
+
+
+def test_a_pinned_but_unrelated_memory_never_outranks_a_relevant_one(lm: Lexmem) -> None:
+    relevant = lm.remember("The project uses PostgreSQL for data storage").memories[0]
+    lm.remember("To deploy, first run 'npm build', then 'npm deploy'", pin=True)
+    lm.remember("The user prefers dark mode")
+    hits = lm.search("postgres").hits
+    assert hits[0].memory.id == relevant.id
+    assert all(h.score < hits[0].score for h in hits[1:])
+
+
+def test_memories_sharing_neither_words_nor_meaning_are_not_returned(lm: Lexmem) -> None:
+    lm.remember("The project uses PostgreSQL for data storage")
+    assert lm.search("banana bread recipe with walnuts").hits == []

@@ -377,3 +377,28 @@ def test_writers_in_several_processes_never_lose_a_commit(lm: Lexmem, data_home:
         assert p.exitcode == 0
     lm.store.refresh()
     assert lm.store.count() == 45
+
+
+def test_superseding_an_already_superseded_memory_is_refused(
+    lm: Lexmem, store: MemoryStore
+) -> None:
+    old, new, newest = (make(lm, f"The release branch is release-{i}") for i in (1, 2, 3))
+    store.store_many([old, new, newest])
+    store.supersede(old.id, new.id)
+    with pytest.raises(InvalidInputError, match="already superseded"):
+        store.supersede(old.id, newest.id)
+    store.supersede(new.id, newest.id)
+    assert [m.id for m in store.supersede_chain(old.id)] == [new.id, newest.id]
+
+
+def test_api_link_types_have_one_spelling_and_noop_edits_change_nothing(lm: Lexmem) -> None:
+    a = lm.remember("Service A").memories[0]
+    b = lm.remember("Service B").memories[0]
+    lm.link(a.id, b.id, "Depends On")
+    lm.link(a.id, b.id, "depends-on")
+    assert [lk.link_type for lk in lm.store.get_links_from(a.id)] == ["depends_on"]
+    with pytest.raises(InvalidInputError):
+        lm.link(a.id, b.id, " - ")
+    before = lm.get(a.id)
+    assert not lm.edit(a.id, title=before.title, type=before.type, salience=before.salience)
+    assert lm.get(a.id).updated_at == before.updated_at
