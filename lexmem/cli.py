@@ -50,7 +50,19 @@ class Ctx:
         if self._lm is None:
             from .api import Lexmem
 
-            self._lm = Lexmem.open(self.home)
+            lm = Lexmem.open(self.home)
+            self._lm = lm
+            if lm.store.needs_reembed:
+                # The user changed embedding.model: bring every vector into the new
+                # space now, visibly, rather than refuse or mix two spaces.
+                n = lm.store.count()
+                click.echo(
+                    f"lexmem: the embedding model changed to {lm.embedder.model_name}; "
+                    f"re-embedding {n} memories…",
+                    err=True,
+                )
+                with progress("Re-embedding") as update:
+                    lm.reembed(update)
         return self._lm
 
     def close(self) -> None:

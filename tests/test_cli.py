@@ -781,3 +781,35 @@ def test_script_errors_are_one_line_with_exit_codes(script_home: Path) -> None:
     assert r.stderr == (
         "lexmem: error: no such option '--frobnicate' (see `lexmem forget --help`)\n"
     )
+
+
+def test_a_model_change_reembeds_on_the_next_command(tmp_path: Path, embedder: Embedder) -> None:
+    """Changing embedding.model in settings.toml: the next command re-embeds, then works.
+
+    Runs the real console script: the in-process tests share the default model.
+    """
+    from lexmem.config import EmbeddingSettings, Paths, Settings, save_settings
+
+    home = tmp_path / "home"
+    run("--home", str(home), "remember", "The API runs on port 8080")
+    folder = tmp_path / "cls-model"
+    shutil.copytree(embedder.models_dir / "all-MiniLM-L6-v2-int8", folder)
+    settings = Settings(
+        embedding=EmbeddingSettings(model="local/cls", path=str(folder), pooling="cls")
+    )
+    save_settings(Paths(home), settings)
+    exe = Path(sys.executable).with_name("lexmem")
+    env = {**os.environ, "LEXMEM_HOME": str(home)}
+    proc = subprocess.run(
+        [str(exe), "search", "which port", "--json"],
+        check=False,
+        capture_output=True,
+        text=True,
+        env=env,
+        timeout=120,
+    )
+    assert proc.returncode == 0, proc.stderr
+    assert "re-embedding 1 memories" in proc.stderr
+    assert json.loads(proc.stdout)["hits"][0]["memory"]["content"] == "The API runs on port 8080"
+    meta = json.loads((home / "store" / "meta.json").read_text())
+    assert meta["embedding_space"].startswith("local/cls|")
