@@ -173,13 +173,18 @@ class Searcher:
         rows: list[dict[str, Any]] = q.select([*_RANK_COLUMNS, "_score"]).limit(depth).to_list()
         return rows
 
-    def _vector(self, vector: Any, where: str | None, depth: int) -> list[dict[str, Any]]:
+    def vector_query(self, vector: Any, where: str | None, depth: int) -> Any:
+        """The vector leg's LanceDB query (uses the IVF-PQ index once the store has one)."""
         q = self.store.table().search(vector, vector_column_name="vector").distance_type("cosine")
         if self.store.has_vector_index():
+            # Re-rank the index's candidates by exact distance: PQ alone loses recall.
             q = q.nprobes(32).refine_factor(4)
         if where:
             q = q.where(where, prefilter=True)
-        rows: list[dict[str, Any]] = q.select([*_RANK_COLUMNS, "_distance"]).limit(depth).to_list()
+        return q.select([*_RANK_COLUMNS, "_distance"]).limit(depth)
+
+    def _vector(self, vector: Any, where: str | None, depth: int) -> list[dict[str, Any]]:
+        rows: list[dict[str, Any]] = self.vector_query(vector, where, depth).to_list()
         return rows
 
     def _blend(

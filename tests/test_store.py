@@ -355,8 +355,11 @@ def test_vector_index_is_built_once_the_table_is_large(lm: Lexmem, data_home: Pa
     # The indexed vector leg still finds an exact match first.
     target = lm.store.list_memories(limit=1)[0]
     row = lm.store.get(target.id)
-    hits = lm.searcher._vector(np.asarray(row.embedding, dtype="float32"), "status = 'active'", 5)
-    assert hits[0]["id"] == target.id
+    query = lm.searcher.vector_query(
+        np.asarray(row.embedding, dtype="float32"), "status = 'active'", 5
+    )
+    assert "ANNSubIndex" in query.explain_plan()  # seed 004: similarity queries use the index
+    assert query.to_list()[0]["id"] == target.id
 
 
 def _writer(home: str, n: int, tag: str) -> None:
