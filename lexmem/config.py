@@ -15,7 +15,7 @@ import os
 import stat
 import sys
 import tomllib
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
@@ -25,11 +25,13 @@ from .errors import ConfigError, DataFolderError
 __all__ = [
     "DEFAULT_MODEL",
     "SCHEMA_VERSION",
+    "CaptureSettings",
     "EmbeddingSettings",
     "Paths",
     "SearchSettings",
     "Settings",
     "StoreSettings",
+    "default_home",
     "load_settings",
     "resolve_paths",
     "save_settings",
@@ -95,15 +97,30 @@ def _tighten(path: Path) -> None:
         ) from exc
 
 
-def resolve_paths(environ: dict[str, str] | None = None) -> Paths:
+def default_home(environ: Mapping[str, str] | None = None, platform: str | None = None) -> Path:
+    """The platform's per-user data folder for lexmem (what platformdirs would say).
+
+    Constraint: the hook command resolves this too, so it stays standard-library only.
+    """
+    env = os.environ if environ is None else environ
+    plat = platform or sys.platform
+    if plat.startswith("win"):
+        base = env.get("LOCALAPPDATA") or str(Path.home() / "AppData" / "Local")
+        return Path(base) / "lexmem"
+    if plat == "darwin":
+        return Path.home() / "Library" / "Application Support" / "lexmem"
+    xdg = env.get("XDG_DATA_HOME", "").strip()
+    base_path = Path(xdg) if xdg and Path(xdg).is_absolute() else Path.home() / ".local" / "share"
+    return base_path / "lexmem"
+
+
+def resolve_paths(environ: Mapping[str, str] | None = None) -> Paths:
     """``LEXMEM_HOME`` if set, else the platform's per-user data folder."""
     env = os.environ if environ is None else environ
     home = env.get("LEXMEM_HOME", "").strip()
     if home:
         return Paths(Path(home).expanduser().absolute())
-    import platformdirs
-
-    return Paths(Path(platformdirs.user_data_dir("lexmem", appauthor=False)))
+    return Paths(default_home(env))
 
 
 def tighten_umask() -> None:
@@ -165,12 +182,34 @@ class StoreSettings:
     vector_index_min_rows: int = 50_000
 
 
+CAPTURE_MODES = ("off", "assist", "full")
+
+
+@dataclass(slots=True)
+class CaptureSettings:
+    # off: nothing automatic; assist: only high-confidence durable facts; full: broader.
+    mode: str = "assist"
+    # Per-project overrides: repository root -> mode.
+    project_modes: dict[str, str] = field(default_factory=dict)
+    # Repository roots that leave no trace (a `.lexmem-optout` file in a repository works too).
+    optout: list[str] = field(default_factory=list)
+    # When not empty, automatic capture only from these folders (and below).
+    allow_paths: list[str] = field(default_factory=list)
+    # Events buffered per session before candidates are extracted.
+    window_turns: int = 6
+    # A session silent this long is abandoned.
+    abandon_after_minutes: int = 120
+    # Markdown folders watched for notes.
+    watch: list[str] = field(default_factory=list)
+
+
 @dataclass(slots=True)
 class Settings:
     schema_version: int = SCHEMA_VERSION
     embedding: EmbeddingSettings = field(default_factory=EmbeddingSettings)
     search: SearchSettings = field(default_factory=SearchSettings)
     store: StoreSettings = field(default_factory=StoreSettings)
+    capture: CaptureSettings = field(default_factory=CaptureSettings)
 
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)
@@ -224,6 +263,10 @@ def _section(cls: type[Any], raw: Any, name: str, path: str) -> Any:
             raise ConfigError(
                 f"{name}.{key} must be {expected.__name__}, not {type(value).__name__}", path=path
             )
+        if isinstance(value, list) and not all(isinstance(v, str) for v in value):
+            raise ConfigError(f"{name}.{key} must be a list of strings", path=path)
+        if isinstance(value, dict) and not all(isinstance(v, str) for v in value.values()):
+            raise ConfigError(f"{name}.{key} must map strings to strings", path=path)
         values[key] = value
     return cls(**values)
 
@@ -246,7 +289,13 @@ def load_settings(paths: Paths) -> Settings:
         embedding=_section(EmbeddingSettings, data.get("embedding"), "embedding", str(file)),
         search=_section(SearchSettings, data.get("search"), "search", str(file)),
         store=_section(StoreSettings, data.get("store"), "store", str(file)),
+        capture=_section(CaptureSettings, data.get("capture"), "capture", str(file)),
     )
+    if settings.capture.mode not in CAPTURE_MODES:
+        raise ConfigError(
+            f"capture.mode must be one of {', '.join(CAPTURE_MODES)}, not {settings.capture.mode!r}",
+            path=str(file),
+        )
     if old_version != SCHEMA_VERSION:
         save_settings(paths, settings)
     return settings

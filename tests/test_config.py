@@ -121,3 +121,33 @@ def test_doctor_says_when_it_tightened_a_loose_data_folder(paths: Paths) -> None
     checks = {c.name: c for c in run_checks(str(paths.home))}
     assert checks["permissions"].state == "warn" and "now 0700" in checks["permissions"].detail
     assert stat.S_IMODE(paths.home.stat().st_mode) == 0o700
+
+
+def test_capture_settings_round_trip_and_are_validated(paths: Paths) -> None:
+    s = Settings()
+    s.capture.mode = "full"
+    s.capture.optout = ["/home/u/secret-repo"]
+    s.capture.project_modes = {"/home/u/shop": "off"}
+    save_settings(paths, s)
+    assert load_settings(paths) == s
+    paths.settings.write_text("schema_version = 1\n[capture]\nmode = 'sometimes'\n")
+    with pytest.raises(ConfigError, match=r"capture\.mode"):
+        load_settings(paths)
+    paths.settings.write_text("schema_version = 1\n[capture]\noptout = [1, 2]\n")
+    with pytest.raises(ConfigError, match="list of strings"):
+        load_settings(paths)
+
+
+@pytest.mark.parametrize(
+    ("platform", "env", "expected"),
+    [
+        ("linux", {"XDG_DATA_HOME": "/x/data"}, "/x/data/lexmem"),
+        ("linux", {"XDG_DATA_HOME": "relative"}, "~/.local/share/lexmem"),
+        ("darwin", {}, "~/Library/Application Support/lexmem"),
+        ("win32", {"LOCALAPPDATA": "C:/Users/u/AppData/Local"}, "C:/Users/u/AppData/Local/lexmem"),
+    ],
+)
+def test_default_home_per_platform(platform: str, env: dict[str, str], expected: str) -> None:
+    from lexmem.config import default_home
+
+    assert default_home(env, platform) == Path(expected).expanduser()
