@@ -127,6 +127,7 @@ class Lexmem:
         return lm
 
     def close(self) -> None:
+        self.searcher.close()
         self.store.close()
 
     def __enter__(self) -> Lexmem:

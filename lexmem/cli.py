@@ -825,6 +825,27 @@ def decay(c: Ctx, factor: float | None, as_json: bool) -> None:
 @cli.command()
 @json_option
 @pass_ctx
+def optimize(c: Ctx, as_json: bool) -> None:
+    """Build missing indices (the vector index once there are many memories) and compact."""
+    lm = c.lm()
+    building = lm.store.needs_vector_index()
+    if building and not as_json:
+        click.echo(
+            f"Building the vector index over {lm.count()} memories (this takes a while)…", err=True
+        )
+    lm.optimize()
+    info = {"memories": lm.count(), "vector_index": lm.store.has_vector_index(),
+            "table_versions": lm.store.versions_on_disk()}  # fmt: skip
+    if as_json:
+        emit_json(info)
+    else:
+        click.echo(f"Optimized: {info['table_versions']} table versions kept"
+                   + (", vector index built." if building else "."))  # fmt: skip
+
+
+@cli.command()
+@json_option
+@pass_ctx
 def reembed(c: Ctx, as_json: bool) -> None:
     """Recompute every vector with the configured embedding model."""
     with progress("Re-embedding") as update:

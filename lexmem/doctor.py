@@ -126,7 +126,15 @@ def run_checks(home: str | None = None, *, fix: bool = False) -> list[Check]:
         ).open()
         n = store.count()
         detail = f"{n} memories, {store.versions_on_disk()} table versions"
-        if store.needs_reembed:
+        if store.needs_vector_index():
+            checks.append(
+                Check(
+                    "store",
+                    "warn",
+                    f"{detail}; large enough for a vector index: run `lexmem optimize`",
+                )
+            )
+        elif store.needs_reembed:
             checks.append(
                 Check(
                     "store",

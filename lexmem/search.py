@@ -11,7 +11,9 @@ it is.
 from __future__ import annotations
 
 import math
+import threading
 import time
+from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass, field
 from datetime import datetime
 from typing import TYPE_CHECKING, Any
@@ -19,7 +21,7 @@ from typing import TYPE_CHECKING, Any
 from .config import SearchSettings
 from .errors import InvalidInputError
 from .models import Memory, utcnow
-from .store import MemoryFilter, MemoryStore
+from .store import ROW_COLUMNS, MemoryFilter, MemoryStore, memory_from_row
 
 if TYPE_CHECKING:
     from .embedder import Embedder
@@ -27,7 +29,8 @@ if TYPE_CHECKING:
 __all__ = ["MODES", "SearchHit", "SearchResult", "Searcher"]
 
 MODES = ("hybrid", "bm25", "vector")
-_RANK_COLUMNS = ["id", "salience", "pinned", "created_at", "last_reinforced_at"]
+# Every column but the vector: the hits are built from the legs' rows, no second read.
+_RANK_COLUMNS = list(ROW_COLUMNS)
 
 
 @dataclass(slots=True)
@@ -101,6 +104,8 @@ class Searcher:
         self.store = store
         self.embedder = embedder
         self.settings = settings or SearchSettings()
+        self._executor: ThreadPoolExecutor | None = None
+        self._pool_lock = threading.Lock()
 
     def search(
         self,
@@ -126,12 +131,11 @@ class Searcher:
         timings: dict[str, float] = {}
         candidates: dict[str, _Candidate] = {}
 
+        # The keyword leg runs on a worker thread while this one embeds the query and
+        # runs the vector leg: LanceDB releases the GIL, so the two overlap on 2 cores.
+        bm25_future: Future[tuple[list[dict[str, Any]], float]] | None = None
         if mode in ("hybrid", "bm25"):
-            t0 = time.perf_counter()
-            for rank, row in enumerate(self._bm25(query, where, depth), start=1):
-                c = candidates.setdefault(row["id"], _Candidate(row["id"], row))
-                c.bm25_rank, c.bm25_score = rank, float(row.get("_score") or 0.0)
-            timings["bm25"] = (time.perf_counter() - t0) * 1000
+            bm25_future = self._pool().submit(self._timed_bm25, query, where, depth)
         if mode in ("hybrid", "vector"):
             t0 = time.perf_counter()
             vector = self.embedder.embed_one(query)
@@ -142,15 +146,17 @@ class Searcher:
                 c.vector_rank = rank
                 c.similarity = 1.0 - float(row.get("_distance") or 0.0)
             timings["vector"] = (time.perf_counter() - t0) * 1000
+        if bm25_future is not None:
+            rows, timings["bm25"] = bm25_future.result()
+            for rank, row in enumerate(rows, start=1):
+                c = candidates.setdefault(row["id"], _Candidate(row["id"], row))
+                c.bm25_rank, c.bm25_score = rank, float(row.get("_score") or 0.0)
 
         t0 = time.perf_counter()
         ranked = self._blend(list(candidates.values()), mode, now or utcnow())[:limit]
-        memories = {m.id: m for m in self.store.get_many([h[1].id for h in ranked])}
         hits = []
         for score, c, relevance, recency in ranked:
-            m = memories.get(c.id)
-            if m is None:  # forgotten between the two reads
-                continue
+            m = memory_from_row(c.row)  # the legs fetched every column but the vector
             hits.append(
                 SearchHit(
                     memory=m, score=score, relevance=relevance,
@@ -165,6 +171,24 @@ class Searcher:
             self.store.record_access_many([h.memory.id for h in hits])
             timings["record_access"] = (time.perf_counter() - t0) * 1000
         return SearchResult(query, mode, hits, timings)
+
+    def _pool(self) -> ThreadPoolExecutor:
+        with self._pool_lock:
+            if self._executor is None:
+                self._executor = ThreadPoolExecutor(max_workers=1, thread_name_prefix="lexmem-bm25")
+            return self._executor
+
+    def close(self) -> None:
+        if self._executor is not None:
+            self._executor.shutdown(wait=True)
+            self._executor = None
+
+    def _timed_bm25(
+        self, query: str, where: str | None, depth: int
+    ) -> tuple[list[dict[str, Any]], float]:
+        t0 = time.perf_counter()
+        rows = self._bm25(query, where, depth)
+        return rows, (time.perf_counter() - t0) * 1000
 
     def _bm25(self, query: str, where: str | None, depth: int) -> list[dict[str, Any]]:
         q = self.store.table().search(query, query_type="fts", fts_columns="content")

@@ -30,7 +30,7 @@ from lexmem.models import MemoryContext, MemoryType
 COMMANDS = [
     "status", "remember", "search", "show", "list", "pin", "unpin", "archive", "restore",
     "supersede", "edit", "forget", "link", "classify", "stats", "export", "import", "decay",
-    "reembed", "doctor",
+    "reembed", "doctor", "optimize",
 ]  # fmt: skip
 
 MEMORY_FIELDS = {
