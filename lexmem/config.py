@@ -271,8 +271,12 @@ def _section(cls: type[Any], raw: Any, name: str, path: str) -> Any:
     return cls(**values)
 
 
-def load_settings(paths: Paths) -> Settings:
-    """Read settings.toml (defaults when absent), migrating older layouts in memory."""
+def load_settings(paths: Paths, *, write_back: bool = True) -> Settings:
+    """Read settings.toml (defaults when absent), migrating older layouts.
+
+    A migrated file is written back unless ``write_back`` is false (the hook reads
+    settings but never writes them).
+    """
     file = paths.settings
     if not file.exists():
         return Settings()
@@ -296,7 +300,7 @@ def load_settings(paths: Paths) -> Settings:
             f"capture.mode must be one of {', '.join(CAPTURE_MODES)}, not {settings.capture.mode!r}",
             path=str(file),
         )
-    if old_version != SCHEMA_VERSION:
+    if old_version != SCHEMA_VERSION and write_back:
         save_settings(paths, settings)
     return settings
 
