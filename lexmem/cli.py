@@ -823,6 +823,224 @@ def decay(c: Ctx, factor: float | None, as_json: bool) -> None:
 
 
 @cli.command()
+@click.option(
+    "--once", is_flag=True, help="Drain the inbox once and exit (same as `lexmem ingest`)."
+)
+@pass_ctx
+def serve(c: Ctx, once: bool) -> None:
+    """Run the capture service headless: drain the inbox into memories until stopped."""
+    import signal
+    import threading
+
+    from .service import CaptureService, ServiceBusyError
+
+    lm = c.lm()
+    service = CaptureService(lm)
+    try:
+        service.acquire()
+    except ServiceBusyError as exc:
+        raise InvalidInputError(str(exc)) from exc
+    stop = threading.Event()
+
+    def on_signal(*_: object) -> None:
+        stop.set()
+        service.wake()
+
+    for sig in (signal.SIGINT, signal.SIGTERM):
+        signal.signal(sig, on_signal)
+    click.echo(f"lexmem service: watching {service.inbox.folder} (Ctrl-C to stop)", err=True)
+    try:
+        if once:
+            service.drain()
+        else:
+            service.run(stop, on_report=lambda r: click.echo(
+                f"lexmem service: {r.events} events, {r.saved} saved, {r.skipped} skipped, "
+                f"{r.reinforced} reinforced, {r.quarantined} quarantined", err=True))  # fmt: skip
+    finally:
+        service.release()
+
+
+@cli.command()
+@json_option
+@pass_ctx
+def ingest(c: Ctx, as_json: bool) -> None:
+    """Drain the inbox once (when no service is running) and report what it did."""
+    from .service import CaptureService, ServiceBusyError
+
+    service = CaptureService(c.lm())
+    try:
+        service.acquire()
+    except ServiceBusyError as exc:
+        raise InvalidInputError(f"{exc}; it drains the inbox itself") from exc
+    try:
+        report = service.drain()
+    finally:
+        service.release()
+    if as_json:
+        emit_json(report.to_dict())
+    else:
+        click.echo(f"Ingested {report.events} events: {report.saved} memories saved, {report.skipped} skipped, "
+                   f"{report.reinforced} reinforced, {report.duplicates} duplicates, "
+                   f"{report.quarantined} quarantined, {report.sessions_closed} sessions closed.")  # fmt: skip
+
+
+@cli.command()
+@click.option("--decision", type=click.Choice(["saved", "skipped", "reinforced", "quarantined"]))
+@click.option("--session", "session_id", help="Only this session's candidates.")
+@click.option("--limit", "-n", type=click.IntRange(1, 100_000), default=50, show_default=True)
+@json_option
+@pass_ctx
+def audit(c: Ctx, decision: str | None, session_id: str | None, limit: int, as_json: bool) -> None:
+    """Every capture candidate saved or skipped, with the reason and the rule."""
+    from .journal import Journal
+
+    entries = Journal(c.lm().store).audit_entries(
+        decision=decision, session_id=session_id, limit=limit
+    )
+    if as_json:
+        emit_json([e.to_dict() for e in entries])
+        return
+    if not entries:
+        click.echo("No audit entries.")
+        return
+    rows = [[when(e.timestamp), e.decision, f"{e.confidence:.2f}", e.rule, e.title or e.candidate_id, e.reason]
+            for e in entries]  # fmt: skip
+    table(["WHEN", "DECISION", "CONF", "RULE", "CANDIDATE", "REASON"], rows, flex=4)
+
+
+@cli.group()
+def optout() -> None:
+    """Repositories lexmem never captures from (a `.lexmem-optout` file works too)."""
+
+
+def _optout_edit(c: Ctx, path: str, add: bool) -> list[str]:
+    from .config import load_settings, save_settings
+
+    lm = c.lm()
+    settings = load_settings(lm.paths)
+    target = str(Path(path).expanduser().resolve())
+    current = [p for p in settings.capture.optout if p != target]
+    if add:
+        current.append(target)
+    settings.capture.optout = sorted(current)
+    save_settings(lm.paths, settings)
+    return settings.capture.optout
+
+
+@optout.command("add")
+@click.argument("path", type=click.Path(file_okay=False))
+@pass_ctx
+def optout_add(c: Ctx, path: str) -> None:
+    """Never capture from the repository at PATH (takes effect at once, for the hook too)."""
+    _optout_edit(c, path, True)
+    click.echo(f"Opted out: {Path(path).expanduser().resolve()}")
+
+
+@optout.command("remove")
+@click.argument("path", type=click.Path(file_okay=False))
+@pass_ctx
+def optout_remove(c: Ctx, path: str) -> None:
+    """Capture from PATH again."""
+    _optout_edit(c, path, False)
+    click.echo(f"Capturing again: {Path(path).expanduser().resolve()}")
+
+
+@optout.command("list")
+@json_option
+@pass_ctx
+def optout_list(c: Ctx, as_json: bool) -> None:
+    """The opted-out repositories."""
+    from .config import load_settings
+
+    paths = load_settings(c.lm().paths).capture.optout
+    if as_json:
+        emit_json(paths)
+    else:
+        click.echo("\n".join(paths) if paths else "No repositories are opted out.")
+
+
+@cli.group()
+def watch() -> None:
+    """Markdown folders whose notes become memories (the service watches them)."""
+
+
+def _watch_edit(c: Ctx, path: str, add: bool) -> Path:
+    from .config import load_settings, save_settings
+
+    lm = c.lm()
+    target = Path(path).expanduser().resolve()
+    if add and not target.is_dir():
+        raise InvalidInputError(f"{target} is not a folder")
+    settings = load_settings(lm.paths)
+    current = [p for p in settings.capture.watch if p != str(target)]
+    if add:
+        current.append(str(target))
+    settings.capture.watch = sorted(current)
+    save_settings(lm.paths, settings)
+    return target
+
+
+@watch.command("add")
+@click.argument("path", type=click.Path(file_okay=False))
+@pass_ctx
+def watch_add(c: Ctx, path: str) -> None:
+    """Watch the folder PATH (recursively) for .md notes."""
+    target = _watch_edit(c, path, True)
+    click.echo(
+        f"Watching {target} (the service picks it up when it next starts; `lexmem watch scan` reads it now)."
+    )
+
+
+@watch.command("remove")
+@click.argument("path", type=click.Path(file_okay=False))
+@pass_ctx
+def watch_remove(c: Ctx, path: str) -> None:
+    """Stop watching PATH (its memories stay)."""
+    click.echo(f"No longer watching {_watch_edit(c, path, False)}.")
+
+
+@watch.command("list")
+@json_option
+@pass_ctx
+def watch_list(c: Ctx, as_json: bool) -> None:
+    """The watched folders."""
+    from .config import load_settings
+
+    folders = load_settings(c.lm().paths).capture.watch
+    if as_json:
+        emit_json(folders)
+    else:
+        click.echo("\n".join(folders) if folders else "No folders are watched.")
+
+
+@watch.command("scan")
+@json_option
+@pass_ctx
+def watch_scan(c: Ctx, as_json: bool) -> None:
+    """Read the watched folders now (when no service is running), with progress."""
+    from .service import CaptureService, ServiceBusyError
+    from .watcher import MarkdownWatcher
+
+    service = CaptureService(c.lm())
+    try:
+        service.acquire()
+    except ServiceBusyError as exc:
+        raise InvalidInputError(f"{exc}; it scans the watched folders itself") from exc
+    try:
+        with progress("Reading notes") as update:
+            report = MarkdownWatcher(service, service.settings.watch).scan_all(update)
+    finally:
+        service.release()
+    if as_json:
+        emit_json(report.to_dict())
+    else:
+        click.echo(f"Read {report.files} files: {report.chunks} new chunks, {report.unchanged} unchanged, "
+                   f"{report.superseded} superseded, {len(report.errors)} errors.")  # fmt: skip
+        for err in report.errors:
+            click.echo(f"  {err}", err=True)
+
+
+@cli.command()
 @json_option
 @pass_ctx
 def optimize(c: Ctx, as_json: bool) -> None:

@@ -71,6 +71,18 @@ class Paths:
     def write_lock(self) -> Path:
         return self.home / "store.lock"
 
+    @property
+    def service_lock(self) -> Path:
+        return self.home / "service.lock"
+
+    @property
+    def inbox(self) -> Path:
+        return self.home / "inbox"
+
+    @property
+    def digests(self) -> Path:
+        return self.home / "digests"
+
     def ensure(self) -> None:
         """Create the data folder tree with owner-only permissions."""
         with secure_umask():
@@ -295,6 +307,12 @@ def load_settings(paths: Paths, *, write_back: bool = True) -> Settings:
         store=_section(StoreSettings, data.get("store"), "store", str(file)),
         capture=_section(CaptureSettings, data.get("capture"), "capture", str(file)),
     )
+    bad_modes = [m for m in settings.capture.project_modes.values() if m not in CAPTURE_MODES]
+    if bad_modes:
+        raise ConfigError(
+            f"capture.project_modes values must be one of {', '.join(CAPTURE_MODES)}, not {bad_modes[0]!r}",
+            path=str(file),
+        )
     if settings.capture.mode not in CAPTURE_MODES:
         raise ConfigError(
             f"capture.mode must be one of {', '.join(CAPTURE_MODES)}, not {settings.capture.mode!r}",

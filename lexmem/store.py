@@ -429,6 +429,17 @@ class MemoryStore:
             }
         )
 
+    def writing(self) -> Any:
+        """The write lock, for other tables kept in this store's folder (the journal)."""
+        return self._writing()
+
+    @property
+    def db(self) -> Any:
+        return self._db
+
+    def list_tables(self) -> list[str]:
+        return self._list_tables()
+
     def _list_tables(self) -> list[str]:
         result = self._db.list_tables()
         names = getattr(result, "tables", result)

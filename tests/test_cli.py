@@ -30,7 +30,7 @@ from lexmem.models import MemoryContext, MemoryType
 COMMANDS = [
     "status", "remember", "search", "show", "list", "pin", "unpin", "archive", "restore",
     "supersede", "edit", "forget", "link", "classify", "stats", "export", "import", "decay",
-    "reembed", "doctor", "optimize",
+    "reembed", "doctor", "optimize", "serve", "ingest", "audit", "optout", "watch",
 ]  # fmt: skip
 
 MEMORY_FIELDS = {

@@ -1,0 +1,235 @@
+"""The inbox: the one write channel into lexmem (standard library only).
+
+Every producer — the agent hook, the CLI, the MCP server, the tray, the Markdown
+watcher — writes events here; only the service reads them and writes the store.
+An event is one JSON file, written under a temporary name, flushed, synced and
+renamed into place, so it is either wholly there or absent. The folder is 0700
+and each file 0600: the file system is the access control (there is no socket).
+
+Events follow seed 003's contract (session_id, event_id, event_type, timestamp,
+content, metadata) extended with the agent, the project and the working folder.
+Producers redact before they write: nothing here ever sees a raw secret.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import os
+import re
+import time
+import uuid
+from collections.abc import Iterator, Mapping
+from dataclasses import dataclass
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any
+
+__all__ = [
+    "EVENT_TYPES",
+    "EVENT_VERSION",
+    "BadEvent",
+    "Inbox",
+    "make_event",
+    "validate_event",
+]
+
+EVENT_VERSION = 1
+EVENT_TYPES = frozenset(
+    {
+        "prompt", "response", "tool_call", "tool_result",          # seed 003
+        "session_start", "session_end", "stop", "compact",         # agent lifecycle
+        "explicit", "config_change", "search_confirmation",        # seed 000 capture points
+        "correction", "memory_op", "show_app",                     # user actions from CLI/MCP/tray
+    }
+)  # fmt: skip
+_NAME = re.compile(r"^\d{20}-[0-9a-f-]{36}\.json$")
+_MAX_FILE_BYTES = 64 * 1024 * 1024
+
+
+class BadEvent(ValueError):
+    """An inbox file that is not a valid event; ``reason`` says why in one line."""
+
+    def __init__(self, reason: str) -> None:
+        super().__init__(reason)
+        self.reason = reason
+
+
+def _now_iso() -> str:
+    return datetime.now(UTC).isoformat()
+
+
+def make_event(
+    event_type: str,
+    content: str = "",
+    *,
+    session_id: str | None = None,
+    agent: str = "lexmem",
+    project: str | None = None,
+    cwd: str | None = None,
+    metadata: Mapping[str, Any] | None = None,
+    event_id: str | None = None,
+    timestamp: str | None = None,
+) -> dict[str, Any]:
+    """A well-formed event dictionary (not yet written)."""
+    return {
+        "v": EVENT_VERSION,
+        "event_id": event_id or str(uuid.uuid4()),
+        "session_id": session_id or f"{agent}-adhoc",
+        "event_type": event_type,
+        "timestamp": timestamp or _now_iso(),
+        "agent": agent,
+        "project": project,
+        "cwd": cwd,
+        "content": content,
+        "metadata": dict(metadata or {}),
+    }
+
+
+def validate_event(data: Any) -> dict[str, Any]:
+    """Check an event's shape; return it, or raise :class:`BadEvent` with the reason."""
+    if not isinstance(data, dict):
+        raise BadEvent(f"an event must be a JSON object, not {type(data).__name__}")
+    for key in ("event_id", "session_id", "event_type", "timestamp"):
+        value = data.get(key)
+        if not isinstance(value, str) or not value.strip():
+            raise BadEvent(f"field {key!r} is missing or not a non-empty string")
+    if data["event_type"] not in EVENT_TYPES:
+        raise BadEvent(f"unknown event_type {data['event_type']!r}")
+    try:
+        # Canonical form: the file name carries the id, and names are checked on read.
+        data["event_id"] = str(uuid.UUID(data["event_id"]))
+    except ValueError as exc:
+        raise BadEvent(f"event_id {data['event_id'][:40]!r} is not a UUID") from exc
+    try:
+        stamp = datetime.fromisoformat(data["timestamp"].replace("Z", "+00:00"))
+    except ValueError as exc:
+        raise BadEvent(f"timestamp {data['timestamp'][:40]!r} is not ISO 8601") from exc
+    if stamp.tzinfo is None:
+        raise BadEvent("timestamp has no time zone")
+    if not isinstance(data.get("content", ""), str):
+        raise BadEvent("field 'content' must be a string")
+    if not isinstance(data.get("metadata", {}), dict):
+        raise BadEvent("field 'metadata' must be an object")
+    for key in ("project", "cwd", "agent"):
+        if data.get(key) is not None and not isinstance(data[key], str):
+            raise BadEvent(f"field {key!r} must be a string or null")
+    data.setdefault("content", "")
+    data.setdefault("metadata", {})
+    data.setdefault("agent", "generic")
+    return data
+
+
+@dataclass(frozen=True, slots=True)
+class Inbox:
+    """The spool folder (``<data>/inbox``) and its quarantine."""
+
+    folder: Path
+
+    @property
+    def quarantine(self) -> Path:
+        return self.folder / "quarantine"
+
+    def ensure(self) -> None:
+        old = os.umask(0o077) if os.name == "posix" else None
+        try:
+            self.folder.mkdir(mode=0o700, parents=True, exist_ok=True)
+            self.quarantine.mkdir(mode=0o700, exist_ok=True)
+        finally:
+            if old is not None:
+                os.umask(old)
+
+    def write(self, event: Mapping[str, Any]) -> Path:
+        """Write one event atomically; returns its final path. Raises OSError (e.g. ENOSPC)."""
+        self.ensure()
+        data = json.dumps(event, ensure_ascii=False, separators=(",", ":")).encode("utf-8")
+        # Names sort in arrival order: nanoseconds first, then the event id.
+        name = f"{time.time_ns():020d}-{event['event_id']}.json"
+        final = self.folder / name
+        tmp = self.folder / f".tmp-{event['event_id']}-{os.getpid()}"
+        fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
+        try:
+            with os.fdopen(fd, "wb") as fh:
+                fh.write(data)
+                fh.flush()
+                os.fsync(fh.fileno())
+            os.replace(tmp, final)
+        except BaseException:
+            with contextlib.suppress(OSError):
+                tmp.unlink()
+            raise
+        return final
+
+    def pending(self) -> list[Path]:
+        """Event files waiting, oldest first (temporary files are not events yet)."""
+        try:
+            names = sorted(
+                n for n in os.listdir(self.folder) if n.endswith(".json") and not n.startswith(".")
+            )
+        except FileNotFoundError:
+            return []
+        return [self.folder / n for n in names]
+
+    def __iter__(self) -> Iterator[Path]:
+        return iter(self.pending())
+
+    def read(self, path: Path) -> dict[str, Any]:
+        """Parse and validate one event file; :class:`BadEvent` says what is wrong."""
+        try:
+            size = path.stat().st_size
+        except FileNotFoundError as exc:
+            raise FileNotFoundError(str(path)) from exc
+        if size > _MAX_FILE_BYTES:
+            raise BadEvent(f"event file is {size} bytes (more than {_MAX_FILE_BYTES})")
+        raw = path.read_bytes()
+        try:
+            text = raw.decode("utf-8")
+        except UnicodeDecodeError as exc:
+            raise BadEvent(f"not UTF-8 (byte {exc.start})") from exc
+        try:
+            data = json.loads(text)
+        except json.JSONDecodeError as exc:
+            raise BadEvent(
+                f"not valid JSON ({exc.msg} at line {exc.lineno} column {exc.colno})"
+            ) from exc
+        if not _NAME.match(path.name):
+            raise BadEvent(f"unexpected file name {path.name[:60]!r}")
+        return validate_event(data)
+
+    def remove(self, path: Path) -> None:
+        with contextlib.suppress(FileNotFoundError):
+            path.unlink()
+
+    def quarantine_file(self, path: Path, reason: str, redact: Any = None) -> Path:
+        """Move a bad event aside, rewritten through ``redact`` (text -> text) when given.
+
+        Whatever reached the inbox malformed may hold anything; the quarantined copy
+        is redacted so no secret sits in it.
+        """
+        self.ensure()
+        target = self.quarantine / (
+            path.name if path.name.endswith(".json") else path.name + ".json"
+        )
+        try:
+            raw = path.read_bytes()
+        except FileNotFoundError:
+            return target
+        text = raw.decode("utf-8", errors="replace")
+        if redact is not None:
+            text = redact(text)
+        body = json.dumps(
+            {"reason": reason, "original_name": path.name, "content": text}, ensure_ascii=False
+        )
+        fd = os.open(target, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+        with os.fdopen(fd, "w", encoding="utf-8") as fh:
+            fh.write(body)
+            fh.flush()
+            os.fsync(fh.fileno())
+        self.remove(path)
+        return target
+
+    def quarantined(self) -> list[Path]:
+        try:
+            return sorted(p for p in self.quarantine.iterdir() if p.suffix == ".json")
+        except FileNotFoundError:
+            return []

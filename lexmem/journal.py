@@ -1,0 +1,345 @@
+"""The capture journal: the service's own tables beside the memories.
+
+- ``processed``: every event id the service has taken in (idempotency: an event
+  file seen twice after a crash is recognised and dropped).
+- ``buffer``: events waiting for their session's window to close. Durable, so a
+  crash between taking an event in and extracting from its window loses nothing;
+  rows leave once their window is extracted (lexmem keeps memories, not transcripts).
+- ``sessions``: agent sessions (seed 002 SessionManager): status, times, counts.
+- ``audit``: every candidate saved or skipped, with reason, confidence and rule
+  (seed 003); never the content of a secret or of an opted-out repository.
+- ``file_hashes``: sha256 per watched Markdown file, so unchanged files are skipped
+  across restarts (seed 002).
+
+All writes go through the store's write lock; ids are deterministic where a retry
+must not duplicate (audit rows, buffered events).
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from datetime import datetime
+from typing import TYPE_CHECKING, Any
+
+from .models import utcnow
+from .store import MemoryStore, q
+
+if TYPE_CHECKING:
+    import pyarrow as pa
+
+__all__ = ["AuditEntry", "Journal", "Session", "SessionStatus"]
+
+PROCESSED, BUFFER, SESSIONS, AUDIT, FILE_HASHES = (
+    "processed",
+    "buffer",
+    "sessions",
+    "audit",
+    "file_hashes",
+)
+
+
+class SessionStatus:
+    ACTIVE = "active"
+    COMPLETED = "completed"
+    ABANDONED = "abandoned"
+
+
+@dataclass(slots=True)
+class Session:
+    id: str
+    agent: str
+    project: str | None
+    started_at: datetime
+    last_event_at: datetime
+    ended_at: datetime | None = None
+    status: str = SessionStatus.ACTIVE
+    memory_count: int = 0
+    event_count: int = 0
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "id": self.id, "agent": self.agent, "project": self.project,
+            "started_at": self.started_at.isoformat(), "last_event_at": self.last_event_at.isoformat(),
+            "ended_at": self.ended_at.isoformat() if self.ended_at else None, "status": self.status,
+            "memory_count": self.memory_count, "event_count": self.event_count,
+        }  # fmt: skip
+
+
+@dataclass(slots=True)
+class AuditEntry:
+    id: str
+    timestamp: datetime
+    session_id: str | None
+    candidate_id: str
+    decision: str  # saved, skipped, reinforced, quarantined, superseded
+    reason: str
+    confidence: float
+    rule: str
+    kind: str = ""
+    memory_id: str | None = None
+    title: str = ""
+    project: str | None = None
+    text: str | None = (
+        None  # kept only where it is safe to keep (never secrets or opted-out content)
+    )
+    metadata: dict[str, Any] = field(default_factory=dict)
+
+    def to_dict(self) -> dict[str, Any]:
+        out = {k: getattr(self, k) for k in self.__dataclass_fields__}
+        out["timestamp"] = self.timestamp.isoformat()
+        return out
+
+
+def _schemas() -> dict[str, pa.Schema]:
+    import pyarrow as pa
+
+    ts = pa.timestamp("us", tz="UTC")
+    s = pa.string()
+    return {
+        PROCESSED: pa.schema([("event_id", s), ("session_id", s), ("processed_at", ts)]),
+        BUFFER: pa.schema(
+            [("event_id", s), ("session_id", s), ("seq", s), ("event", s), ("received_at", ts)]
+        ),
+        SESSIONS: pa.schema(
+            [
+                ("id", s),
+                ("agent", s),
+                ("project", s),
+                ("started_at", ts),
+                ("last_event_at", ts),
+                ("ended_at", ts),
+                ("status", s),
+                ("memory_count", pa.int64()),
+                ("event_count", pa.int64()),
+            ]
+        ),
+        AUDIT: pa.schema(
+            [
+                ("id", s),
+                ("timestamp", ts),
+                ("session_id", s),
+                ("candidate_id", s),
+                ("decision", s),
+                ("reason", s),
+                ("confidence", pa.float64()),
+                ("rule", s),
+                ("kind", s),
+                ("memory_id", s),
+                ("title", s),
+                ("project", s),
+                ("text", s),
+                ("metadata", s),
+            ]
+        ),
+        FILE_HASHES: pa.schema([("path", s), ("sha256", s), ("processed_at", ts)]),
+    }
+
+
+class Journal:
+    """The capture tables, in the store's LanceDB folder, under its write lock."""
+
+    def __init__(self, store: MemoryStore) -> None:
+        self.store = store
+        self._ensured = False
+
+    def ensure(self) -> None:
+        if self._ensured:
+            return
+        from lancedb.index import BTree
+
+        with self.store.writing():
+            existing = set(self.store.list_tables())
+            for name, schema in _schemas().items():
+                if name not in existing:
+                    table = self.store.db.create_table(name, schema=schema)
+                    key = {PROCESSED: "event_id", BUFFER: "session_id", SESSIONS: "id", AUDIT: "session_id",
+                           FILE_HASHES: "path"}[name]  # fmt: skip
+                    table.create_index(key, config=BTree(), replace=True)
+        self._ensured = True
+
+    def t(self, name: str) -> Any:
+        self.ensure()
+        return self.store.table(name)
+
+    def _rows(
+        self, name: str, where: str | None = None, limit: int | None = None
+    ) -> list[dict[str, Any]]:
+        table = self.t(name)
+        query = table.search()
+        if where:
+            query = query.where(where)
+        n = (
+            limit
+            if limit is not None
+            else max(1, table.count_rows(where) if where else table.count_rows())
+        )
+        rows: list[dict[str, Any]] = query.limit(n).to_list()
+        return rows
+
+    # -- idempotency --------------------------------------------------------------
+
+    def seen(self, event_ids: Sequence[str]) -> set[str]:
+        found: set[str] = set()
+        for start in range(0, len(event_ids), 500):
+            part = event_ids[start : start + 500]
+            if not part:
+                continue
+            where = "event_id IN (" + ", ".join(q(i) for i in part) + ")"
+            found.update(r["event_id"] for r in self._rows(PROCESSED, where, limit=len(part)))
+        return found
+
+    def take_in(self, events: Sequence[dict[str, Any]], buffered: Sequence[dict[str, Any]]) -> None:
+        """Record events as processed and buffer the ones that wait for a window (one lock)."""
+        import pyarrow as pa
+
+        if not events:
+            return
+        now = utcnow()
+        schemas = _schemas()
+        with self.store.writing():
+            if buffered:
+                rows = [
+                    {"event_id": e["event_id"], "session_id": e["session_id"], "seq": e["_seq"],
+                     "event": json.dumps(e, ensure_ascii=False), "received_at": now}
+                    for e in buffered
+                ]  # fmt: skip
+                data = pa.Table.from_pylist(rows, schema=schemas[BUFFER])
+                self.t(BUFFER).merge_insert("event_id").when_not_matched_insert_all().execute(data)
+            rows = [
+                {"event_id": e["event_id"], "session_id": e["session_id"], "processed_at": now}
+                for e in events
+            ]
+            data = pa.Table.from_pylist(rows, schema=schemas[PROCESSED])
+            self.t(PROCESSED).merge_insert("event_id").when_not_matched_insert_all().execute(data)
+
+    def buffered(self, session_id: str) -> list[dict[str, Any]]:
+        rows = self._rows(BUFFER, f"session_id = {q(session_id)}")
+        rows.sort(key=lambda r: r["seq"])
+        return [json.loads(r["event"]) for r in rows]
+
+    def buffered_sessions(self) -> list[str]:
+        rows = (
+            self.t(BUFFER)
+            .search()
+            .select(["session_id"])
+            .limit(max(1, self.t(BUFFER).count_rows()))
+            .to_list()
+        )
+        return sorted({r["session_id"] for r in rows})
+
+    def release(self, event_ids: Sequence[str]) -> None:
+        """Drop buffered events whose window has been extracted."""
+        if not event_ids:
+            return
+        with self.store.writing():
+            for start in range(0, len(event_ids), 500):
+                part = event_ids[start : start + 500]
+                self.t(BUFFER).delete("event_id IN (" + ", ".join(q(i) for i in part) + ")")
+
+    # -- sessions -------------------------------------------------------------------
+
+    def session(self, session_id: str) -> Session | None:
+        rows = self._rows(SESSIONS, f"id = {q(session_id)}", limit=1)
+        return _session(rows[0]) if rows else None
+
+    def sessions(self, status: str | None = None, limit: int = 100) -> list[Session]:
+        rows = self._rows(SESSIONS, f"status = {q(status)}" if status else None)
+        out = sorted((_session(r) for r in rows), key=lambda s: s.last_event_at, reverse=True)
+        return out[:limit]
+
+    def save_sessions(self, sessions: Sequence[Session]) -> None:
+        import pyarrow as pa
+
+        if not sessions:
+            return
+        rows = [
+            {"id": s.id, "agent": s.agent, "project": s.project, "started_at": s.started_at,
+             "last_event_at": s.last_event_at, "ended_at": s.ended_at, "status": s.status,
+             "memory_count": s.memory_count, "event_count": s.event_count}
+            for s in sessions
+        ]  # fmt: skip
+        data = pa.Table.from_pylist(rows, schema=_schemas()[SESSIONS])
+        with self.store.writing():
+            self.t(SESSIONS).merge_insert(
+                "id"
+            ).when_matched_update_all().when_not_matched_insert_all().execute(data)
+
+    # -- audit ------------------------------------------------------------------------
+
+    def audit(self, entries: Sequence[AuditEntry]) -> None:
+        import pyarrow as pa
+
+        if not entries:
+            return
+        rows = []
+        for e in entries:
+            row = e.to_dict()
+            row["timestamp"] = e.timestamp
+            row["metadata"] = (
+                json.dumps(e.metadata, sort_keys=True, default=str) if e.metadata else None
+            )
+            rows.append(row)
+        data = pa.Table.from_pylist(rows, schema=_schemas()[AUDIT])
+        with self.store.writing():
+            self.t(AUDIT).merge_insert("id").when_not_matched_insert_all().execute(data)
+
+    def audit_entries(
+        self, *, decision: str | None = None, session_id: str | None = None, memory_id: str | None = None,
+        limit: int = 200,
+    ) -> list[AuditEntry]:  # fmt: skip
+        parts = []
+        if decision:
+            parts.append(f"decision = {q(decision)}")
+        if session_id:
+            parts.append(f"session_id = {q(session_id)}")
+        if memory_id:
+            parts.append(f"memory_id = {q(memory_id)}")
+        rows = self._rows(AUDIT, " AND ".join(parts) or None)
+        rows.sort(key=lambda r: (r["timestamp"], r["id"]), reverse=True)
+        return [_audit(r) for r in rows[:limit]]
+
+    def has_audit(self, where: str) -> bool:
+        return int(self.t(AUDIT).count_rows(where)) > 0
+
+    # -- watched files ----------------------------------------------------------------
+
+    def file_hash(self, path: str) -> str | None:
+        rows = self._rows(FILE_HASHES, f"path = {q(path)}", limit=1)
+        return str(rows[0]["sha256"]) if rows else None
+
+    def set_file_hash(self, path: str, sha256: str) -> None:
+        import pyarrow as pa
+
+        data = pa.Table.from_pylist(
+            [{"path": path, "sha256": sha256, "processed_at": utcnow()}],
+            schema=_schemas()[FILE_HASHES],
+        )
+        with self.store.writing():
+            self.t(FILE_HASHES).merge_insert(
+                "path"
+            ).when_matched_update_all().when_not_matched_insert_all().execute(data)
+
+    def counts(self) -> dict[str, int]:
+        return {
+            name: int(self.t(name).count_rows())
+            for name in (PROCESSED, BUFFER, SESSIONS, AUDIT, FILE_HASHES)
+        }
+
+
+def _session(r: dict[str, Any]) -> Session:
+    return Session(
+        id=r["id"], agent=r["agent"] or "", project=r["project"], started_at=r["started_at"],
+        last_event_at=r["last_event_at"], ended_at=r["ended_at"], status=r["status"],
+        memory_count=int(r["memory_count"] or 0), event_count=int(r["event_count"] or 0),
+    )  # fmt: skip
+
+
+def _audit(r: dict[str, Any]) -> AuditEntry:
+    return AuditEntry(
+        id=r["id"], timestamp=r["timestamp"], session_id=r["session_id"], candidate_id=r["candidate_id"],
+        decision=r["decision"], reason=r["reason"], confidence=float(r["confidence"] or 0.0),
+        rule=r["rule"] or "", kind=r["kind"] or "", memory_id=r["memory_id"], title=r["title"] or "",
+        project=r["project"], text=r["text"], metadata=json.loads(r["metadata"]) if r["metadata"] else {},
+    )  # fmt: skip

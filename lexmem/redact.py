@@ -1,0 +1,1569 @@
+"""Find secrets in captured text and replace them before anything reaches disk (seed 003).
+
+Privacy is the product: lexmem captures agent sessions automatically, so a token pasted
+into a prompt, a key printed by ``env`` or a password typed into ``curl`` would otherwise
+be kept for ever. These rules run twice -- in the hook command, before it writes its
+inbox file, and in the service, before it stores anything -- so a secret that reaches the
+inbox by some other path is still caught, and running them on text they have already
+redacted changes nothing (:func:`redact` is idempotent).
+
+What a rule replaces is only the secret itself. ``PASSWORD=hunter2`` becomes
+``PASSWORD=[REDACTED:env_secret]`` and ``https://u:p@host`` becomes
+``https://u:[REDACTED:url_credentials]@host``, because the key, the scheme and the user
+are what make the memory useful ("the staging DB password lives in .env"). Text between
+``<private>`` and ``</private>`` is dropped whole and becomes ``[private]``.
+
+Three families of rules, most specific first (see :data:`RULES`):
+
+* vendor formats with a fixed prefix or shape (AWS, GitHub, OpenAI, Stripe, PEM blocks,
+  JWTs, ...): matched anywhere, because the shape alone is proof enough;
+* structural credentials: user:password in URLs and ``curl -u``, ``Authorization``
+  headers, cookies, command-line password flags;
+* secrets identified by their *name*: ``KEY=value`` / ``"key": "value"`` where the key
+  is secret-like (``env_secret``), random-looking values after weaker names such as
+  ``signature`` (``high_entropy``), and passwords stated in English prose.
+
+The name-based rules are where false positives live, so they decide with a few
+deliberate heuristics rather than "anything after ``password``":
+
+* Placeholders are not secrets: ``${TOKEN}``, ``$TOKEN``, ``$(cmd)``, ``<token>``,
+  ``{{ secrets.X }}``, ``%s``, ``xxxx``/``****``/``...``, ``your-token-here``,
+  ``ALL_CAPS_NAMES``, ``null``/``none``/``true``, and our own ``[REDACTED:...]`` markers.
+  ``changeme`` *is* treated as a secret: it is a real default password that people
+  really deploy, and redacting it costs nothing.
+* Code that merely names a secret is not a secret: ``password = request.form["pw"]``,
+  ``token = getToken()``, ``token: str``, ``password=password``, ``client_secret=cfg.x``.
+  An unquoted identifier after `` = `` (with spaces, as in code) counts only if it has a
+  digit (``hunter2``) or looks random; without spaces (``PASSWORD=hunter2``, shell and
+  ``.env``) it counts.
+* Values that are file paths or URLs without credentials are left alone.
+* UUIDs, git SHAs, checksums and version numbers are not matched by any rule on their
+  own; after a *weak* key name (``key``, ``signature``, ``session``, ``salt``) a value
+  must look random -- 16+ characters, >= 3.5 bits/char, a digit, and the frequent
+  letter/digit/case changes of machine-made strings that identifiers lack -- and must not
+  be a UUID. After a strong name (``password``, ``token``, ``api_key``...) any literal
+  counts, a UUID included (Heroku API keys are UUIDs).
+* English prose: "my password is X" counts when X has a digit or symbol, or is a lone
+  word ending the sentence that is not descriptive ("is required", "is hashed" are not);
+  "the token is X" needs a credential-looking X; without a verb ("login with password
+  hunter2") the value must have a digit or a symbol.
+* Base64 image data (``data:image/png;base64,...``) is left alone: it is not a
+  credential and no rule looks for it.
+
+Standard library only (the hook imports this module) and cheap to import (~1-2 ms): no
+``typing`` or ``dataclasses`` at run time -- ``dataclasses`` alone pulls in ``inspect``
+(~8 ms), more than the hook's whole import budget -- so :class:`Finding` and
+:class:`Redaction` are small hand-written frozen value classes with the dataclass
+surface (fields, ``==``, ``hash``, ``repr``, immutability, ``match``). Each pattern is
+compiled once, when a rule first needs it (compiling all of them at import would cost
+~15 ms; a rule whose literal "needles" are absent from the text never compiles), and
+every pattern starts with a literal so that ``re`` can skip ahead: 100 KB of ordinary
+text is redacted in about 4 ms, a typical hook payload in about 3 ms cold.
+"""
+
+from __future__ import annotations
+
+import functools
+import itertools
+import re
+
+TYPE_CHECKING = False
+if TYPE_CHECKING:  # annotations only: importing typing would cost ~3 ms in the hook
+    from collections.abc import Callable, Iterable, Iterator
+    from typing import Any
+
+    _Hit = tuple[int, int, str]
+    _Scanner = Callable[[str, str], Iterable[_Hit]]
+
+__all__ = ["RULES", "Finding", "Redaction", "contains_secret", "redact", "redact_obj"]
+
+
+# ---------------------------------------------------------------------------------------
+# Results
+
+
+class Finding:
+    """One secret found: its kind and where it was in the ORIGINAL text.
+
+    Deliberately holds no copy of the secret, so a finding can be logged or audited.
+    Behaves like ``@dataclass(frozen=True)`` with fields ``kind``, ``start``, ``end``.
+    """
+
+    __slots__ = ("end", "kind", "start")
+    __match_args__ = ("kind", "start", "end")
+
+    kind: str
+    start: int
+    end: int
+
+    def __init__(self, kind: str, start: int, end: int) -> None:
+        object.__setattr__(self, "kind", kind)
+        object.__setattr__(self, "start", start)
+        object.__setattr__(self, "end", end)
+
+    def __setattr__(self, name: str, value: object) -> None:
+        raise AttributeError(f"cannot assign to field {name!r}: Finding is frozen")
+
+    def __delattr__(self, name: str) -> None:
+        raise AttributeError(f"cannot delete field {name!r}: Finding is frozen")
+
+    def __eq__(self, other: object) -> bool:
+        if other.__class__ is not self.__class__:
+            return NotImplemented
+        assert isinstance(other, Finding)
+        return (self.kind, self.start, self.end) == (other.kind, other.start, other.end)
+
+    def __hash__(self) -> int:
+        return hash((self.kind, self.start, self.end))
+
+    def __repr__(self) -> str:
+        return f"Finding(kind={self.kind!r}, start={self.start!r}, end={self.end!r})"
+
+
+class Redaction:
+    """The redacted text and what was removed from it (positions refer to the input)."""
+
+    __slots__ = ("findings", "text")
+    __match_args__ = ("text", "findings")
+
+    text: str
+    findings: tuple[Finding, ...]
+
+    def __init__(self, text: str, findings: tuple[Finding, ...]) -> None:
+        object.__setattr__(self, "text", text)
+        object.__setattr__(self, "findings", findings)
+
+    def __setattr__(self, name: str, value: object) -> None:
+        raise AttributeError(f"cannot assign to field {name!r}: Redaction is frozen")
+
+    def __delattr__(self, name: str) -> None:
+        raise AttributeError(f"cannot delete field {name!r}: Redaction is frozen")
+
+    def __eq__(self, other: object) -> bool:
+        if other.__class__ is not self.__class__:
+            return NotImplemented
+        assert isinstance(other, Redaction)
+        return (self.text, self.findings) == (other.text, other.findings)
+
+    def __hash__(self) -> int:
+        return hash((self.text, self.findings))
+
+    def __repr__(self) -> str:
+        return f"Redaction(text={self.text!r}, findings={self.findings!r})"
+
+    @property
+    def count(self) -> int:
+        """How many secrets were replaced."""
+        return len(self.findings)
+
+    @property
+    def kinds(self) -> tuple[str, ...]:
+        """The kinds found, sorted and without repeats (for the audit log)."""
+        return tuple(sorted({f.kind for f in self.findings}))
+
+
+# ---------------------------------------------------------------------------------------
+# Kinds, in priority order: when two findings overlap they are merged into one, which
+# takes the kind that comes first here (the more specific explanation wins).
+
+RULES: tuple[str, ...] = (
+    "private",  # <private>...</private>, dropped whole
+    "gcp_service_account",  # "private_key": "-----BEGIN ..." inside service-account JSON
+    "private_key",  # -----BEGIN ... PRIVATE KEY----- blocks, PuTTY private lines
+    "aws_access_key_id",
+    "aws_secret_access_key",
+    "gcp_api_key",
+    "azure_storage_key",  # AccountKey= / SharedAccessKey= in connection strings
+    "azure_sas_token",  # sig= / SharedAccessSignature=
+    "github_fine_grained_pat",
+    "github_token",
+    "gitlab_token",
+    "npm_token",
+    "huggingface_token",
+    "anthropic_api_key",
+    "openai_api_key",
+    "stripe_key",
+    "slack_webhook",
+    "slack_token",
+    "discord_webhook",
+    "sendgrid_api_key",
+    "twilio_api_key",
+    "twilio_auth_token",
+    "jwt",
+    "bearer_token",
+    "basic_auth",  # Basic <base64 user:pass>, curl -u / --user user:pass
+    "authorization_header",  # other Authorization schemes and raw header values
+    "url_credentials",
+    "cli_secret",  # mysql -p<pw>, sshpass -p, --password <pw>, redis-cli -a, gh secret set
+    "netrc_password",
+    "cookie",
+    "sql_password",  # CREATE USER ... IDENTIFIED BY '...' / WITH PASSWORD '...'
+    "env_secret",  # PASSWORD=..., "api_key": "...", password: ... (name-based)
+    "key_value",  # redact_obj: a dict value under a secret-like key
+    "high_entropy",  # random-looking value after a weaker key name
+    "prose_password",  # "my password is hunter2"
+)
+
+_PRIORITY = {kind: i for i, kind in enumerate(RULES)}
+_MARK = "[REDACTED:"
+_PRIVATE_MARK = "[private]"
+
+
+# ---------------------------------------------------------------------------------------
+# Small judgements shared by the rules
+
+
+def _entropy(value: str) -> float:
+    """Shannon entropy in bits per character."""
+    from math import log2  # not at import: the hook may never need it
+
+    counts: dict[str, int] = {}
+    for ch in value:
+        counts[ch] = counts.get(ch, 0) + 1
+    n = len(value)
+    return -sum(c / n * log2(c / n) for c in counts.values())
+
+
+def _words_of(text: str) -> frozenset[str]:
+    """A word list written as prose, so the tables below stay readable."""
+    return frozenset(text.split())
+
+
+class _Lazy:
+    """A regular expression compiled on first use and kept.
+
+    Compiling every pattern at import costs ~10 ms of pure-Python ``re`` compiler time --
+    twice the hook's whole import budget -- while a typical payload needs only some of
+    the rules. So each pattern is compiled once, the first time one of its methods is
+    looked up, and the compiled pattern's bound methods fill the slots (so there is no
+    wrapper cost afterwards).
+    """
+
+    __slots__ = ("_flags", "_pattern", "finditer", "fullmatch", "match", "search", "split", "sub")
+
+    finditer: Callable[..., Iterator[re.Match[str]]]
+    fullmatch: Callable[[str], re.Match[str] | None]
+    match: Callable[..., re.Match[str] | None]
+    search: Callable[..., re.Match[str] | None]
+    split: Callable[[str], list[str]]
+    sub: Callable[[str, str], str]
+
+    def __init__(self, pattern: str, flags: int = 0) -> None:
+        self._pattern = pattern
+        self._flags = flags
+
+    def __getattr__(self, name: str) -> Any:
+        # Only called while a method slot is still empty, i.e. before the first use.
+        if name not in _Lazy.__slots__[2:]:
+            raise AttributeError(name)
+        rx = re.compile(self._pattern, self._flags)
+        for method in _Lazy.__slots__[2:]:
+            setattr(self, method, getattr(rx, method))
+        return getattr(rx, name)
+
+
+_SLASHES = _Lazy(r"[/\\]")
+_MEMBER_SEP = _Lazy(r"\.|->|::")
+_HEX = _Lazy(r"[0-9a-fA-F]+")
+_UUID = _Lazy(r"[0-9a-fA-F]{8}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{12}")
+_IDENT = _Lazy(r"[A-Za-z_$][A-Za-z0-9_$]*")
+_DOTTED = _Lazy(r"[A-Za-z_$][\w$]*(?:(?:\.|->|::)[A-Za-z_$][\w$]*)+", re.ASCII)
+_VERSION = _Lazy(r"[vV]?\d+(?:\.\d+)+(?:[-+][\w.]+)?", re.ASCII)
+_HYPHEN_WORDS = _Lazy(r"[A-Za-z]+(?:-[A-Za-z]+)+")
+_PATH = _Lazy(r"(?:~|\.{1,2}|[A-Za-z]:)?[/\\][\w.@+/\\-]*", re.ASCII)
+_REL_PATH = _Lazy(r"[\w.@=-]+(?:/[\w.@=-]+)+/?", re.ASCII)
+_EXTENSION = _Lazy(r"\.[A-Za-z][A-Za-z0-9]{0,7}\Z")
+_PLACEHOLDER = _Lazy(
+    r"""
+    \$[{(\w]                      # $VAR ${VAR} $(cmd) ${{ secrets.X }}
+    | %\([A-Za-z_]\w*\)[sdr]      # %(name)s
+    | %[A-Za-z_]\w*%\Z             # %VAR% (Windows)
+    | %[sdr]\Z                     # %s
+    | [<{\[]                      # <token> {token} {{ x }} [REDACTED:...] [private]
+    | ![A-Za-z]+\Z                 # YAML tags: !vault, !Ref
+    | (?i:your[-_ .]?[a-z])       # your-token-here, YOUR_API_KEY, yourpassword
+    """,
+    re.VERBOSE | re.ASCII,
+)
+_MASK_ONLY = _Lazy(r"[xX*•._#-]+|…+")
+_ENV_NAME = _Lazy(r"_*[A-Z][A-Z0-9]*(?:_[A-Z0-9]+)+")
+_XXXX = _Lazy(
+    r"(?i)x{4}|\*{3}|\.\.\.|…|_here\b|-here\b|placeholder|redacted|\bmy[-_]?(?:secret|password|token|key)"
+)
+# Template pieces inside a longer value: "Basic <username>:<password>", "Bearer ${TOKEN}".
+_TEMPLATE_BITS = _Lazy(r"<[^<>\n]*>|\$\{\{.*?\}\}|\$\{[^}\n]*\}|\{\{.*?\}\}|\$[A-Za-z_]\w*|\{\w*\}")
+_LEFTOVER = _Lazy(r"(?i)\b(?:bearer|basic|token|digest|apikey)\b|[\s:;,/@._'\"=-]")
+
+# Words that, as a whole value, are a literal, a type or an empty marker -- not a secret.
+_NOT_VALUES = frozenset(
+    _words_of(
+        """none null nil undefined true false yes no on off self this new await async lambda
+    function fn func def return yield str string bytes int integer number bool boolean any
+    object optional secretstr secretbytes char void dict list map array type required
+    unknown never text varchar empty blank n/a na tbd todo redacted hidden masked omitted
+    removed placeholder secret password passwd token key pass pwd pw mypassword mysecret
+    mytoken apikey username foo bar baz foobar dummy example sample value"""
+    )
+)
+
+# Pure-alphabetic words that, right after "password is", describe rather than disclose.
+_PROSE_STOP = frozenset(
+    _words_of(
+        """a an the not no too very also still only just never always now then being been
+    required optional mandatory set unset empty blank missing wrong incorrect correct
+    invalid valid weak strong short long secure insecure same different stored saved sent
+    shown hidden masked visible expired revoked rotated changed updated random unique
+    known unknown public private secret ok okay fine good bad right there here in on at
+    of for to from with by used needed necessary given provided stolen leaked compromised
+    what which who where when how why that this it something nothing anything everything
+    mine yours his hers ours theirs your my our their its her case sensitive hashed salted
+    encrypted important critical sufficient insufficient enough useless safe unsafe simple
+    complex easy hard obvious default temporary permanent none null unchanged generated
+    available unavailable identical reused shared please like as so and or but if because
+    since about approximately exactly less more most least all any some each every both
+    either neither one two three first second last next previous old current latest
+    separate stale fresh stronger weaker longer shorter expiring gone lost forgotten
+    unique really usually probably definitely supposed meant managed handled kept"""
+    )
+)
+
+
+def _is_placeholder(value: str) -> bool:
+    """True for template variables, masks and our own markers -- nothing to protect."""
+    v = value.strip()
+    if not v:
+        return True
+    first = v[0]
+    if (first in "$%<{[!y" or first == "Y") and _PLACEHOLDER.match(v):
+        return True
+    if v.lower() in _NOT_VALUES or _MASK_ONLY.fullmatch(v):
+        return True
+    if ("A" <= first <= "Z" or first == "_") and "_" in v and _ENV_NAME.fullmatch(v):
+        return True
+    if _XXXX.search(v):
+        return True
+    if ("<" in v or "$" in v or "{" in v) and _TEMPLATE_BITS.search(v):
+        return not _LEFTOVER.sub("", _TEMPLATE_BITS.sub("", v))
+    return False
+
+
+def _char_classes(value: str) -> tuple[bool, bool, bool, bool]:
+    lower = upper = digit = other = False
+    for ch in value:
+        if "a" <= ch <= "z":
+            lower = True
+        elif "A" <= ch <= "Z":
+            upper = True
+        elif "0" <= ch <= "9":
+            digit = True
+        else:
+            other = True
+    return lower, upper, digit, other
+
+
+_SEPARATORS = str.maketrans("", "", "_-.")
+
+
+def _class_switches(value: str) -> float:
+    """How often consecutive characters change class (lower, upper, digit, other).
+
+    Machine-made tokens change class at about half of their positions; names do not:
+    separators (``_-.``) are ignored and a capital that starts a lowercase run counts
+    as lowercase, so ``urlsafe_b64decode``, ``Ed25519PrivateKey`` and ``test_user_2024``
+    score below 0.2; 16 random letters and digits score below it ~1% of the time, and
+    with 24 or more the entropy (>= 4 bits) vouches for them instead.
+    """
+    v = value.translate(_SEPARATORS)
+    classes = []
+    for i, c in enumerate(v):
+        if c.isupper():
+            classes.append("l" if v[i + 1 : i + 2].islower() else "u")
+        elif c.islower():
+            classes.append("l")
+        else:
+            classes.append("d" if c.isdigit() else "o")
+    changes = sum(a != b for a, b in itertools.pairwise(classes))
+    return changes / max(1, len(v) - 1)
+
+
+def _looks_random(value: str, min_len: int = 16) -> bool:
+    """A machine-made credential rather than a word, an identifier or a sentence."""
+    if len(value) < min_len or any(ch.isspace() for ch in value):
+        return False
+    lower, upper, digit, _other = _char_classes(value)
+    if _HEX.fullmatch(value):
+        return len(value) >= 20 and digit and (lower or upper) and _entropy(value) >= 3.0
+    if not digit and not (len(value) >= 32 and lower and upper and "." not in value):
+        return False
+    entropy = _entropy(value)
+    if not (lower or upper) or entropy < min(3.5, len(value).bit_length() - 1.2):
+        return False  # (12 characters can reach ~3.1 bits, 16 or more 3.5)
+    switches = _class_switches(value)
+    return switches >= 0.2 or (entropy >= 4.0 and switches >= 0.1)
+
+
+def _same_name(value: str, key: str) -> bool:
+    """``password=password``, ``SERVER_AUTH: "serverAuth"``: the value just names the key."""
+    v = _NON_ALNUM.sub("", value.lower())
+    k = _NON_ALNUM.sub("", key.lower())
+    if len(v) < 3:
+        return False
+    # ... or a made-up name that ends with it: api_key="fal-ai-api-key"
+    return k.endswith(v) or k.startswith(v) or (v.endswith(k) and not any(c.isdigit() for c in v))
+
+
+def _is_path(value: str) -> bool:
+    """A file path (absolute, home-relative, or relative with an extension) -- not a secret.
+
+    Base64 secrets contain ``/`` too, so a relative path must end in an extension or be
+    all lowercase, and no segment may look random.
+    """
+    relative = bool(_REL_PATH.fullmatch(value)) and bool(
+        _EXTENSION.search(value) or value.islower()
+    )
+    if not relative and not _PATH.fullmatch(value):
+        return False
+    return not any(_looks_random(seg, 12) for seg in _SLASHES.split(value))
+
+
+# ---------------------------------------------------------------------------------------
+# Secret-like key names (shared by the key=value rule and redact_obj)
+
+_STRONG, _WEAK, _NONE = 2, 1, 0
+_STRONG_WORDS = frozenset(
+    _words_of(
+        """password passwd passphrase passcode pwd pw pass secret token apikey credential
+    credentials creds cred authorization auth cookie bearer pat storepass keypass
+    srcstorepass deststorepass srckeypass destkeypass"""
+    )
+)
+_STRONG_ENDINGS = ("password", "passwd", "passphrase", "secret", "token", "apikey")
+_KEY_PREFIXES = frozenset(
+    _words_of(
+        """api access secret private encryption encrypt decryption signing sign master license
+    licence client account consumer app application service subscription storage webhook
+    admin deploy auth session shared server crypto hmac jwt aes ssh gpg pgp root cipher"""
+    )
+)
+_WEAK_WORDS = _words_of("key sig signature session sessionid salt")
+_KEY_NOISE = frozenset(
+    _words_of(
+        """value val str string b64 base64 hex raw plain plaintext enc encoded confirm
+    confirmation again new old"""
+    )
+)
+_CAMEL_A = _Lazy(r"([a-z0-9])([A-Z])")
+_CAMEL_B = _Lazy(r"([A-Z]+)([A-Z][a-z])")
+_NON_ALNUM = _Lazy(r"[^a-z0-9]+")
+
+
+@functools.lru_cache(maxsize=2048)
+def _key_strength(key: str) -> int:
+    """How secret-like a key name is: 2 any value is secret, 1 random values are, 0 no.
+
+    The last word decides (``token_count``, ``max_tokens``, ``password_policy`` and
+    ``author`` are not secrets; ``DB_PASSWORD``, ``clientSecret``, ``x-api-key`` are).
+    """
+    words = [
+        w
+        for w in _NON_ALNUM.split(_CAMEL_B.sub(r"\1_\2", _CAMEL_A.sub(r"\1_\2", key)).lower())
+        if w
+    ]
+    while len(words) > 1 and (words[-1] in _KEY_NOISE or words[-1].isdigit()):
+        words.pop()
+    if not words:
+        return _NONE
+    last = words[-1].rstrip("0123456789") or words[-1]
+    prev = words[-2] if len(words) > 1 else ""
+    if last == "id":
+        return _STRONG if words[-3:-1] == ["private", "key"] else _NONE
+    if {"public", "pub", "publishable"} & set(words):
+        return _NONE  # publicKeyToken, STRIPE_PUBLISHABLE_KEY
+    if last in _STRONG_WORDS or last.endswith(_STRONG_ENDINGS):
+        return _STRONG
+    if last == "key" or (last.endswith("key") and last[:-3] in _KEY_PREFIXES):
+        if last != "key" or prev in _KEY_PREFIXES:
+            return _STRONG
+        if len(words) > 1 and _ENV_NAME.fullmatch(key.lstrip("-$")):
+            return _STRONG  # an .env-style *_KEY
+        return _WEAK
+    return _WEAK if last in _WEAK_WORDS else _NONE
+
+
+# ---------------------------------------------------------------------------------------
+# Scanners. Each takes the text and its lowercase twin (same length, same positions) and
+# yields (start, end, kind) for the secret part of every match.
+#
+# Speed rules, measured on 100 KB: a pattern that starts with a literal is found by a
+# fast prefix search (~0.05 ms); a leading look-behind (~4 ms) or IGNORECASE (~1.3 ms)
+# makes ``re`` try every position. So every pattern starts with a literal, boundaries
+# before a match are checked in Python, and case-insensitive rules run case-sensitive
+# lowercase patterns over the lowercased text.
+
+_WORD = frozenset("ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789_")
+_ALNUM = _WORD - {"_"}
+_WORD_DASH = _WORD | {"-"}
+_NOT_SPACE = frozenset(chr(i) for i in range(33, 127))  # a flag must follow whitespace
+
+
+def _preceded_by(text: str, pos: int, chars: frozenset[str]) -> bool:
+    return pos > 0 and text[pos - 1] in chars
+
+
+def _regex(
+    kind: str,
+    pattern: str,
+    *,
+    lower: bool = False,
+    flags: int = 0,
+    not_after: frozenset[str] = frozenset(),
+    check: Callable[[str], bool] | None = None,
+    unquote: bool = False,
+) -> _Scanner:
+    """A rule that is one pattern; group ``s`` (or the whole match) is the secret.
+
+    ``lower`` runs the (lowercase) pattern over the lowercased text; ``not_after`` are
+    characters that must not come right before the match; ``check`` sees the original
+    secret text and may veto it.
+    """
+    rx = _Lazy(pattern, flags | re.ASCII)
+    group = "s" if "(?P<s>" in pattern else 0
+
+    def scan(text: str, lowered: str) -> Iterator[_Hit]:
+        subject = lowered if lower else text
+        for m in rx.finditer(subject):
+            if not_after and _preceded_by(subject, m.start(), not_after):
+                continue
+            start, end = m.span(group)
+            if (
+                unquote
+                and end - start >= 2
+                and text[start] in "\"'"
+                and text[end - 1] == text[start]
+            ):
+                start, end = start + 1, end - 1
+            if start < end and (check is None or check(text[start:end])):
+                yield start, end, kind
+
+    return scan
+
+
+_KEY_MATERIAL = _Lazy(r"[A-Za-z0-9+/]{24}")
+
+
+def _has_key_material(block: str) -> bool:
+    """A PEM block with base64 inside -- not two marker constants in source code."""
+    return bool(_KEY_MATERIAL.search(block, 10))
+
+
+def _not_placeholder(value: str) -> bool:
+    return not _is_placeholder(value)
+
+
+def _random_token(value: str) -> bool:
+    """Vendor prefixes that also start ordinary words need a random-looking remainder."""
+    _, _, digit, _ = _char_classes(value)
+    return digit and _entropy(value) >= 3.0
+
+
+def _bearer_ok(value: str, min_len: int = 8) -> bool:
+    """Looks like a credential: long enough, not a template, not a word or a code name."""
+    if len(value) < min_len or _is_placeholder(value):
+        return False
+    if _DOTTED.fullmatch(value) and not any(_looks_random(p, 12) for p in _MEMBER_SEP.split(value)):
+        return False
+    lower, upper, digit, other = _char_classes(value)
+    if not digit and _IDENT.fullmatch(value) and not _looks_random(value):
+        return False  # type_function, self_token: names, not credentials
+    return digit or other or (upper and lower and not (value[0].isupper() and value[1:].islower()))
+
+
+def _basic_ok(value: str) -> bool:
+    """``Basic <b64>`` is a credential only if it decodes to ``user:password``."""
+    import binascii  # only when a "Basic ..." candidate turns up
+
+    padded = value + "=" * (-len(value) % 4)
+    try:
+        decoded = binascii.a2b_base64(padded.encode("ascii"), strict_mode=True).decode("utf-8")
+    except (binascii.Error, ValueError):
+        return False
+    _user, sep, pw = decoded.partition(":")
+    return bool(sep and pw) and decoded.isprintable()
+
+
+# --- key = value ------------------------------------------------------------------------
+
+# One small pattern per first letter of the secret-like stems (a literal prefix each,
+# cheap to compile and to search); at each stem the shared tail -- an optional suffix
+# such as ``_2``/``_value``, a closing quote or bracket, and the separator -- is matched
+# by one more pattern. The whole key name is recovered by scanning back from the stem.
+_KV_STEMS = tuple(
+    _Lazy(stem)
+    for stem in (
+        r"p(?:ass(?:word|wd|phrase|code)?|wd|w|at)",
+        r"s(?:ecret|ig(?:nature)?|ession(?:[_-]?id)?|alt)",
+        r"token",
+        r"key",
+        r"auth(?:orization|token)?",
+        r"c(?:red(?:ential)?s?|ookie)",
+        r"bearer",
+    )
+)
+_KV_TAIL = _Lazy(
+    r"""
+    (?P<suffix>[_.-]?(?:\d{1,3}|value|val|str|string|b64|base64|hex|raw|plain(?:text)?
+      |enc(?:oded)?|confirm(?:ation)?|again|new|old|id))?
+    (?P<kq>\\?["'])?\]?(?:\*\*|__)?
+    (?P<pre>[ \t]*)(?P<sep>:=|=>|=(?![=~])|:(?![:/\\]))(?P<post>[ \t]*(?:\*\*|__)?[ \t]*)
+    """,
+    re.VERBOSE | re.ASCII,
+)
+_KEY_CHARS = _WORD | frozenset(".-$")
+_QUOTED = {
+    '"': _Lazy(r'"(?P<v>(?:[^"\\\n]|\\.)*)'),
+    "'": _Lazy(r"'(?P<v>(?:[^'\\\n]|\\.)*)"),
+    "`": _Lazy(r"`(?P<v>[^`\n]*)"),
+    '\\"': _Lazy(r'\\"(?P<v>(?:[^"\\\n]|\\(?!")[^\n])*)'),
+    "\\'": _Lazy(r"\\'(?P<v>(?:[^'\\\n]|\\(?!')[^\n])*)"),
+    "\u201c": _Lazy("\u201c(?P<v>[^\u201d\n]*)"),
+}
+_UNQUOTED_EQ = _Lazy(r"[^\s\"'`(){}\[\],;|&]+")
+_UNQUOTED_COLON = _Lazy(r"[^\s\"'`(){}\[\],;]+")
+_AUTH_SCHEMES = _words_of("bearer basic token digest negotiate ntlm hmac")
+_TRAILING_PUNCT = ".,;:!?)"
+
+
+def _quoted_at(text: str, pos: int) -> tuple[int, int] | None:
+    """Span of the contents of a quoted string starting at ``pos``, if one does."""
+    opener = text[pos : pos + 2] if text.startswith("\\", pos) else text[pos : pos + 1]
+    rx = _QUOTED.get(opener)
+    if rx is None:
+        return None
+    m = rx.match(text, pos)
+    return None if m is None else m.span("v")
+
+
+def _key_before(text: str, end: int, stem_start: int) -> tuple[int, str]:
+    """The whole key name that ends at ``end`` and contains the stem at ``stem_start``."""
+    start = stem_start
+    lo = max(0, start - 64)
+    while start > lo and text[start - 1] in _KEY_CHARS:
+        start -= 1
+    return start, text[start:end].lstrip("-.$")
+
+
+def _kv_scan(text: str, lowered: str) -> Iterator[_Hit]:
+    for stem_rx in _KV_STEMS:
+        for sm in stem_rx.finditer(lowered):
+            m = _KV_TAIL.match(lowered, sm.end())
+            if m is None:
+                continue
+            stem = lowered[sm.start() : m.end("suffix") if m.group("suffix") else sm.end()]
+            k_start, key = _key_before(text, sm.start() + len(stem), sm.start())
+            if text.endswith(_MARK, 0, k_start):
+                continue  # the kind inside one of our own markers, e.g. "[REDACTED:x_token]:"
+            strength = _key_strength(key)
+            if strength == _NONE:
+                continue
+            if strength == _STRONG and m.group("sep") == "=" and _spaced(m) and _generic_name(key):
+                strength = _WEAK  # CONFIGFILE_KEY = 'x', _IPV6_PAT = "(?:...)": code constants
+            hit = _kv_value(text, m, stem, key, strength)
+            if hit is not None:
+                start, end, kind = hit
+                yield start, end, _vendor_kind(key, text[start:end], kind)
+
+
+def _spaced(m: re.Match[str]) -> bool:
+    post = m.group("post")
+    return bool(m.group("pre")) or " " in post or "\t" in post
+
+
+def _generic_name(key: str) -> bool:
+    """``*_KEY`` / ``*_PAT`` names are secrets in ``.env`` files, but constants in code."""
+    words = _NON_ALNUM.split(key.lower())
+    last = words[-1] if words else ""
+    prev = words[-2] if len(words) > 1 else ""
+    return last == "pat" or (last == "key" and prev not in _KEY_PREFIXES)
+
+
+def _vendor_kind(key: str, value: str, kind: str) -> str:
+    """Name the vendor when the key says which credential this is.
+
+    These secrets have no distinctive shape of their own -- a 40-character AWS secret
+    key, an Azure account key, a SAS signature, a 32-hex Twilio auth token -- so they
+    are found by the key=value rule and only labelled here.
+    """
+    name = key.lower().replace("-", "_")
+    if len(value) == 40 and ("aws" in name or "access" in name) and "secret" in name:
+        return "aws_secret_access_key"
+    if name in ("accountkey", "sharedaccesskey"):
+        return "azure_storage_key"
+    if name in ("sig", "sharedaccesssignature"):
+        return "azure_sas_token"
+    if "twilio" in name and len(value) == 32 and _HEX.fullmatch(value):
+        return "twilio_auth_token"
+    return kind
+
+
+def _kv_value(text: str, m: re.Match[str], stem: str, key: str, strength: int) -> _Hit | None:
+    """Decide whether the value after a secret-like key is a literal secret."""
+    pos = m.end()
+    if text.startswith((_MARK, _PRIVATE_MARK), pos):
+        return None
+    span = _quoted_at(text, pos)
+    if span is not None:
+        return _kv_quoted(text, span, stem, key, strength)
+    return _kv_unquoted(text, pos, stem, key, strength, m)
+
+
+def _kv_quoted(text: str, span: tuple[int, int], stem: str, key: str, strength: int) -> _Hit | None:
+    """A quoted literal: a secret unless it is a placeholder, a path or a message."""
+    start, end = span
+    value = text[start:end]
+    if len(value) < 3 or value[0].isspace() or value[-1].isspace() or "://" in value:
+        return None  # a fragment being concatenated: "Bearer " + token, "?key=" + k
+    if _is_placeholder(value) or _is_path(value) or _same_name(value, key):
+        return None
+    if _COLOR.fullmatch(value) or _concatenated(text, end + 1):
+        return None  # Token: "#ddd0c0" (a style), 'username:' + name (a string being built)
+    if not stem.startswith("p") and _NAME_WORDS.fullmatch(value):
+        return None  # "xet-auth", "type_function": a name, not a credential
+    if strength == _WEAK:
+        if _looks_random(value) and not _UUID.fullmatch(value):
+            return start, end, "high_entropy"
+        return None
+    scheme, _, rest = value.partition(" ")
+    if scheme.lower() in _AUTH_SCHEMES and rest and not _bearer_ok(rest.strip(), 6):
+        return None  # "Bearer abc" in documentation
+    if any(ch.isspace() for ch in value) and not key.isupper():
+        words = value.split()
+        if len(words) >= 5 or any(stem in w.lower() for w in words):
+            return None  # a message about the secret ("Enter your password")
+    return start, end, "env_secret"
+
+
+_COLOR = _Lazy(r"#[0-9a-fA-F]{3,8}")
+_NAME_WORDS = _Lazy(r"[a-z]+(?:[-_:.]+[a-z]+)+")
+
+
+def _concatenated(text: str, pos: int) -> bool:
+    """A quoted literal followed by ``+``, ``*`` or ``.format(`` is a piece of a string."""
+    rest = text[pos : pos + 12].lstrip(" \t")
+    return rest.startswith(("+", "*", ".format(", "%"))
+
+
+def _kv_unquoted(
+    text: str, pos: int, stem: str, key: str, strength: int, m: re.Match[str]
+) -> _Hit | None:
+    """An unquoted value: shell/.env/YAML literal, or code that only names a secret."""
+    sep = m.group("sep")
+    key_quoted = m.group("kq") is not None
+    post = m.group("post")
+    spaced = _spaced(m)
+    vm = (_UNQUOTED_COLON if sep == ":" else _UNQUOTED_EQ).match(text, pos)
+    if vm is None:
+        return None
+    start, end = vm.span()
+    next_char = text[end : end + 1]
+    if sep == ":" and not key_quoted:
+        while end > start and text[end - 1] in _TRAILING_PUNCT:
+            end -= 1
+    value = text[start:end]
+    if len(value) < 3 or _is_placeholder(value) or "://" in value or _is_path(value):
+        return None
+    lowered = value.lower()
+    if value[0] in "/-=@*|>#" and not _looks_random(value):
+        return None
+    if lowered in _AUTH_SCHEMES and next_char in (" ", "\t"):
+        return None  # "Authorization: Bearer x" -- the header rules take it from here
+    if "=" in value and key.lower().endswith("cookie"):
+        return None  # "Cookie: name=value" -- the cookie rule keeps the names
+    if next_char in ("(", "["):
+        return None  # a call or a subscript: code
+    if _VERSION.fullmatch(value) or _same_name(value, key) or _COLOR.fullmatch(value):
+        return None
+    is_ident = bool(_IDENT.fullmatch(value))
+    code_follows = next_char in (",", ")", "}", "|") or (next_char == ";" and spaced)
+    if _DOTTED.fullmatch(value):
+        # obj.attr is code; "ya29.a0Af..." (a Google token) has random parts
+        parts = _MEMBER_SEP.split(value)
+        if code_follows or _TYPE_NAME.fullmatch(parts[-1]) or _same_name(parts[-1], key):
+            return None  # X = module.X, key: rsa.RSAPrivateKey
+        return (start, end, "env_secret") if any(_looks_random(p, 12) for p in parts) else None
+    env_style = key.isupper() and not spaced
+    if is_ident and (key_quoted or code_follows) and not env_style and not _looks_random(value, 12):
+        return None  # {"token": token}, f(password=pw), {password: pw}
+    if is_ident and sep == ":" and _TYPE_NAME.fullmatch(value):
+        return None  # private_key: Ed25519PrivateKey (an annotation)
+    if strength == _WEAK:  # weak names need a random-looking value
+        if _looks_random(value) and not _UUID.fullmatch(value):
+            return start, end, "high_entropy"
+        return None
+    if sep == ":" and not key_quoted and not post and value.isalpha() and value.islower():
+        return None  # OAuth-style scopes: "secrets:read", "token:write"
+    if value.isdigit():  # a PIN under a password-like name; token=11098 is a token id
+        password_like = stem.startswith("p")
+        return (start, end, "env_secret") if len(value) >= 4 and password_like else None
+    if is_ident:
+        if _looks_random(value, 12):
+            return start, end, "env_secret"
+        has_digit = any(ch.isdigit() for ch in value)
+        if sep in ("=", ":=", "=>") and spaced and (not has_digit or "_" in value):
+            return None  # password = pw, secret_key = s3_conn (code); INI gets "hunter2"
+    if (
+        sep == ":"
+        and value.replace("-", "").isalpha()
+        and (lowered in _PROSE_STOP or _rest_of_line_has_words(text, end))
+    ):
+        return None  # "Password: must be at least 8 characters", "token: re-exchanging is"
+    return start, end, "env_secret"
+
+
+_TYPE_NAME = _Lazy(  # CamelCase humps ending in a type-ish word: Ed25519PrivateKey
+    r"_*(?:[A-Z]{2,}[0-9]*(?=[A-Z][a-z])|[A-Z][a-z]+[0-9]*)*(?:Type|Types|Key|Keys|Error|Session|Client|Config|Settings|Token"
+    r"|Secret|Password|Credentials?|Provider|Manager|Handler|Context|Info|Data|Dict|List"
+    r"|Str|String|Bytes|Object|Model|Schema|Params|Options|Request|Response|Result|Value"
+    r"|Id|Name|Like|Callable|Sequence|Mapping|Iterable|Union|Literal|Protocol|Base)"
+)
+
+
+def _rest_of_line_has_words(text: str, pos: int) -> bool:
+    nl = text.find("\n", pos)
+    rest = text[pos : nl if nl >= 0 else len(text)].strip()
+    return bool(rest) and not rest.startswith("#")
+
+
+# --- XML elements -----------------------------------------------------------------------
+
+_XML_RE = _Lazy(
+    r"<(?P<key>[\w:.-]*(?:pass(?:word|wd|phrase)?|secret|token|key|credentials?)[\w.-]*)>"
+    r"(?P<v>[^<\s][^<\n]*)</(?P=key)>"
+)
+
+
+def _xml_scan(text: str, lowered: str) -> Iterator[_Hit]:
+    """``<password>hunter2</password>`` in Maven, NuGet and other XML settings."""
+    for m in _XML_RE.finditer(lowered):
+        strength = _key_strength(text[m.start("key") : m.end("key")].rpartition(":")[2])
+        value = text[m.start("v") : m.end("v")]
+        if strength == _NONE or _is_placeholder(value):
+            continue
+        if strength == _WEAK and not _looks_random(value):
+            continue
+        yield m.start("v"), m.end("v"), "env_secret" if strength == _STRONG else "high_entropy"
+
+
+# --- command lines ----------------------------------------------------------------------
+
+_CLI_FLAG_RE = _Lazy(
+    r"-(?:(?<=\s-)|(?<=^-))-?(?P<k>(?:[a-z0-9]+-)*(?:pass(?:word|wd|phrase)?|pwd|secret|token|api-?key|key"
+    r"|credentials?|[a-z]*storepass|[a-z]*keypass))[ \t]+"
+    r"(?P<v>\"[^\"\n]*\"|'[^'\n]*'|[^\s\"'|;&<>()\-][^\s\"'|;&<>()]*)"
+)
+
+
+_CLI_WORDS = _words_of("option options argument arguments flag flags parameter value instead")
+
+
+def _cli_flag_scan(text: str, lowered: str) -> Iterator[_Hit]:
+    """``--password hunter2``, ``--api-key abc``, ``-storepass x`` (space-separated)."""
+    for m in _CLI_FLAG_RE.finditer(lowered):  # the look-behind after "-" wants whitespace
+        if _key_strength(text[m.start("k") : m.end("k")]) != _STRONG:
+            continue
+        start, end = m.span("v")
+        if text[start] in "\"'":
+            start, end = start + 1, end - 1
+        value = text[start:end]
+        if len(value) < 3 or _is_placeholder(value) or _is_path(value):
+            continue
+        if value.lower() in _PROSE_STOP or value.lower() in _CLI_WORDS:
+            continue  # "pass --token for a non-interactive login", "--password options"
+        yield start, end, "cli_secret"
+
+
+_USER_PASS_RE = _Lazy(
+    r"-(?:u[ \t]*|-user(?:[ \t]+|=))(?P<q>[\"']?)(?P<user>[^\s:\"'@]*):(?P<s>[^\s\"']+)"
+)
+
+
+def _user_pass_scan(text: str, lowered: str) -> Iterator[_Hit]:
+    """``curl -u alice:pw`` / ``--user alice:pw``; ``docker -u 1000:1000`` is a uid:gid."""
+    for m in _USER_PASS_RE.finditer(text):
+        if _preceded_by(text, m.start(), _NOT_SPACE):
+            continue
+        user, pw = m.group("user"), m.group("s")
+        start, end = m.span("s")
+        if m.group("q") and pw.endswith(m.group("q")):
+            end -= 1
+            pw = pw[:-1]
+        if not user or not pw or _is_placeholder(pw) or (user.isdigit() and pw.isdigit()):
+            continue  # "git add -u :/", "docker run -u 1000:1000"
+        yield start, end, "basic_auth"
+
+
+_LOGIN_RE = _Lazy(r"login\b[^\n;|&]*?[ \t]-p[ \t]+(?P<s>[^\s\"'-]\S*)")
+_LOGIN_TOOL = _Lazy(
+    r"\b(?:docker|podman|helm|oras|buildah|skopeo|nerdctl|az|oc|cf|argocd|mongo|mongosh)\b"
+)
+
+
+def _login_scan(text: str, lowered: str) -> Iterator[_Hit]:
+    """``docker login -u bob -p hunter2 registry``, ``oc login -p``, ``cf login -p``."""
+    for m in _LOGIN_RE.finditer(text):
+        line = text[text.rfind("\n", 0, m.start()) + 1 : m.start()]
+        if _LOGIN_TOOL.search(line) and not _is_placeholder(m.group("s")):
+            yield m.start("s"), m.end("s"), "cli_secret"
+
+
+# --- URL credentials ----------------------------------------------------------------------
+
+_URL_CRED_RE = _Lazy(r"://(?P<user>[^\s:/?#@\"'<>]*):(?P<s>[^\s/?#\"'<>]*)@(?=[\w\[])")
+
+
+def _url_scan(text: str, lowered: str) -> Iterator[_Hit]:
+    for m in _URL_CRED_RE.finditer(text):
+        if not _preceded_by(text, m.start(), _ALNUM):
+            continue
+        pw = m.group("s")
+        if pw and not _is_placeholder(pw):
+            yield m.start("s"), m.end("s"), "url_credentials"
+
+
+# --- headers --------------------------------------------------------------------------------
+
+_AUTHZ_RE = _Lazy(
+    r"authorization[\"']?[ \t]*[:=][ \t]*[\"']?"
+    r"(?:(?P<scheme>[a-z][\w.-]*)[ \t]+)?(?P<s>[^\s\"'`\\,;]+)"
+)
+_SCHEME_KIND = {"bearer": "bearer_token", "basic": "basic_auth"}
+
+
+def _authz_scan(text: str, lowered: str) -> Iterator[_Hit]:
+    """``Authorization: <scheme> <credentials>`` -- whatever the scheme, in any quoting."""
+    for m in _AUTHZ_RE.finditer(lowered):
+        if _preceded_by(lowered, m.start(), _WORD):
+            continue
+        start, end = m.span("s")
+        cred = text[start:end].rstrip(".")
+        end = start + len(cred)
+        if cred.lower() in _AUTH_SCHEMES or not _bearer_ok(cred, 6):
+            continue  # 'Bearer ' + token, {"Authorization": auth}, "Bearer abc" in docs
+        scheme = m.group("scheme") or ""
+        yield start, end, _SCHEME_KIND.get(scheme, "authorization_header")
+
+
+_COOKIE_RE = _Lazy(r"cookie[\"']?[ \t]*:[ \t]*(?P<v>[^\r\n\"']+)")
+_COOKIE_PAIR = _Lazy(r"(?P<name>[^=;\s]+)=(?P<v>[^;\s]*)")
+_COOKIE_ATTRS = _words_of(
+    "path domain expires max-age samesite secure httponly priority partitioned"
+)
+
+
+def _cookie_scan(text: str, lowered: str) -> Iterator[_Hit]:
+    """``Cookie: a=1; b=2`` keeps the names; ``Set-Cookie`` attributes are not secret."""
+    for m in _COOKIE_RE.finditer(lowered):
+        if _preceded_by(lowered, m.start(), _WORD):
+            continue
+        is_set = lowered.endswith("set-", 0, m.start())
+        for i, pair in enumerate(_COOKIE_PAIR.finditer(text, m.start("v"), m.end("v"))):
+            if is_set and i > 0:
+                break  # Set-Cookie: only the first pair is the cookie; the rest are attributes
+            if pair.group("name").lower() in _COOKIE_ATTRS:
+                continue
+            value = pair.group("v")
+            if value and not _is_placeholder(value):
+                yield pair.start("v"), pair.end("v"), "cookie"
+
+
+# --- prose ----------------------------------------------------------------------------------
+
+_PROSE_SUBJECTS = tuple(
+    _Lazy(subject)
+    for subject in (r"p(?:ass(?:word|wd|phrase|code)|wd?)", r"secret", r"api[ _-]?key", r"token")
+)
+_PROSE_TAIL = _Lazy(
+    r"""
+    (?![\w-])
+    (?:
+      (?P<gap>[ \t]+(?:for|of|to|on|in|at|from|i|we|you|he|she|they|that|which|here)
+         (?:[ \t]+[\w@./'-]{1,40}){0,5}?)?
+      (?:[ \t]+(?:(?:has|have)[ \t]+been[ \t]+|was[ \t]+|is[ \t]+)?(?:changed|set|reset|updated)[ \t]+to
+        |[ \t]+(?:is|was|are)(?:[ \t]+now)?
+        |[ \t]+(?:became|becomes|will[ \t]+be))
+      |(?P<gap2>[ \t]+(?:for|of|to|on|in|at|from)(?:[ \t]+[\w@./'-]{1,40}){0,5}?)[ \t]*:
+      |(?P<bare>(?=[ \t]+\S*[0-9!@\#$%^&*+=?~]))  # "with password hunter2": checked harder
+    )
+    :?[ \t]+
+    """,
+    re.VERBOSE | re.ASCII,
+)
+_PROSE_TOKEN = _Lazy(r"\S+")
+_PASSWORD_CHARS = _Lazy(r"[A-Za-z0-9!@#$%^&*+=?~._-]+")
+_CODEISH = _Lazy(r"[A-Za-z_$][\w$.]*[\[(]")
+_DATAISH = _Lazy(
+    r"[\w.+-]+@[\w-]+\.[\w.-]+"  # an e-mail address
+    r"|\d{4}-\d\d-\d\d(?:[T ][\d:.]+Z?)?"  # a date
+    r"|\d{1,3}(?:\.\d{1,3}){3}(?::\d+)?"  # an IPv4 address
+)
+_SENTENCE = _Lazy(r"[^.!?\n]*")
+_WORDY_SUFFIXES = ("ed", "ing", "ly", "able", "ible")
+
+
+def _prose_scan(text: str, lowered: str) -> Iterator[_Hit]:
+    """ "my password is hunter2", "the password for the staging db is Tr0ub4dor&3"."""
+    for subject_rx in _PROSE_SUBJECTS:
+        for sm in subject_rx.finditer(lowered):
+            if _preceded_by(lowered, sm.start(), _WORD_DASH):
+                continue
+            m = _PROSE_TAIL.match(lowered, sm.end())
+            if m is None:
+                continue
+            bare = m.group("bare") is not None
+            if bare and lowered.startswith(":", sm.end()):
+                continue  # "token: x" belongs to the key=value rule
+            hit = _prose_value(text, m.end(), sm.group(), bare)
+            if hit is not None:
+                yield hit[0], hit[1], "prose_password"
+
+
+def _prose_value(text: str, pos: int, subject: str, bare: bool) -> tuple[int, int] | None:
+    """The secret after "password is" (or a bare "password"), if what follows is one."""
+    if text.startswith((_MARK, _PRIVATE_MARK), pos):
+        return None
+    span = _quoted_at(text, pos)
+    if span is None and text.startswith("\u2018", pos):
+        close = text.find("\u2019", pos + 1)
+        span = (pos + 1, close) if close > pos else None
+    if span is not None:
+        value = text[span[0] : span[1]]
+        if _is_placeholder(value) or _CODEISH.match(value):
+            return None
+        if not subject.startswith("p") and not _bearer_ok(value):
+            return None  # the token-ish subjects need a credential-looking value
+        return span
+    tm = _PROSE_TOKEN.match(text, pos)
+    if tm is None:
+        return None
+    start, end = tm.span()
+    while end > start and text[end - 1] in _TRAILING_PUNCT + "\"'":
+        end -= 1
+    value = text[start:end]
+    if not value or _is_placeholder(value) or _is_path(value) or "://" in value:
+        return None
+    if _CODEISH.match(value) or _DATAISH.fullmatch(value) or _DOTTED.fullmatch(value):
+        return None  # "password: Optional[str]", "secret was bob@example.com", "token is Name.Tag"
+    at_end = end < tm.end() or _rest_of_line_has_words(text, tm.end()) is False
+    lower, upper, digit, other = _char_classes(value)
+    password_like = subject.startswith(("pass", "pw"))
+    if bare:  # no verb: only something no English word looks like ("password hunter2")
+        if len(value) < (6 if password_like else 8) or not _not_wordy(value):
+            return None
+        if not _PASSWORD_CHARS.fullmatch(value):
+            return None  # "token (Union[bool, str], optional)": documentation, not a value
+        symbols = other and any(ch not in "-._/'" for ch in value if not ch.isalnum())
+        return (start, end) if (digit and (lower or upper)) or symbols else None
+    if not password_like:  # token / secret / api key: only credential-looking values
+        return (start, end) if len(value) >= 8 and (digit or other) and _not_wordy(value) else None
+    if digit or other:
+        if len(value) < 4 or not _not_wordy(value):
+            return None
+        return start, end
+    if subject == "passphrase" and not at_end:
+        return _passphrase(text, start)
+    if len(value) < 3 or value.lower() in _PROSE_STOP or value.lower().endswith(_WORDY_SUFFIXES):
+        return None
+    if upper and any(ch.isupper() for ch in value[1:]):
+        return start, end  # SwordFish
+    return (start, end) if at_end else None
+
+
+def _passphrase(text: str, start: int) -> tuple[int, int] | None:
+    """A passphrase is several words: "correct horse battery staple", not "stored in a vault"."""
+    sm = _SENTENCE.match(text, start)
+    stop = sm.end() if sm else start
+    while stop > start and text[stop - 1] in " \t,;:)\"'":
+        stop -= 1
+    words = [w.lower() for w in text[start:stop].split()]
+    describing = sum(w in _PROSE_STOP or w.endswith(_WORDY_SUFFIXES) for w in words)
+    if len(words) < 2 or describing * 3 > len(words):
+        return None
+    return start, stop
+
+
+def _not_wordy(value: str) -> bool:
+    """Reject versions, hyphenated English ("case-sensitive") and plain numbers < 4 digits."""
+    return not (_VERSION.fullmatch(value) or _HYPHEN_WORDS.fullmatch(value))
+
+
+_PRIVATE_RE = _Lazy(r"<private\s*>.*?(?:</private\s*>|\Z)", re.DOTALL)
+
+
+def _private_scan(text: str, lowered: str) -> Iterator[_Hit]:
+    for m in _PRIVATE_RE.finditer(lowered):
+        yield m.start(), m.end(), "private"
+
+
+_STRIPE_RE = _Lazy(r"k_(?:live|test)_[A-Za-z0-9]{24,}")
+
+
+def _stripe_scan(text: str, lowered: str) -> Iterator[_Hit]:
+    """``sk_live_`` / ``rk_live_`` / ``sk_test_`` keys (``pk_`` keys are publishable)."""
+    for m in _STRIPE_RE.finditer(text):
+        start = m.start() - 1
+        if start >= 0 and text[start] in "sr" and not _preceded_by(text, start, _WORD):
+            yield start, m.end(), "stripe_key"
+
+
+_GATE_BUDGET = 256 * 1024  # characters a rule is gated over before it just runs
+
+
+def _gated(needles: tuple[str, ...], scanner: _Scanner) -> _Scanner:
+    """Skip ``scanner`` while none of its lowercase ``needles`` occurs in the text.
+
+    A rule's patterns are compiled when it first runs, so while it is gated the one-shot
+    hook compiles only the rules its payload can need (a substring test on a few KB
+    costs microseconds, compiling a pattern a fraction of a millisecond). Once a rule
+    has run, or has been gated over 256 KB of text, the gate stays open: on long text
+    a literal-prefixed search is as cheap as the substring tests it would repeat.
+    """
+    warm = False
+    gated = 0
+
+    def scan(text: str, lowered: str) -> Iterable[_Hit]:
+        nonlocal warm, gated
+        if not warm:
+            gated += len(lowered)
+            if gated <= _GATE_BUDGET and not any(needle in lowered for needle in needles):
+                return ()
+            warm = True
+        return scanner(text, lowered)
+
+    return scan
+
+
+# The rule table, most specific first (the order of RULES decides merged kinds); each
+# rule with the lowercase needles without which it cannot match.
+_SCANNERS: tuple[_Scanner, ...] = (
+    _gated(("<private",), _private_scan),
+    _gated(
+        ('"private_key"',),
+        _regex(
+            "gcp_service_account",
+            r"\"private_key\"[ \t]*:[ \t]*\"(?P<s>-----BEGIN[^\"]*)\"?",
+        ),
+    ),
+    _gated(
+        ("-----begin",),
+        _regex(
+            "private_key",
+            r"-----BEGIN[ A-Z0-9]*? PRIVATE KEY(?: BLOCK)?-----.*?"
+            r"(?:-----END[ A-Z0-9]*? PRIVATE KEY(?: BLOCK)?-----|\Z)",
+            flags=re.DOTALL,
+            check=_has_key_material,
+        ),
+    ),
+    _gated(
+        ("private-lines",),
+        _regex(
+            "private_key",
+            r"Private-Lines:[ \t]*\d+[ \t]*\r?\n(?P<s>(?:[A-Za-z0-9+/=]+[ \t]*\r?\n)*[A-Za-z0-9+/=]*)",
+        ),
+    ),
+    _gated(
+        (
+            "akia",
+            "asia",
+            "abia",
+            "acca",
+            "agpa",
+            "aida",
+            "aipa",
+            "anpa",
+            "anva",
+            "aroa",
+            "apka",
+            "asca",
+        ),
+        _regex(
+            "aws_access_key_id",
+            r"A(?:KIA|SIA|BIA|CCA|GPA|IDA|IPA|NPA|NVA|ROA|PKA|SCA)[A-Z0-9]{16}(?![A-Za-z0-9])",
+            not_after=_ALNUM,
+        ),
+    ),
+    _gated(
+        ("aiza",), _regex("gcp_api_key", r"AIza[0-9A-Za-z_-]{35}(?![\w-])", not_after=_WORD_DASH)
+    ),
+    _gated(
+        ("github_pat_",),
+        _regex("github_fine_grained_pat", r"github_pat_[A-Za-z0-9_]{40,}", not_after=_WORD),
+    ),
+    _gated(
+        ("ghp_", "gho_", "ghu_", "ghs_", "ghr_"),
+        _regex("github_token", r"gh[pousr]_[A-Za-z0-9]{36,255}(?![A-Za-z0-9])", not_after=_WORD),
+    ),
+    _gated(
+        ("glpat-", "gldt-", "glrt-", "glptt-", "glsoat-", "glcbt-", "glft-"),
+        _regex(
+            "gitlab_token",
+            r"gl(?:pat|dt|rt|ptt|soat|cbt|ft)-[A-Za-z0-9_-]{20,}",
+            not_after=_WORD_DASH,
+        ),
+    ),
+    _gated(("npm_",), _regex("npm_token", r"npm_[A-Za-z0-9]{36}(?![A-Za-z0-9])", not_after=_WORD)),
+    _gated(
+        ("hf_",), _regex("huggingface_token", r"hf_[A-Za-z0-9]{34}(?![A-Za-z0-9])", not_after=_WORD)
+    ),
+    _gated(
+        ("sk-ant-",),
+        _regex("anthropic_api_key", r"sk-ant-[A-Za-z0-9_-]{20,}", not_after=_WORD_DASH),
+    ),
+    _gated(
+        ("sk-",),
+        _regex(
+            "openai_api_key",
+            r"sk-(?!ant-)(?:(?:proj|svcacct|admin|None)-[A-Za-z0-9_-]{20,}|[A-Za-z0-9]{20,})",
+            not_after=_WORD_DASH,
+            check=_random_token,
+        ),
+    ),
+    _gated(("k_live_", "k_test_"), _stripe_scan),
+    _gated(("whsec_",), _regex("stripe_key", r"whsec_[A-Za-z0-9]{32,}", not_after=_WORD)),
+    _gated(
+        ("hooks.slack.com",),
+        _regex(
+            "slack_webhook",
+            r"hooks\.slack\.com/(?:services|workflows|triggers)/(?P<s>[A-Za-z0-9_/-]{10,})",
+        ),
+    ),
+    _gated(
+        ("xox",),
+        _regex(
+            "slack_token",
+            r"xox[abprse]-[A-Za-z0-9-]{10,}",
+            not_after=_WORD_DASH,
+            check=_random_token,
+        ),
+    ),
+    _gated(
+        ("/api/webhooks/",),
+        _regex(
+            "discord_webhook",
+            r"discord(?:app)?\.com/api/webhooks/\d+/(?P<s>[A-Za-z0-9_-]{20,})",
+        ),
+    ),
+    _gated(
+        ("sg.",),
+        _regex(
+            "sendgrid_api_key",
+            r"SG\.[A-Za-z0-9_-]{22}\.[A-Za-z0-9_-]{43}(?![\w-])",
+            not_after=_WORD | {"."},
+        ),
+    ),
+    _gated(
+        ("sk",), _regex("twilio_api_key", r"SK[0-9a-fA-F]{32}(?![A-Za-z0-9])", not_after=_ALNUM)
+    ),
+    _gated(
+        ("eyj",),
+        _regex(
+            "jwt",
+            r"eyJ[A-Za-z0-9_-]{8,}\.ey[A-Za-z0-9_-]{8,}\.[A-Za-z0-9_-]*",
+            not_after=_WORD_DASH,
+        ),
+    ),
+    _gated(
+        ("bearer",),
+        _regex(
+            "bearer_token",
+            r"bearer[ \t]+(?P<s>[a-z0-9._~+/-]+=*)",
+            lower=True,
+            not_after=_ALNUM,
+            check=_bearer_ok,
+        ),
+    ),
+    _gated(
+        ("basic",),
+        _regex(
+            "basic_auth",
+            r"basic[ \t]+(?P<s>[a-z0-9+/]{8,}={0,2})(?![a-z0-9+/=])",
+            lower=True,
+            not_after=_ALNUM,
+            check=_basic_ok,
+        ),
+    ),
+    _gated(("-u",), _user_pass_scan),
+    _gated(("authorization",), _authz_scan),
+    _gated(("://",), _url_scan),
+    _gated(
+        ("mysql", "mariadb"),
+        _regex(
+            "cli_secret",
+            r"m(?:ysql(?:dump|admin|import|check|slap|show)?|ariadb(?:-dump|-admin)?)\b"
+            r"[^\n;|&]*?[ \t]-p(?P<s>[^\s\"'][^\s]*|\"[^\"\n]*\"|'[^'\n]*')",
+            not_after=_WORD,
+            check=_not_placeholder,
+            unquote=True,
+        ),
+    ),
+    _gated(
+        ("sshpass",),
+        _regex(
+            "cli_secret",
+            r"sshpass[ \t]+-p[ \t]*(?P<s>\"[^\"\n]*\"|'[^'\n]*'|[^\s\"']\S*)",
+            not_after=_WORD,
+            check=_not_placeholder,
+            unquote=True,
+        ),
+    ),
+    _gated(("login",), _login_scan),
+    _gated(
+        ("redis-cli",),
+        _regex(
+            "cli_secret",
+            r"redis-cli\b[^\n;|&]*?[ \t]-a[ \t]+(?P<s>\"[^\"\n]*\"|'[^'\n]*'|[^\s\"'-]\S*)",
+            check=_not_placeholder,
+            unquote=True,
+        ),
+    ),
+    _gated(
+        ("mongo",),
+        _regex(
+            "cli_secret",
+            r"mongo(?:sh)?\b[^\n;|&]*?[ \t]-p[ \t]+(?P<s>\"[^\"\n]*\"|'[^'\n]*'|[^\s\"'-]\S*)",
+            not_after=_WORD,
+            check=_not_placeholder,
+            unquote=True,
+        ),
+    ),
+    _gated(
+        ("secret",),
+        _regex(
+            "cli_secret",
+            r"secret[ \t]+set[ \t]+\S+[ \t]+(?:--body|-b)[ \t=]+(?P<s>\"[^\"\n]*\"|'[^'\n]*'|[^\s\"']\S*)",
+            check=_not_placeholder,
+            unquote=True,
+        ),
+    ),
+    _gated(
+        ("secret_access_key",),
+        _regex(
+            "aws_secret_access_key",
+            r"secret_access_key[ \t]+(?P<s>[A-Za-z0-9/+]{40})(?![A-Za-z0-9/+=])",
+        ),
+    ),
+    _gated(
+        ("pass:",),
+        _regex(
+            "cli_secret",
+            r"-pass(?:in|out)?[ \t]+pass:(?P<s>\S+)",
+            not_after=_NOT_SPACE,
+            check=_not_placeholder,
+        ),
+    ),
+    _gated(
+        ("-pass", "-pwd", "-secret", "-token", "-api", "-key", "-cred", "storepass", "keypass"),
+        _cli_flag_scan,
+    ),
+    _gated(
+        ("machine",),
+        _regex(
+            "netrc_password",
+            r"machine[ \t]+\S+(?:\s+login\s+\S+)?\s+password\s+(?P<s>\S+)",
+            not_after=_WORD,
+            check=_not_placeholder,
+        ),
+    ),
+    _gated(("cookie",), _cookie_scan),
+    _gated(
+        ("identified",),
+        _regex(
+            "sql_password",
+            r"identified(?:[ \t]+with[ \t]+\w+)?[ \t]+by[ \t]+(?:password[ \t]+)?'(?P<s>[^'\n]+)'",
+            lower=True,
+            not_after=_WORD,
+            check=_not_placeholder,
+        ),
+    ),
+    _gated(
+        ("password",),
+        _regex(
+            "sql_password",
+            r"password[ \t]+'(?P<s>[^'\n]+)'",
+            lower=True,
+            not_after=_WORD,
+            check=_not_placeholder,
+        ),
+    ),
+    _gated(
+        (
+            "pass",
+            "pw",
+            "secret",
+            "token",
+            "key",
+            "auth",
+            "cred",
+            "sig",
+            "cookie",
+            "session",
+            "salt",
+            "bearer",
+            "pat",
+        ),
+        _kv_scan,
+    ),
+    _gated(("</",), _xml_scan),
+    _gated(("pass", "pw", "secret", "api", "token"), _prose_scan),
+)
+
+
+# ---------------------------------------------------------------------------------------
+# Public API
+
+_ASCII_LOWER = {c: c + 32 for c in range(65, 91)}
+
+
+def _scan(text: str) -> list[_Hit]:
+    """All findings, overlapping ones merged (the union keeps no fragment of a secret)."""
+    lowered = text.lower()
+    if len(lowered) != len(text):  # a few characters (e.g. "İ") lowercase to two
+        lowered = text.translate(_ASCII_LOWER)
+    hits: list[_Hit] = []
+    for scanner in _SCANNERS:
+        hits.extend(scanner(text, lowered))
+    if hits and (_MARK in text or _PRIVATE_MARK in text):
+        hits = _outside_markers(text, hits)
+    if len(hits) < 2:
+        return hits
+    hits.sort()
+    merged = [hits[0]]
+    for start, end, kind in hits[1:]:
+        m_start, m_end, m_kind = merged[-1]
+        if start < m_end:
+            best = kind if _PRIORITY[kind] < _PRIORITY[m_kind] else m_kind
+            merged[-1] = (m_start, max(m_end, end), best)
+        else:
+            merged.append((start, end, kind))
+    return merged
+
+
+_MARKER_RE = _Lazy(r"\[(?:REDACTED:[a-z0-9_]+|private)\]")
+
+
+def _outside_markers(text: str, hits: list[_Hit]) -> list[_Hit]:
+    """Drop hits that cut into a marker from an earlier pass, e.g. ``-u [REDACTED:x]:``.
+
+    This is what keeps redaction idempotent: a marker is never itself a secret, and a
+    rule that matched part of one has matched nonsense. (A hit that contains markers
+    whole, such as a ``<private>`` span, is kept.)
+    """
+    marks = [m.span() for m in _MARKER_RE.finditer(text)]
+    kept = []
+    first = 0  # hits are visited by start, so marks that end before one never matter again
+    for start, end, kind in sorted(hits):
+        while first < len(marks) and marks[first][1] <= start:
+            first += 1
+        i, cuts = first, False
+        while i < len(marks) and marks[i][0] < end and not cuts:
+            cuts = not (start <= marks[i][0] and marks[i][1] <= end)
+            i += 1
+        if not cuts:
+            kept.append((start, end, kind))
+    return kept
+
+
+def redact(text: str) -> Redaction:
+    """Replace every secret in ``text`` with ``[REDACTED:<kind>]``.
+
+    ``<private>...</private>`` spans (case-insensitive, multi-line; an unclosed tag runs to
+    the end) become ``[private]``. Only the secret part is replaced, so keys, schemes and
+    user names stay readable. Running it again on its own output changes nothing.
+    """
+    if not text:
+        return Redaction(text, ())
+    hits = _scan(text)
+    if not hits:
+        return Redaction(text, ())
+    parts: list[str] = []
+    last = 0
+    for start, end, kind in hits:
+        parts.append(text[last:start])
+        parts.append(_PRIVATE_MARK if kind == "private" else f"{_MARK}{kind}]")
+        last = end
+    parts.append(text[last:])
+    return Redaction("".join(parts), tuple(Finding(k, s, e) for s, e, k in hits))
+
+
+def contains_secret(text: str) -> bool:
+    """True if :func:`redact` would change ``text`` (a secret or a ``<private>`` span)."""
+    return bool(text) and bool(_scan(text))
+
+
+def _already_redacted(value: str) -> bool:
+    return value.startswith((_MARK, _PRIVATE_MARK)) and value.endswith("]")
+
+
+_SECRET_MAPS = frozenset(("secrets", "passwords"))
+
+
+def redact_obj(obj: Any) -> tuple[Any, int]:
+    """Redact a JSON-like value (hook payloads) and count the redactions.
+
+    Strings are redacted with :func:`redact`; dicts, lists and tuples are walked (a new
+    object is returned, the input is not changed); other scalars pass through. A value
+    under a secret-like key (``password``, ``api_key``, ``Authorization``, ``cookie``,
+    ``client_secret``, ``DB_PASSWORD``...) that is a non-empty string or a number is
+    replaced whole by ``"[REDACTED:key_value]"``, because the key says what it is even when
+    the value matches no pattern; so is every literal in a ``"secrets"`` mapping.
+    Placeholders (``"${TOKEN}"``) and booleans/None are kept. A random-looking string
+    under a weaker key (``key``, ``signature``) becomes ``"[REDACTED:high_entropy]"``.
+    """
+    count = 0
+
+    def walk(value: Any) -> Any:
+        nonlocal count
+        if isinstance(value, str):
+            result = redact(value)
+            count += result.count
+            return result.text
+        if isinstance(value, dict):
+            out: dict[Any, Any] = {}
+            for key, item in value.items():
+                new_key = walk(key) if isinstance(key, str) else key
+                out[new_key] = keyed(key, item) if isinstance(key, str) else walk(item)
+            return out
+        if isinstance(value, list):
+            return [walk(item) for item in value]
+        if isinstance(value, tuple):
+            return tuple(walk(item) for item in value)
+        return value
+
+    def secret_value(item: Any) -> Any:
+        """The whole value if it is a literal (a string or a number), else walk it."""
+        nonlocal count
+        if isinstance(item, (int, float)) and not isinstance(item, bool):
+            count += 1
+            return f"{_MARK}key_value]"
+        if isinstance(item, str) and item and not _is_placeholder(item):
+            count += 1
+            return f"{_MARK}key_value]"
+        return walk(item)
+
+    def keyed(key: str, item: Any) -> Any:
+        nonlocal count
+        if key.lower() in _SECRET_MAPS and isinstance(item, dict):
+            # {"secrets": {"DB": "hunter2"}}: every entry is a secret, whatever its name
+            return {walk(k) if isinstance(k, str) else k: secret_value(v) for k, v in item.items()}
+        strength = _key_strength(key)
+        if strength == _STRONG:
+            return secret_value(item)
+        if (
+            strength == _WEAK
+            and isinstance(item, str)
+            and _looks_random(item)
+            and not _UUID.fullmatch(item)
+        ):
+            count += 1
+            return f"{_MARK}high_entropy]"
+        return walk(item)
+
+    return walk(obj), count

@@ -1,0 +1,593 @@
+"""The capture service: the single writer that drains the inbox into memories.
+
+    inbox/ ──► read (bad → quarantine) ──► seen before? drop ──► sessions
+          ──► direct events (explicit, configuration, confirmation, correction)
+          ──► window buffer ──► at a boundary: extract → policy → dedupe → encode → store
+          ──► audit every candidate; remove the event file only after its effects committed
+
+Crash safety: an event file is removed only after the journal recorded it; every
+effect carries a deterministic id (memory ids and audit ids derive from event ids),
+so re-running a batch after a crash recreates nothing that already exists.
+
+The service holds ``service.lock`` for its lifetime. ``lexmem serve`` runs it
+headless; the desktop app runs it in-process; ``lexmem ingest`` drains once.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+import time
+import uuid
+from collections import Counter
+from collections.abc import Callable, Iterable, Sequence
+from dataclasses import dataclass, field
+from datetime import datetime, timedelta
+from typing import Any
+
+from .api import Lexmem
+from .extract import Candidate, Extractor, confirmations
+from .hook import capture_mode
+from .inbox import BadEvent, Inbox
+from .journal import AuditEntry, Journal, Session, SessionStatus
+from .locks import FileLock, LockTimeout
+from .models import Memory, MemoryContext, MemorySource, fingerprint, utcnow
+from .redact import redact
+from .store import MemoryFilter, q
+
+__all__ = ["CaptureService", "DrainReport", "EventBus", "MemoryCaptured", "ServiceBusyError"]
+
+log = logging.getLogger("lexmem.capture")
+
+THRESHOLDS = {"assist": 0.75, "full": 0.5}
+DEDUPE_WINDOW = timedelta(days=30)
+NEAR_DUPLICATE = {"assist": 0.90, "full": 0.86}  # full mode dedupes more strictly
+WINDOWED = {
+    "prompt",
+    "response",
+    "tool_call",
+    "tool_result",
+    "session_start",
+    "stop",
+    "compact",
+    "session_end",
+}
+BOUNDARY = {"response", "stop", "session_end", "compact"}
+MAX_BUFFER = 60
+_NS = uuid.UUID("5b0c5e1e-7c1a-4f0e-9d7e-6c657865d001")  # lexmem's namespace for derived ids
+
+
+class ServiceBusyError(RuntimeError):
+    """Another process already runs the service for this data folder."""
+
+
+def derived_id(*parts: str) -> str:
+    return str(uuid.uuid5(_NS, "\x1f".join(parts)))
+
+
+@dataclass(frozen=True, slots=True)
+class MemoryCaptured:
+    """Seed 000 §6 ``MemoryCapturedEvent``: what was captured, from where."""
+
+    session_id: str | None
+    source: MemorySource
+    memory_ids: tuple[str, ...]
+
+
+class EventBus:
+    """In-process publish/subscribe (seed 000's MediatR notifications)."""
+
+    def __init__(self) -> None:
+        self._subs: list[Callable[[MemoryCaptured], None]] = []
+
+    def subscribe(self, callback: Callable[[MemoryCaptured], None]) -> None:
+        self._subs.append(callback)
+
+    def publish(self, event: MemoryCaptured) -> None:
+        for callback in list(self._subs):
+            try:
+                callback(event)
+            except Exception:
+                log.exception("a MemoryCaptured subscriber failed")
+
+
+@dataclass(slots=True)
+class DrainReport:
+    events: int = 0
+    duplicates: int = 0
+    quarantined: int = 0
+    saved: int = 0
+    skipped: int = 0
+    reinforced: int = 0
+    sessions_closed: int = 0
+    memory_ids: list[str] = field(default_factory=list)
+
+    def add(self, other: DrainReport) -> None:
+        for name in (
+            "events",
+            "duplicates",
+            "quarantined",
+            "saved",
+            "skipped",
+            "reinforced",
+            "sessions_closed",
+        ):
+            setattr(self, name, getattr(self, name) + getattr(other, name))
+        self.memory_ids.extend(other.memory_ids)
+
+    def to_dict(self) -> dict[str, Any]:
+        return {k: getattr(self, k) for k in self.__dataclass_fields__}
+
+
+class CaptureService:
+    """Drains the inbox into the store; one per data folder at a time."""
+
+    def __init__(self, lm: Lexmem, *, extractor: Extractor | None = None) -> None:
+        self.lm = lm
+        self.settings = lm.settings.capture
+        self.journal = Journal(lm.store)
+        self.inbox = Inbox(lm.paths.inbox)
+        self.extractor = extractor or Extractor()
+        self.bus = EventBus()
+        self.metrics: Counter[str] = Counter()
+        self._lock = FileLock(lm.paths.service_lock, timeout=0)
+        self._wake = threading.Event()
+
+    # -- the lock -------------------------------------------------------------------
+
+    def acquire(self) -> None:
+        """Become the service for this data folder, or raise :class:`ServiceBusyError`."""
+        try:
+            self._lock.acquire()
+        except LockTimeout as exc:
+            raise ServiceBusyError(
+                f"the lexmem service already runs for {self.lm.paths.home}"
+            ) from exc
+        self.inbox.ensure()
+        self.journal.ensure()
+        self.recover()
+
+    def recover(self) -> DrainReport:
+        """Finish windows that closed before a crash but were never extracted."""
+        report = DrainReport()
+        for session_id in self.journal.buffered_sessions():
+            types = {e["event_type"] for e in self.journal.buffered(session_id)}
+            if types & BOUNDARY:
+                report.add(self._window(session_id, final="session_end" in types))
+        return report
+
+    def release(self) -> None:
+        self._lock.release()
+
+    def __enter__(self) -> CaptureService:
+        self.acquire()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.release()
+
+    # -- draining -------------------------------------------------------------------
+
+    def drain(self, *, batch: int = 200, max_events: int | None = None) -> DrainReport:
+        """Process every event waiting (or up to ``max_events``), in batches."""
+        report = DrainReport()
+        files = self.inbox.pending()
+        if max_events is not None:
+            files = files[:max_events]
+        for start in range(0, len(files), batch):
+            report.add(self._batch(files[start : start + batch]))
+        return report
+
+    def _batch(self, files: Sequence[Any]) -> DrainReport:
+        report = DrainReport()
+        parsed: list[tuple[Any, dict[str, Any]]] = []
+        for path in files:
+            try:
+                parsed.append((path, self.inbox.read(path)))
+            except FileNotFoundError:
+                continue
+            except BadEvent as exc:
+                self._quarantine(path, exc.reason)
+                report.quarantined += 1
+        if not parsed:
+            return report
+        seen = self.journal.seen([e["event_id"] for _, e in parsed])
+        fresh: list[dict[str, Any]] = []
+        ids: set[str] = set()
+        for path, event in parsed:
+            if event["event_id"] in seen or event["event_id"] in ids:
+                report.duplicates += 1
+                continue
+            ids.add(event["event_id"])
+            event["_seq"] = f"{path.name}"
+            fresh.append(event)
+        report.events += len(fresh)
+        touched = self._sessions(fresh)
+        for _, event in parsed:
+            if event["event_id"] in seen and event["event_type"] in WINDOWED:
+                # Taken in before a crash: its window may not have been extracted yet.
+                touched.setdefault(event["session_id"], set()).add(event["event_type"])
+        report.add(self._explicit([e for e in fresh if e["event_type"] == "explicit"]))
+        for event in fresh:
+            if event["event_type"] not in WINDOWED and event["event_type"] != "explicit":
+                report.add(self._direct(event))
+        buffered = [e for e in fresh if e["event_type"] in WINDOWED]
+        self.journal.take_in(fresh, buffered)
+        for path, _ in parsed:
+            self.inbox.remove(path)
+        for session_id, types in touched.items():
+            final = "session_end" in types
+            if final or types & BOUNDARY or len(self.journal.buffered(session_id)) >= MAX_BUFFER:
+                report.add(self._window(session_id, final=final))
+        self.metrics["events"] += report.events
+        return report
+
+    def _quarantine(self, path: Any, reason: str) -> None:
+        target = self.inbox.quarantine_file(path, reason, redact=lambda t: redact(t).text)
+        self.journal.audit(
+            [AuditEntry(
+                id=derived_id("quarantine", path.name), timestamp=utcnow(), session_id=None,
+                candidate_id=path.name, decision="quarantined", reason=reason, confidence=0.0,
+                rule="inbox.validate", metadata={"file": target.name},
+            )]
+        )  # fmt: skip
+        log.warning("[MEM:CAPTURE] Quarantined %s: %s", path.name, reason)
+
+    def _sessions(self, events: Sequence[dict[str, Any]]) -> dict[str, set[str]]:
+        """Start, touch and end sessions (seed 002 SessionManager); returns types seen per session."""
+        touched: dict[str, set[str]] = {}
+        changed: dict[str, Session] = {}
+        for e in events:
+            if e["event_type"] not in WINDOWED:
+                continue
+            sid = e["session_id"]
+            touched.setdefault(sid, set()).add(e["event_type"])
+            when = _parse(e["timestamp"])
+            s = changed.get(sid) or self.journal.session(sid)
+            if s is None:
+                s = Session(sid, e.get("agent") or "", e.get("project"), when, when)
+            s.last_event_at = max(s.last_event_at, when)
+            s.event_count += 1
+            s.project = s.project or e.get("project")
+            if (
+                e["event_type"] == "session_start"
+                and s.status != SessionStatus.ACTIVE
+                and s.ended_at is None
+            ):
+                s.status = SessionStatus.ACTIVE
+            if e["event_type"] == "session_end" and s.status == SessionStatus.ACTIVE:
+                s.status, s.ended_at = SessionStatus.COMPLETED, when  # idempotent: ends once
+            changed[sid] = s
+        self.journal.save_sessions(list(changed.values()))
+        return touched
+
+    # -- direct events ----------------------------------------------------------------
+
+    def _direct(self, event: dict[str, Any]) -> DrainReport:
+        kind = event["event_type"]
+        meta = event.get("metadata") or {}
+        if kind == "search_confirmation":
+            report = DrainReport()
+            for memory_id, _query in confirmations([event]):
+                if self.lm.store.get_optional(memory_id, with_embedding=False) is not None:
+                    self.lm.store.reinforce(memory_id, 0.1)
+                    report.reinforced += 1
+            return report
+        if kind == "config_change":
+            cand = self.extractor.configuration(
+                str(meta.get("key", "")), meta.get("old"), meta.get("new"),
+                session_id=event["session_id"], project=event.get("project"), event_ids=(event["event_id"],),
+            )  # fmt: skip
+            return self._admit([cand], event["session_id"], event.get("project"))
+        if kind == "correction":
+            cand_or_none = self.extractor.correction(
+                str(meta.get("original", "")), str(meta.get("corrected", event.get("content", ""))),
+                str(meta.get("context", "")), session_id=event["session_id"], project=event.get("project"),
+                event_ids=(event["event_id"],),
+            )  # fmt: skip
+            return self._admit(
+                [cand_or_none] if cand_or_none else [], event["session_id"], event.get("project")
+            )
+        return DrainReport()
+
+    def _explicit(self, events: Sequence[dict[str, Any]]) -> DrainReport:
+        """ "Remember this" from the CLI, MCP or tray: always kept, one memory per event id.
+
+        A batch's explicit events are encoded together (the model is the cost).
+        """
+        from .encoder import EncodingRequest
+        from .models import MemoryType
+
+        report = DrainReport()
+        store = self.lm.store
+        todo = [
+            e for e in events
+            if (e.get("content") or "").strip()
+            and store.get_optional(derived_id("explicit", e["event_id"]), with_embedding=False) is None
+        ]  # fmt: skip
+        if not todo:
+            return report
+        requests = []
+        for e in todo:
+            meta = e.get("metadata") or {}
+            ctx = MemoryContext(
+                source=MemorySource.EXPLICIT, project=e.get("project"), session_id=e["session_id"],
+                title=meta.get("title"), pinned=bool(meta.get("pin")), user_id=self.lm.settings.store.user_id,
+                learning_context=f"remembered through {e.get('agent') or 'lexmem'}",
+            )  # fmt: skip
+            mtype = (
+                MemoryType(meta["type"])
+                if meta.get("type") in {t.value for t in MemoryType}
+                else None
+            )
+            requests.append(EncodingRequest(e["content"], ctx, mtype))
+        encoded = iter(self.lm.encoder.encode_batch(requests))
+        memories: list[Memory] = []
+        audit: list[AuditEntry] = []
+        for e in todo:
+            first = next(encoded)
+            group = [first]
+            total = first.chunk.total_chunks if first.chunk else 1
+            group.extend(next(encoded) for _ in range(total - 1))
+            memory_id = derived_id("explicit", e["event_id"])
+            for i, m in enumerate(group):
+                m.id = memory_id if i == 0 else derived_id("explicit", e["event_id"], str(i))
+            memories.extend(group)
+            audit.append(AuditEntry(
+                id=derived_id("audit", memory_id), timestamp=utcnow(), session_id=e["session_id"],
+                candidate_id=memory_id, decision="saved", reason="explicit", confidence=1.0,
+                rule="explicit", kind="explicit", memory_id=memory_id, title=first.title,
+                project=e.get("project"),
+            ))  # fmt: skip
+        store.store_many(memories)
+        self.journal.audit(audit)
+        report.saved += len(memories)
+        report.memory_ids.extend(m.id for m in memories)
+        self.bus.publish(MemoryCaptured(None, MemorySource.EXPLICIT, tuple(report.memory_ids)))
+        return report
+
+    # -- windows ------------------------------------------------------------------------
+
+    def _window(self, session_id: str, *, final: bool) -> DrainReport:
+        events = self.journal.buffered(session_id)
+        if not events and not final:
+            return DrainReport()
+        project = next((e.get("project") for e in events if e.get("project")), None)
+        if project is None:
+            s = self.journal.session(session_id)
+            project = s.project if s else None
+        if events:
+            candidates = self.extractor.extract(events, final=final)
+        else:
+            candidates = self.extractor.finish(session_id) if final else []
+        report = self._admit(candidates, session_id, project)
+        self.journal.release([e["event_id"] for e in events])
+        if final:
+            report.sessions_closed += 1
+        return report
+
+    def _admit(
+        self, candidates: Iterable[Candidate], session_id: str, project: str | None
+    ) -> DrainReport:
+        """Policy, dedupe, encode and store; every candidate gets one audit entry."""
+        report = DrainReport()
+        mode = capture_mode(project, self.settings)
+        threshold = THRESHOLDS.get(mode, 1.1)
+        audit: list[AuditEntry] = []
+        keep: list[tuple[Candidate, str]] = []
+        for cand in candidates:
+            cid = derived_id(
+                "candidate", session_id, cand.rule, cand.title, *sorted(cand.event_ids)
+            )
+            entry = AuditEntry(
+                id=derived_id("audit", cid), timestamp=utcnow(), session_id=session_id, candidate_id=cid,
+                decision="skipped", reason="", confidence=cand.confidence, rule=cand.rule, kind=str(cand.kind),
+                title=cand.title, project=project, text=cand.text,
+            )  # fmt: skip
+            if mode == "off":
+                entry.reason, entry.text = "capture is off for this project", None
+            elif cand.confidence < threshold:
+                entry.reason = (
+                    f"confidence {cand.confidence:.2f} below the {mode} threshold {threshold:.2f}"
+                )
+            elif len(cand.text.split()) < 4:
+                entry.reason = "too short to stand on its own"
+            else:
+                keep.append((cand, cid))
+                continue
+            audit.append(entry)
+            report.skipped += 1
+        if keep:
+            report.add(self._store(keep, session_id, project, mode, audit))
+        self.journal.audit(audit)
+        if report.saved:
+            self._count_session(session_id, report.saved)
+        return report
+
+    def _store(
+        self, keep: list[tuple[Candidate, str]], session_id: str, project: str | None, mode: str,
+        audit: list[AuditEntry],
+    ) -> DrainReport:  # fmt: skip
+        from .encoder import EncodingRequest
+
+        report = DrainReport()
+        store = self.lm.store
+        fresh: list[tuple[Candidate, str]] = []
+        for cand, cid in keep:
+            memory_id = derived_id("memory", cid)
+            if store.get_optional(memory_id, with_embedding=False) is not None:
+                continue  # done before a crash; its audit entry may be missing and is re-added below
+            fresh.append((cand, cid))
+        requests = [
+            EncodingRequest(
+                cand.text,
+                MemoryContext(
+                    source=cand.source,
+                    project=project,
+                    session_id=session_id,
+                    title=cand.title,
+                    capture_mode=mode,
+                    user_id=self.lm.settings.store.user_id,
+                    learning_context=f"captured by {cand.rule} from session {session_id}",
+                    metadata={"candidate_kind": str(cand.kind), "event_ids": list(cand.event_ids)},
+                ),
+                explicit_type=cand.type,
+            )
+            for cand, _ in fresh
+        ]
+        encoded = self.lm.encoder.encode_batch(requests) if requests else []
+        by_request: list[list[Memory]] = []
+        it = iter(encoded)
+        for _req in requests:
+            group = [next(it)]
+            total = group[0].chunk.total_chunks if group[0].chunk else 1
+            group.extend(next(it) for _ in range(total - 1))
+            by_request.append(group)
+        to_store: list[Memory] = []
+        captured: dict[MemorySource, list[str]] = {}
+        for (cand, cid), group in zip(fresh, by_request, strict=True):
+            entry = AuditEntry(
+                id=derived_id("audit", cid), timestamp=utcnow(), session_id=session_id, candidate_id=cid,
+                decision="saved", reason="", confidence=cand.confidence, rule=cand.rule, kind=str(cand.kind),
+                title=cand.title, project=project,
+            )  # fmt: skip
+            head = group[0]
+            existing = self._duplicate_of(head, project, mode)
+            if existing is not None:
+                store.reinforce(existing, 0.15 if cand.trigger else 0.1)
+                entry.decision, entry.reason, entry.memory_id = (
+                    "reinforced",
+                    "repeats an existing memory",
+                    existing,
+                )
+                report.reinforced += 1
+                audit.append(entry)
+                continue
+            for i, m in enumerate(group):
+                m.id = derived_id("memory", cid) if i == 0 else derived_id("memory", cid, str(i))
+                m.confidence = cand.confidence
+                if cand.trigger or cand.metadata.get("reinforce"):
+                    m.salience = min(1.0, m.salience + 0.2)
+                    m.last_reinforced_at = m.created_at
+            to_store.extend(group)
+            entry.memory_id, entry.reason = (
+                group[0].id,
+                f"{cand.kind} at confidence {cand.confidence:.2f}",
+            )
+            audit.append(entry)
+            captured.setdefault(cand.source, []).extend(m.id for m in group)
+            report.saved += len(group)
+            report.memory_ids.extend(m.id for m in group)
+        if to_store:
+            store.store_many(to_store)
+        for source, ids in captured.items():
+            self.metrics[f"captured.{source}"] += len(ids)
+            log.info(
+                "[MEM:CAPTURE] Captured %d %s memories from session %s",
+                len(ids),
+                source,
+                session_id,
+            )
+            self.bus.publish(MemoryCaptured(session_id, source, tuple(ids)))
+        return report
+
+    def _duplicate_of(self, m: Memory, project: str | None, mode: str) -> str | None:
+        """An active memory this one repeats: same fingerprint within 30 days, or near in meaning."""
+        store = self.lm.store
+        since = utcnow() - DEDUPE_WINDOW
+        fp = fingerprint(m.title, m.content, project, m.type)
+        where = f"status = 'active' AND fingerprint = {q(fp)} AND created_at >= CAST({q(since.isoformat())} AS TIMESTAMP)"
+        rows = store.table().search().where(where).select(["id"]).limit(1).to_list()
+        if rows:
+            return str(rows[0]["id"])
+        flt = MemoryFilter(project=project) if project else MemoryFilter()
+        hits = self.lm.searcher.vector_query(m.embedding, flt.where(), 1).to_list()
+        if hits and 1.0 - float(hits[0]["_distance"]) >= NEAR_DUPLICATE.get(mode, 0.9):
+            return str(hits[0]["id"])
+        return None
+
+    def _count_session(self, session_id: str, n: int) -> None:
+        s = self.journal.session(session_id)
+        if s is not None:
+            s.memory_count += n
+            self.journal.save_sessions([s])
+
+    # -- maintenance and the loop ---------------------------------------------------------
+
+    def abandon_idle(self, now: datetime | None = None) -> DrainReport:
+        """Sessions silent for too long: extract what is buffered, mark them abandoned."""
+        now = now or utcnow()
+        limit = timedelta(minutes=self.settings.abandon_after_minutes)
+        report = DrainReport()
+        for s in self.journal.sessions(SessionStatus.ACTIVE, limit=10_000):
+            if now - s.last_event_at >= limit:
+                report.add(self._window(s.id, final=True))
+                s.status, s.ended_at = SessionStatus.ABANDONED, now
+                self.journal.save_sessions([s])
+                self.extractor.forget(s.id)
+        return report
+
+    def wake(self) -> None:
+        self._wake.set()
+
+    def run(
+        self,
+        stop: threading.Event,
+        *,
+        poll: float = 2.0,
+        on_report: Callable[[DrainReport], None] | None = None,
+    ) -> None:
+        """Watch the inbox (and Markdown folders) and drain until ``stop`` is set.
+
+        The watchdog threads only wake this loop; all store work happens here.
+        """
+        from .watcher import MarkdownWatcher
+
+        observer = self._watch()
+        notes = MarkdownWatcher(self, self.settings.watch) if self.settings.watch else None
+        if notes is not None:
+            notes.start()
+        last_maintenance = 0.0
+        try:
+            while not stop.is_set():
+                report = self.drain()
+                if on_report and (report.events or report.quarantined):
+                    on_report(report)
+                busy = False
+                if notes is not None:
+                    notes.step()
+                    busy = notes.scanning
+                if time.monotonic() - last_maintenance > 60:
+                    self.abandon_idle()
+                    last_maintenance = time.monotonic()
+                self._wake.wait(0.25 if busy or (notes and notes._pending) else poll)
+                self._wake.clear()
+        finally:
+            if notes is not None:
+                notes.stop()
+            if observer is not None:
+                observer.stop()
+                observer.join(timeout=5)
+
+    def _watch(self) -> Any:
+        try:
+            from watchdog.events import FileSystemEventHandler
+            from watchdog.observers import Observer
+        except ImportError:  # pragma: no cover - a dependency; polling still works
+            return None
+        service = self
+
+        class Handler(FileSystemEventHandler):  # type: ignore[misc]
+            # Runs on watchdog's thread: it only sets a flag, the loop does the work.
+            def on_any_event(self, event: Any) -> None:
+                service.wake()
+
+        observer = Observer()
+        observer.schedule(Handler(), str(self.inbox.folder), recursive=False)
+        observer.daemon = True
+        observer.start()
+        return observer
+
+
+def _parse(stamp: str) -> datetime:
+    return datetime.fromisoformat(stamp.replace("Z", "+00:00"))

@@ -1,0 +1,346 @@
+"""The capture path end to end: the real hook command → inbox → the real service → the store."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+import uuid
+from collections.abc import Iterator
+from datetime import timedelta
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from lexmem.api import Lexmem
+from lexmem.embedder import Embedder
+from lexmem.inbox import Inbox, make_event
+from lexmem.journal import Journal
+from lexmem.models import MemorySource, MemoryStatus, utcnow
+from lexmem.service import CaptureService, MemoryCaptured, ServiceBusyError
+from lexmem.store import MemoryFilter
+
+HOOK = str(Path(sys.executable).with_name("lexmem-hook"))
+
+SECRETS = [
+    "ghp_" + "A1b2C3d4E5f6G7h8I9j0K1l2M3n4O5p6Q7r8",
+    "AKIA" + "IOSFODNN7EXAMPLE",
+    "sk-proj-" + "Zx9Yw8Vu7Ts6Rq5Po4Nm3Lk2Ji1Hg0Fe9Dc8Ba7",
+]
+
+
+@pytest.fixture
+def repo(tmp_path: Path) -> Path:
+    root = tmp_path / "shop"
+    (root / ".git").mkdir(parents=True)
+    return root
+
+
+@pytest.fixture
+def service(data_home: Path, embedder: Embedder) -> Iterator[CaptureService]:
+    """The service holds its lock while the agent works, as `lexmem serve` would."""
+    lm = Lexmem.open(data_home, embedder=embedder)
+    svc = CaptureService(lm)
+    svc.acquire()
+    yield svc
+    svc.release()
+    lm.close()
+
+
+class Agent:
+    """Plays a Claude Code session: every hook payload goes through the real `lexmem-hook`."""
+
+    def __init__(self, repo: Path, session: str | None = None, adapter: str = "claude") -> None:
+        self.repo = repo
+        self.session = session or str(uuid.uuid4())
+        self.adapter = adapter
+
+    def send(self, event: str, **fields: Any) -> None:
+        payload = {
+            "session_id": self.session, "transcript_path": None, "cwd": str(self.repo),
+            "permission_mode": "default", "hook_event_name": event, **fields,
+        }  # fmt: skip
+        proc = subprocess.run(
+            [HOOK, self.adapter], input=json.dumps(payload).encode(), capture_output=True,
+            env=os.environ.copy(), timeout=60, check=False,
+        )  # fmt: skip
+        assert proc.returncode == 0
+
+    def prompt(self, text: str) -> None:
+        self.send("UserPromptSubmit", prompt=text)
+
+    def reply(self, text: str) -> None:
+        self.send("Stop", stop_hook_active=False, last_assistant_message=text)
+
+    def bash(self, command: str, output: str, failed: bool = False) -> None:
+        tid = str(uuid.uuid4())
+        self.send("PreToolUse", tool_name="Bash", tool_input={"command": command}, tool_use_id=tid)
+        if failed:
+            self.send("PostToolUseFailure", tool_name="Bash", tool_input={"command": command},
+                      tool_use_id=tid, error=output)  # fmt: skip
+        else:
+            self.send("PostToolUse", tool_name="Bash", tool_input={"command": command}, tool_use_id=tid,
+                      tool_response={"stdout": output, "stderr": "", "interrupted": False})  # fmt: skip
+
+    def edit(self, path: str, old: str, new: str) -> None:
+        tid = str(uuid.uuid4())
+        args = {"file_path": str(self.repo / path), "old_string": old, "new_string": new}
+        self.send("PreToolUse", tool_name="Edit", tool_input=args, tool_use_id=tid)
+        self.send("PostToolUse", tool_name="Edit", tool_input=args, tool_use_id=tid,
+                  tool_response={"filePath": str(self.repo / path), "success": True})  # fmt: skip
+
+    def end(self) -> None:
+        self.send("SessionEnd", reason="exit")
+
+
+def contents(svc: CaptureService) -> list[str]:
+    return [m.content for m in svc.lm.list_memories(limit=None)]
+
+
+def test_a_debugging_session_yields_its_fix_decision_and_preference(
+    service: CaptureService, repo: Path
+) -> None:
+    a = Agent(repo)
+    a.send("SessionStart", source="startup", model="claude-sonnet")
+    a.prompt(
+        "The login test is failing, can you fix it? Let's go with JWT access tokens instead of sessions."
+    )
+    a.bash(
+        "pytest -q tests/test_api.py",
+        "FAILED tests/test_api.py::test_login - KeyError: 'token'\n1 failed",
+        failed=True,
+    )
+    a.edit("src/api.py", "payload['token']", "payload['access_token']")
+    a.bash("pytest -q tests/test_api.py", "12 passed in 0.51s")
+    a.reply("The login test failed because the token key was renamed to access_token; "
+            "I updated src/api.py to read access_token. All tests pass now.")  # fmt: skip
+    a.prompt("Thanks! From now on always use pnpm instead of npm in this repo.")
+    a.reply("Got it, I'll use pnpm from now on.")
+    a.end()
+    report = service.drain()
+    assert report.events >= 10 and report.saved >= 3 and report.sessions_closed == 1
+    lm = service.lm
+    fix = lm.search("why did the login test fail", record_access=False).hits[0].memory
+    assert "access_token" in fix.content and "KeyError" in fix.content
+    pref = lm.search("which package manager should I use", record_access=False).hits[0].memory
+    assert "pnpm" in pref.content
+    assert all(m.project == str(repo) for m in lm.list_memories(limit=None))
+    session = service.journal.session(a.session)
+    assert (
+        session is not None
+        and session.status == "completed"
+        and session.memory_count == report.saved
+    )
+    assert all(
+        e.decision in ("saved", "skipped", "reinforced") for e in service.journal.audit_entries()
+    )
+
+
+def test_chit_chat_is_not_stored(service: CaptureService, repo: Path) -> None:
+    a = Agent(repo)
+    for text in ("hi", "thanks!", "lgtm", "ok great", "can you explain that again?"):
+        a.prompt(text)
+        a.reply("Sure! Happy to help.")
+    a.bash("ls", "README.md\nsrc\ntests")
+    a.end()
+    report = service.drain()
+    assert report.events > 0
+    assert service.lm.count() == 0
+
+
+def test_a_secret_in_any_field_reaches_no_file(
+    service: CaptureService, repo: Path, data_home: Path
+) -> None:
+    a = Agent(repo)
+    a.prompt(f"Remember that the deploy token is {SECRETS[0]} and we always deploy from main.")
+    a.bash(f"aws configure set aws_access_key_id {SECRETS[1]}", f"configured key {SECRETS[1]}")
+    a.reply(f"I set OPENAI_API_KEY={SECRETS[2]} in your shell; always deploy from main.")
+    a.end()
+    service.drain()
+    service.lm.store.optimize()
+    for path in data_home.rglob("*"):
+        if path.is_file():
+            data = path.read_bytes()
+            for secret in SECRETS:
+                assert secret.encode() not in data, f"{secret[:6]}… found in {path}"
+
+
+def test_an_opted_out_repository_leaves_no_trace(
+    service: CaptureService, repo: Path, data_home: Path
+) -> None:
+    (repo / ".lexmem-optout").write_text("")
+    a = Agent(repo)
+    marker = "ZEBRAFISH-MARKER-42"
+    a.prompt(f"Remember that {marker} is our codename; always use it.")
+    a.bash(f"echo {marker}", marker)
+    a.reply(f"Noted: {marker}.")
+    a.end()
+    report = service.drain()
+    assert report.events == 0
+    for path in data_home.rglob("*"):
+        if path.is_file():
+            assert marker.encode() not in path.read_bytes()
+            assert str(repo).encode() not in path.read_bytes()
+
+
+def test_the_same_fact_in_three_sessions_is_one_active_memory(
+    service: CaptureService, repo: Path
+) -> None:
+    for _ in range(3):
+        a = Agent(repo)
+        a.prompt("Remember that the staging database runs on port 5433.")
+        a.reply("Noted.")
+        a.end()
+        service.drain()
+    active = service.lm.list_memories(limit=None)
+    assert len([m for m in active if "5433" in m.content]) == 1
+    assert any(e.decision == "reinforced" for e in service.journal.audit_entries())
+    assert active[0].last_reinforced_at is not None
+
+
+def test_duplicate_and_bad_event_files(
+    service: CaptureService, repo: Path, data_home: Path
+) -> None:
+    inbox = Inbox(data_home / "inbox")
+    event = make_event(
+        "explicit", "The release train leaves every Thursday", session_id="cli", project=str(repo)
+    )
+    path = inbox.write(event)
+    copy = path.with_name(f"{int(path.name[:20]) + 1:020d}-{event['event_id']}.json")
+    copy.write_bytes(path.read_bytes())
+    bad = inbox.folder / f"{utcnow().timestamp() * 1e9:020.0f}-{uuid.uuid4()}.json"
+    bad.write_text('{"event_id": "x", "secret": "' + SECRETS[0] + '"')
+    report = service.drain()
+    assert (report.events, report.duplicates, report.quarantined, report.saved) == (1, 1, 1, 1)
+    assert inbox.pending() == []
+    [q] = inbox.quarantined()
+    assert SECRETS[0].encode() not in q.read_bytes()
+    assert "not valid JSON" in json.loads(q.read_text())["reason"]
+    assert service.journal.audit_entries(decision="quarantined")[0].reason.startswith(
+        "not valid JSON"
+    )
+    # The same event again, much later: still processed once (idempotent by event id).
+    inbox.write(event)
+    assert service.drain().duplicates == 1
+    assert service.lm.count() == 1
+
+
+def test_a_crash_between_commit_and_cleanup_loses_and_duplicates_nothing(
+    service: CaptureService, repo: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    a = Agent(repo)
+    a.prompt("Remember that invoices are generated on the first day of each month.")
+    a.reply("Noted.")
+    a.prompt("From now on always run `make lint` before committing.")
+    a.reply("Will do.")
+
+    def crash(self: Inbox, path: Path) -> None:
+        raise KeyboardInterrupt("killed")  # as if the process died right after the journal commit
+
+    monkeypatch.setattr(Inbox, "remove", crash)
+    with pytest.raises(KeyboardInterrupt):
+        service.drain()
+    monkeypatch.undo()
+    report = service.drain()  # the restarted service sees the same files again
+    assert report.duplicates == 4
+    again = service.drain()
+    assert again.events == 0
+    texts = contents(service)
+    assert len(texts) == len(set(texts)) >= 2
+
+
+def test_sessions_start_end_idempotently_and_idle_ones_are_abandoned(
+    service: CaptureService, repo: Path
+) -> None:
+    a = Agent(repo)
+    a.send("SessionStart", source="startup", model="m")
+    a.prompt("We decided to keep the monolith for now.")
+    a.end()
+    a.end()
+    service.drain()
+    s = service.journal.session(a.session)
+    assert s is not None and s.status == "completed" and s.ended_at is not None
+    b = Agent(repo)
+    b.prompt("Remember that the CDN purges take five minutes.")
+    service.drain()
+    assert service.journal.session(b.session).status == "active"  # type: ignore[union-attr]
+    report = service.abandon_idle(now=utcnow() + timedelta(hours=3))
+    assert service.journal.session(b.session).status == "abandoned"  # type: ignore[union-attr]
+    assert report.saved >= 1 and "CDN" in " ".join(contents(service))
+
+
+def test_explicit_config_confirmation_and_correction_events(
+    service: CaptureService, data_home: Path
+) -> None:
+    inbox = Inbox(data_home / "inbox")
+    seen: list[MemoryCaptured] = []
+    service.bus.subscribe(seen.append)
+    inbox.write(make_event("explicit", "Chapter titles stay under five words", agent="cli",
+                           metadata={"pin": True, "type": "semantic"}))  # fmt: skip
+    inbox.write(
+        make_event(
+            "config_change",
+            "",
+            agent="tray",
+            metadata={"key": "theme", "old": "light", "new": "dark"},
+        )
+    )
+    service.drain()
+    texts = contents(service)
+    assert "Chapter titles stay under five words" in texts
+    assert any("User prefers dark mode" in t for t in texts)
+    pinned = service.lm.list_memories(MemoryFilter(pinned=True))
+    assert [m.content for m in pinned] == ["Chapter titles stay under five words"]
+    assert {e.source for e in seen} >= {MemorySource.EXPLICIT, MemorySource.CONFIGURATION}
+    before = pinned[0].salience
+    inbox.write(make_event("search_confirmation", "", agent="mcp",
+                           metadata={"memory_id": pinned[0].id, "query": "chapter titles"}))  # fmt: skip
+    assert service.drain().reinforced == 1
+    assert service.lm.get(pinned[0].id).salience > before
+    inbox.write(make_event("correction", "", agent="tray", metadata={
+        "original": "Mara's eyes are blue", "corrected": "Mara's eyes are green", "context": "chapter 2"}))  # fmt: skip
+    service.drain()
+    assert any("green" in t and "blue" in t for t in contents(service))
+
+
+def test_capture_mode_off_skips_with_an_audit_entry(service: CaptureService, repo: Path) -> None:
+    service.settings.project_modes = {str(repo): "off"}
+    inbox = Inbox(service.lm.paths.inbox)
+    inbox.write(make_event("config_change", "", agent="tray", project=str(repo),
+                           metadata={"key": "font", "old": "small", "new": "large"}))  # fmt: skip
+    a = Agent(repo)
+    a.prompt("Remember that the cache TTL is ten minutes.")
+    a.reply("ok")
+    service.drain()
+    assert service.lm.count() == 0  # automatic capture, configuration changes included, is off here
+    skipped = service.journal.audit_entries(decision="skipped")
+    assert skipped and all(
+        e.reason == "capture is off for this project" and e.text is None for e in skipped
+    )
+
+
+def test_only_one_service_per_data_folder(
+    service: CaptureService, data_home: Path, embedder: Embedder
+) -> None:
+    other = CaptureService(Lexmem.open(data_home, embedder=embedder))
+    with pytest.raises(ServiceBusyError):
+        other.acquire()
+
+
+def test_superseded_and_archived_memories_are_not_reinforced_as_duplicates(
+    service: CaptureService, repo: Path
+) -> None:
+    a = Agent(repo)
+    a.prompt("Remember that the API base URL is api.shop.test.")
+    a.reply("ok")
+    service.drain()
+    [m] = service.lm.list_memories(limit=None)
+    service.lm.archive(m.id)
+    b = Agent(repo)
+    b.prompt("Remember that the API base URL is api.shop.test.")
+    b.reply("ok")
+    service.drain()
+    assert service.lm.count(MemoryFilter(status=MemoryStatus.ACTIVE)) == 1
+    assert Journal(service.lm.store).counts()["buffer"] == 0
