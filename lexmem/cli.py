@@ -764,6 +764,29 @@ def stats(c: Ctx, as_json: bool) -> None:
     click.echo(
         f"model        {data['embedding_model']}{' (vector index built)' if data['vector_index'] else ''}"
     )
+    cap = data.get("capture") or {}
+    if cap.get("candidates_by_decision"):
+        decided = ", ".join(f"{v} {k}" for k, v in cap["candidates_by_decision"].items())
+        click.echo(f"capture      {decided} candidates")
+        if cap["saved_by_kind"]:
+            click.echo(
+                "  kept       " + ", ".join(f"{k} {v}" for k, v in cap["saved_by_kind"].items())
+            )
+        if cap["confidence_histogram"]:
+            click.echo(
+                "  confidence "
+                + "  ".join(f"{k}:{v}" for k, v in cap["confidence_histogram"].items())
+            )
+        if cap["top_skip_reasons"]:
+            click.echo(
+                "  skipped    "
+                + "; ".join(f"{k} ({v})" for k, v in cap["top_skip_reasons"].items())
+            )
+        if cap["sessions_by_status"]:
+            click.echo(
+                "  sessions   "
+                + ", ".join(f"{v} {k}" for k, v in cap["sessions_by_status"].items())
+            )
 
 
 @cli.command(name="export")
@@ -822,6 +845,18 @@ def decay(c: Ctx, factor: float | None, as_json: bool) -> None:
         click.echo(f"Decayed the salience of {n} memories.")
 
 
+def _log_to_file(path: Path) -> None:
+    """[MEM:CAPTURE] / [MEM:ENCODE] / [MEM:STORE] lines, kept locally in the data folder."""
+    import logging
+    from logging.handlers import RotatingFileHandler
+
+    handler = RotatingFileHandler(path, maxBytes=5_000_000, backupCount=2, encoding="utf-8")
+    handler.setFormatter(logging.Formatter("%(asctime)s %(levelname)s %(name)s %(message)s"))
+    root = logging.getLogger("lexmem")
+    root.setLevel(logging.INFO)
+    root.addHandler(handler)
+
+
 @cli.command()
 @click.option(
     "--once", is_flag=True, help="Drain the inbox once and exit (same as `lexmem ingest`)."
@@ -848,6 +883,7 @@ def serve(c: Ctx, once: bool) -> None:
 
     for sig in (signal.SIGINT, signal.SIGTERM):
         signal.signal(sig, on_signal)
+    _log_to_file(lm.paths.logs / "lexmem.log")
     click.echo(f"lexmem service: watching {service.inbox.folder} (Ctrl-C to stop)", err=True)
     try:
         if once:

@@ -130,8 +130,49 @@ def stats(store: MemoryStore) -> dict[str, Any]:
         "vector_index": store.has_vector_index(),
         "embedding_space": store.stored_space,
     }
+    out["capture"] = _capture_stats(store, con)
     con.close()
     return out
+
+
+def _capture_stats(store: MemoryStore, con: duckdb.DuckDBPyConnection) -> dict[str, Any]:
+    """Seed 000 §8 and seed 001 §6 figures, from the audit log and the sessions table."""
+    if "audit" not in store.list_tables():
+        return {}
+    audit = _arrow(store, "audit", ["decision", "rule", "kind", "confidence", "reason"])
+    sessions = _arrow(store, "sessions", ["status", "memory_count"])
+    mem = _arrow(store, "memories", ["source", "type", "classification_method"])
+    con.register("audit", audit)
+    con.register("sess", sessions)
+    con.register("m2", mem)
+    return {
+        "candidates_by_decision": _pairs(
+            con, "SELECT decision, count(*) FROM audit GROUP BY 1 ORDER BY 2 DESC"
+        ),
+        "saved_by_kind": _pairs(
+            con,
+            "SELECT kind, count(*) FROM audit WHERE decision = 'saved' GROUP BY 1 ORDER BY 2 DESC",
+        ),
+        "memories_by_source_and_type": _pairs(
+            con, "SELECT source || '/' || type, count(*) FROM m2 GROUP BY 1 ORDER BY 2 DESC"
+        ),
+        "classifications_by_method": _pairs(
+            con, "SELECT classification_method, count(*) FROM m2 GROUP BY 1 ORDER BY 2 DESC"
+        ),
+        "confidence_histogram": _pairs(
+            con,
+            "SELECT printf('%.1f', floor(confidence * 10) / 10), count(*) FROM audit "
+            "WHERE decision <> 'quarantined' GROUP BY 1 ORDER BY 1",
+        ),
+        "top_skip_reasons": _pairs(
+            con,
+            "SELECT regexp_replace(reason, '[0-9.]+', 'N', 'g'), count(*) FROM audit "
+            "WHERE decision = 'skipped' GROUP BY 1 ORDER BY 2 DESC LIMIT 5",
+        ),
+        "sessions_by_status": _pairs(
+            con, "SELECT status, count(*) FROM sess GROUP BY 1 ORDER BY 2 DESC"
+        ),
+    }
 
 
 def _disk_bytes(folder: Path) -> int:

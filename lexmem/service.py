@@ -300,10 +300,10 @@ class CaptureService:
 
         report = DrainReport()
         store = self.lm.store
+        done = store.existing_ids([derived_id("explicit", e["event_id"]) for e in events])
         todo = [
             e for e in events
-            if (e.get("content") or "").strip()
-            and store.get_optional(derived_id("explicit", e["event_id"]), with_embedding=False) is None
+            if (e.get("content") or "").strip() and derived_id("explicit", e["event_id"]) not in done
         ]  # fmt: skip
         if not todo:
             return report
@@ -412,12 +412,9 @@ class CaptureService:
 
         report = DrainReport()
         store = self.lm.store
-        fresh: list[tuple[Candidate, str]] = []
-        for cand, cid in keep:
-            memory_id = derived_id("memory", cid)
-            if store.get_optional(memory_id, with_embedding=False) is not None:
-                continue  # done before a crash; its audit entry may be missing and is re-added below
-            fresh.append((cand, cid))
+        # Stored before a crash? Then it is done (deterministic ids make the retry a no-op).
+        done = store.existing_ids([derived_id("memory", cid) for _, cid in keep])
+        fresh = [(cand, cid) for cand, cid in keep if derived_id("memory", cid) not in done]
         requests = [
             EncodingRequest(
                 cand.text,

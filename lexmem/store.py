@@ -538,6 +538,10 @@ class MemoryStore:
             log.info("[MEM:STORE] Stored %s memory %s for user %s", m.type, m.id, m.user_id)
         return list(memories)
 
+    def existing_ids(self, ids: Sequence[str]) -> set[str]:
+        """Which of ``ids`` are stored (one query per 500 ids)."""
+        return self._existing_ids(ids)
+
     def _existing_ids(self, ids: Sequence[str]) -> set[str]:
         found: set[str] = set()
         for start in range(0, len(ids), 500):

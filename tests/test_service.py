@@ -344,3 +344,81 @@ def test_superseded_and_archived_memories_are_not_reinforced_as_duplicates(
     service.drain()
     assert service.lm.count(MemoryFilter(status=MemoryStatus.ACTIVE)) == 1
     assert Journal(service.lm.store).counts()["buffer"] == 0
+
+
+def test_a_workflow_carried_out_becomes_a_procedure(service: CaptureService, repo: Path) -> None:
+    """Seed 000 CaptureWorkflowPattern: >= 3 actions within 30 minutes.
+
+    A workflow seen once is a medium-confidence candidate: full mode keeps it, assist
+    mode (only high-confidence durable facts) audits it as skipped.
+    """
+    service.settings.mode = "full"
+    a = Agent(repo)
+    a.prompt("Ship the hotfix please.")
+    a.bash("pnpm test", "Tests: 48 passed, 48 total")
+    a.bash("pnpm run build", "build complete in 4.2s")
+    a.bash("git push origin main", "To github.com:acme/shop.git\n   1a2b3c4..5d6e7f8  main -> main")
+    a.reply("Tests pass, the build is done and the hotfix is pushed to main.")
+    a.end()
+    service.drain()
+    hits = service.lm.search("how do we ship a release", record_access=False).hits
+    procedures = [h.memory for h in hits if h.memory.type == "procedural"]
+    assert (
+        procedures and "pnpm test" in procedures[0].content and "git push" in procedures[0].content
+    )
+
+
+def test_stats_report_capture_figures(service: CaptureService, repo: Path) -> None:
+    a = Agent(repo)
+    a.prompt("Remember that feature flags live in LaunchDarkly.")
+    a.reply("Noted.")
+    a.prompt("thanks")
+    a.end()
+    service.drain()
+    cap = service.lm.stats()["capture"]
+    assert cap["candidates_by_decision"]["saved"] >= 1
+    assert cap["sessions_by_status"] == {"completed": 1}
+    assert sum(cap["confidence_histogram"].values()) == sum(cap["candidates_by_decision"].values())
+
+
+def test_killing_the_service_mid_batch_loses_and_duplicates_nothing(
+    data_home: Path, embedder: Embedder
+) -> None:
+    """A real `lexmem serve` process, killed with SIGKILL while it drains, then restarted."""
+    import signal
+    import time
+
+    lm = Lexmem.open(data_home, embedder=embedder)
+    inbox = Inbox(lm.paths.inbox)
+    texts = [
+        f"Service {i} of the fleet listens on port {9000 + i} in the staging cluster."
+        for i in range(600)
+    ]
+    ids = [inbox.write(make_event("explicit", t, session_id="bulk", agent="cli")) for t in texts]
+    assert len(ids) == 600
+    env = dict(os.environ, LEXMEM_HOME=str(data_home))
+    exe = str(Path(sys.executable).with_name("lexmem"))
+    kills = 0
+    # Start the service and kill it at moments spread over its start-up and its drains.
+    for delay in (2.0, 3.0, 3.5, 4.0, 5.0):
+        if not inbox.pending():
+            break
+        proc = subprocess.Popen(
+            [exe, "serve"], env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL
+        )
+        try:
+            time.sleep(delay)
+        finally:
+            proc.send_signal(signal.SIGKILL)
+            proc.wait(30)
+            kills += 1
+    assert kills >= 1
+    restarted = subprocess.run(
+        [exe, "ingest", "--json"], env=env, capture_output=True, text=True, check=False
+    )
+    assert restarted.returncode == 0, restarted.stderr
+    lm.store.refresh()
+    stored = sorted(m.content for m in lm.list_memories(limit=None))
+    assert stored == sorted(texts)
+    assert inbox.pending() == [] and inbox.quarantined() == []
+    lm.close()
