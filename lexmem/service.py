@@ -39,7 +39,8 @@ __all__ = ["CaptureService", "DrainReport", "EventBus", "MemoryCaptured", "Servi
 
 log = logging.getLogger("lexmem.capture")
 
-THRESHOLDS = {"assist": 0.75, "full": 0.5}
+# assist keeps seed 000's MinExtractionConfidence (0.7) and up; full goes down to 0.5.
+THRESHOLDS = {"assist": 0.7, "full": 0.5}
 DEDUPE_WINDOW = timedelta(days=30)
 NEAR_DUPLICATE = {"assist": 0.90, "full": 0.86}  # full mode dedupes more strictly
 WINDOWED = {
@@ -346,6 +347,57 @@ class CaptureService:
         self.bus.publish(MemoryCaptured(None, MemorySource.EXPLICIT, tuple(report.memory_ids)))
         return report
 
+    # -- seed 000's IMemoryCaptureService, for in-process callers (the app) ----------------
+
+    def capture_from_conversation(
+        self,
+        user_message: str,
+        assistant_response: str,
+        *,
+        conversation_id: str,
+        project: str | None = None,
+    ) -> list[Memory]:
+        """CaptureFromConversationAsync: one turn analysed now (triggers boost salience)."""
+        now = utcnow().isoformat()
+        events: list[dict[str, Any]] = [
+            {"event_id": str(uuid.uuid4()), "session_id": conversation_id, "event_type": t, "timestamp": now,
+             "agent": "app", "project": project, "cwd": None, "content": c, "metadata": {}}
+            for t, c in (("prompt", user_message), ("response", assistant_response))
+        ]  # fmt: skip
+        return self._memories(self._admit(self.extractor.extract(events), conversation_id, project))
+
+    def capture_user_correction(
+        self, original: str, corrected: str, context: str = "", *, project: str | None = None
+    ) -> list[Memory]:
+        """CaptureUserCorrectionAsync: the rule behind a correction, reinforced."""
+        cand = self.extractor.correction(
+            original, corrected, context, session_id="app", project=project
+        )
+        return self._memories(self._admit([cand] if cand else [], "app", project))
+
+    def capture_configuration_change(
+        self, key: str, old: object, new: object, *, project: str | None = None
+    ) -> list[Memory]:
+        """CaptureConfigurationChangeAsync: a preference memory ("User prefers dark mode")."""
+        cand = self.extractor.configuration(key, old, new, session_id="app", project=project)
+        return self._memories(self._admit([cand], "app", project))
+
+    def capture_workflow_pattern(
+        self, actions: Sequence[dict[str, Any]], *, project: str | None = None
+    ) -> list[Memory]:
+        """CaptureWorkflowPatternAsync: >= 3 actions within 30 minutes become a procedure."""
+        cand = self.extractor.workflow(actions, session_id="app", project=project)
+        return self._memories(self._admit([cand] if cand else [], "app", project))
+
+    def capture_search_confirmation(self, query: str, memory_id: str) -> None:
+        """CaptureSearchConfirmationAsync: reinforce the memory that answered ``query``."""
+        self.lm.store.reinforce(memory_id, 0.1)
+        log.info("[MEM:CAPTURE] Reinforced memory %s from successful search", memory_id)
+        self.bus.publish(MemoryCaptured(None, MemorySource.SEARCH_CONFIRMATION, (memory_id,)))
+
+    def _memories(self, report: DrainReport) -> list[Memory]:
+        return self.lm.store.get_many(report.memory_ids)
+
     # -- windows ------------------------------------------------------------------------
 
     def _window(self, session_id: str, *, final: bool) -> DrainReport:
@@ -390,7 +442,7 @@ class CaptureService:
                 entry.reason = (
                     f"confidence {cand.confidence:.2f} below the {mode} threshold {threshold:.2f}"
                 )
-            elif len(cand.text.split()) < 4:
+            elif len(cand.text.split()) < 3 and not cand.trigger:
                 entry.reason = "too short to stand on its own"
             else:
                 keep.append((cand, cid))
