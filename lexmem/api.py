@@ -36,7 +36,7 @@ from .models import (
 from .search import Searcher, SearchResult
 from .store import MemoryFilter, MemoryStore
 
-__all__ = ["Lexmem", "MemoryDetail", "RememberResult", "normalise_link_type"]
+__all__ = ["Lexmem", "MemoryDetail", "RememberResult", "normalise_link_type", "scrub"]
 
 log = logging.getLogger("lexmem")
 
@@ -75,6 +75,16 @@ class MemoryDetail:
                 for p in self.confidence
             ],
         }
+
+
+def scrub(text: str) -> str:
+    """Text a user asked to keep, with secrets and <private> spans removed.
+
+    Constraint: secrets never reach disk, whatever path a text takes in.
+    """
+    from .redact import redact
+
+    return redact(text).text.strip()
 
 
 def normalise_link_type(text: str) -> str:
@@ -168,9 +178,11 @@ class Lexmem:
         context: MemoryContext | None = None,
     ) -> RememberResult:
         """Store what the user (or a capture) asked to keep; long text becomes linked chunks."""
-        text = text.strip()
+        text = scrub(text)
         if not text:
             raise InvalidInputError("nothing to remember: the text is empty")
+        if title is not None:
+            title = scrub(title)
         self._require_current_space()
         ctx = context or MemoryContext(
             source=source,
@@ -301,7 +313,7 @@ class Lexmem:
         current = self.store.get(mid, with_embedding=False)
         fields: dict[str, Any] = {}
         if content is not None:
-            content = content.strip()
+            content = scrub(content)
             if not content:
                 raise InvalidInputError(
                     "the new content is empty (use `forget` to delete a memory)"
@@ -314,7 +326,8 @@ class Lexmem:
                 if title is None and current.title == make_title(current.content):
                     fields["title"] = make_title(content)
         if title is not None:
-            if not title.strip():
+            title = scrub(title)
+            if not title:
                 raise InvalidInputError("the title is empty")
             if title.strip() != current.title:
                 fields["title"] = title.strip()

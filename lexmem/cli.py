@@ -353,8 +353,6 @@ def remember(
     as_json: bool,
 ) -> None:
     """Remember TEXT (use - to read it from standard input)."""
-    from .models import MemoryType
-
     body = read_text_arg(text, "text to remember")
     if not body.strip():
         raise InvalidInputError("nothing to remember: the text is empty")
@@ -364,16 +362,40 @@ def remember(
             raise InvalidInputError(
                 "the title is empty (leave out --title to use the first sentence)"
             )
-    result = c.lm().remember(
+    from .models import TypeClassification
+    from .service import remember_through_inbox
+
+    done = remember_through_inbox(
+        c.lm(),
         body,
-        type=None if mtype == "auto" else MemoryType(mtype),
+        mtype=None if mtype == "auto" else mtype,
         project=project,
         title=title,
         pin=pin,
     )
+    if done.queued:
+        if as_json:
+            emit_json({"ids": [], "queued": True, "event_id": done.event_id})
+        else:
+            click.echo(
+                f"Queued: the running lexmem service will store it shortly (event {short(done.event_id)})."
+            )
+        return
+    first = done.memories[0]
+    rationale = first.metadata.get("classification")
+    result_cls = TypeClassification(
+        first.type, first.confidence, first.classification_method, rationale
+    )
+
+    class _Result:
+        memories = done.memories
+        classification = result_cls
+
+    result = _Result()
     if as_json:
         emit_json({
             "ids": [m.id for m in result.memories],
+            "queued": False,
             "classification": result.classification.to_dict(),
             "memories": [m.to_dict() for m in result.memories],
         })  # fmt: skip

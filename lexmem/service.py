@@ -15,6 +15,7 @@ headless; the desktop app runs it in-process; ``lexmem ingest`` drains once.
 
 from __future__ import annotations
 
+import itertools
 import logging
 import threading
 import time
@@ -26,16 +27,25 @@ from datetime import datetime, timedelta
 from typing import Any
 
 from .api import Lexmem
+from .errors import InvalidInputError
 from .extract import Candidate, Extractor, confirmations
 from .hook import capture_mode
 from .inbox import BadEvent, Inbox
 from .journal import AuditEntry, Journal, Session, SessionStatus
 from .locks import FileLock, LockTimeout
-from .models import Memory, MemoryContext, MemorySource, fingerprint, utcnow
+from .models import Memory, MemoryContext, MemoryLink, MemorySource, fingerprint, utcnow
 from .redact import redact
 from .store import MemoryFilter, q
 
-__all__ = ["CaptureService", "DrainReport", "EventBus", "MemoryCaptured", "ServiceBusyError"]
+__all__ = [
+    "CaptureService",
+    "DrainReport",
+    "EventBus",
+    "MemoryCaptured",
+    "Remembered",
+    "ServiceBusyError",
+    "remember_through_inbox",
+]
 
 log = logging.getLogger("lexmem.capture")
 
@@ -341,6 +351,9 @@ class CaptureService:
                 project=e.get("project"),
             ))  # fmt: skip
         store.store_many(memories)
+        for prev, nxt in itertools.pairwise(memories):
+            if nxt.chunk and nxt.chunk.chunk_index > 0:  # chunks of one long text, in order
+                store.store_link(MemoryLink(nxt.id, prev.id, "continues", 1.0))
         self.journal.audit(audit)
         report.saved += len(memories)
         report.memory_ids.extend(m.id for m in memories)
@@ -636,6 +649,80 @@ class CaptureService:
         observer.daemon = True
         observer.start()
         return observer
+
+
+@dataclass(slots=True)
+class Remembered:
+    event_id: str
+    memories: list[Memory]
+    queued: bool  # a running service has it, but had not stored it within the wait
+
+
+def remember_through_inbox(
+    lm: Lexmem,
+    text: str,
+    *,
+    mtype: str | None = None,
+    project: str | None = None,
+    title: str | None = None,
+    pin: bool = False,
+    agent: str = "cli",
+    wait: float = 5.0,
+) -> Remembered:
+    """An explicit "remember this" as the single-writer design has it: an inbox event.
+
+    With no service running, this process becomes the service for a moment: it takes
+    the lock, drains the inbox (this event and anything agents left) and lets go.
+    With one running, it waits up to ``wait`` seconds for the memory to appear.
+    """
+    from .api import scrub
+    from .hook import service_running
+    from .inbox import make_event
+
+    body = scrub(text)
+    if not body:
+        raise InvalidInputError("nothing to remember: the text is empty")
+    meta: dict[str, Any] = {"pin": pin}
+    if mtype:
+        meta["type"] = mtype
+    if title:
+        meta["title"] = scrub(title)
+    event = make_event(
+        "explicit",
+        body,
+        session_id=f"{agent}-explicit",
+        agent=agent,
+        project=project,
+        metadata=meta,
+    )
+    Inbox(lm.paths.inbox).write(event)
+    memory_id = derived_id("explicit", event["event_id"])
+    if not service_running(lm.paths):
+        service = CaptureService(lm)
+        try:
+            service.acquire()
+        except ServiceBusyError:
+            pass  # one started meanwhile: it will store the event
+        else:
+            try:
+                service.drain()
+            finally:
+                service.release()
+    deadline = time.monotonic() + wait
+    while True:
+        lm.store.refresh()
+        first = lm.store.get_optional(memory_id, with_embedding=False)
+        if first is not None:
+            ids = [memory_id]
+            if first.chunk and first.chunk.total_chunks > 1:
+                ids += [
+                    derived_id("explicit", event["event_id"], str(i))
+                    for i in range(1, first.chunk.total_chunks)
+                ]
+            return Remembered(event["event_id"], lm.store.get_many(ids), queued=False)
+        if time.monotonic() >= deadline:
+            return Remembered(event["event_id"], [], queued=True)
+        time.sleep(0.05)
 
 
 def _parse(stamp: str) -> datetime:

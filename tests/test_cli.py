@@ -178,7 +178,7 @@ def test_remember_types_options_and_stdin() -> None:
         "remember", "To deploy, first run 'npm build', then 'npm deploy'",
         "--project", "shop", "--pin", "--title", "  Deploying the shop  ",
     )  # fmt: skip
-    assert set(data) == {"ids", "classification", "memories"}
+    assert set(data) == {"ids", "queued", "classification", "memories"} and data["queued"] is False
     assert set(data["classification"]) == {"type", "confidence", "method", "rationale"}
     assert data["classification"]["type"] == "procedural"
     assert data["classification"]["method"] == "rule_based"

@@ -422,3 +422,34 @@ def test_killing_the_service_mid_batch_loses_and_duplicates_nothing(
     assert stored == sorted(texts)
     assert inbox.pending() == [] and inbox.quarantined() == []
     lm.close()
+
+
+def test_remember_goes_through_the_inbox_to_the_running_service(service: CaptureService) -> None:
+    """The single writer: a CLI "remember" is an inbox event the running service stores."""
+    import threading
+
+    from lexmem.service import remember_through_inbox
+
+    stop = threading.Event()
+    runner = threading.Thread(target=service.run, args=(stop,), kwargs={"poll": 0.1}, daemon=True)
+    runner.start()
+    try:
+        other = Lexmem.open(service.lm.paths.home, embedder=service.lm.embedder)  # another client
+        done = remember_through_inbox(
+            other,
+            f"The admin password is Tr0ub4dor&3 and the token {SECRETS[0]}",
+            project="ops",
+            pin=True,
+        )
+        assert not done.queued and len(done.memories) == 1
+        m = done.memories[0]
+        assert m.pinned and m.project == "ops" and m.source == MemorySource.EXPLICIT
+        assert (
+            "Tr0ub4dor" not in m.content
+            and SECRETS[0] not in m.content
+            and "[REDACTED:" in m.content
+        )
+    finally:
+        stop.set()
+        service.wake()
+        runner.join(30)
