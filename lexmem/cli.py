@@ -971,18 +971,31 @@ def optout() -> None:
     """Repositories lexmem never captures from (a `.lexmem-optout` file works too)."""
 
 
-def _optout_edit(c: Ctx, path: str, add: bool) -> list[str]:
+def _edit_folders(c: Ctx, key: str, path: str, add: bool, *, must_exist: bool = False) -> Path:
+    """Add or remove a folder in a ``[capture]`` list (``optout``, ``watch``); takes effect at once."""
     from .config import load_settings, save_settings
 
     lm = c.lm()
+    target = Path(path).expanduser().resolve()
+    if add and must_exist and not target.is_dir():
+        raise InvalidInputError(f"{target} is not a folder")
     settings = load_settings(lm.paths)
-    target = str(Path(path).expanduser().resolve())
-    current = [p for p in settings.capture.optout if p != target]
+    current = [p for p in getattr(settings.capture, key) if p != str(target)]
     if add:
-        current.append(target)
-    settings.capture.optout = sorted(current)
+        current.append(str(target))
+    setattr(settings.capture, key, sorted(current))
     save_settings(lm.paths, settings)
-    return settings.capture.optout
+    return target
+
+
+def _show_folders(c: Ctx, key: str, as_json: bool, empty: str) -> None:
+    from .config import load_settings
+
+    folders = getattr(load_settings(c.lm().paths).capture, key)
+    if as_json:
+        emit_json(folders)
+    else:
+        click.echo("\n".join(folders) if folders else empty)
 
 
 @optout.command("add")
@@ -990,7 +1003,7 @@ def _optout_edit(c: Ctx, path: str, add: bool) -> list[str]:
 @pass_ctx
 def optout_add(c: Ctx, path: str) -> None:
     """Never capture from the repository at PATH (takes effect at once, for the hook too)."""
-    _optout_edit(c, path, True)
+    _edit_folders(c, "optout", path, True)
     click.echo(f"Opted out: {Path(path).expanduser().resolve()}")
 
 
@@ -999,7 +1012,7 @@ def optout_add(c: Ctx, path: str) -> None:
 @pass_ctx
 def optout_remove(c: Ctx, path: str) -> None:
     """Capture from PATH again."""
-    _optout_edit(c, path, False)
+    _edit_folders(c, "optout", path, False)
     click.echo(f"Capturing again: {Path(path).expanduser().resolve()}")
 
 
@@ -1008,13 +1021,7 @@ def optout_remove(c: Ctx, path: str) -> None:
 @pass_ctx
 def optout_list(c: Ctx, as_json: bool) -> None:
     """The opted-out repositories."""
-    from .config import load_settings
-
-    paths = load_settings(c.lm().paths).capture.optout
-    if as_json:
-        emit_json(paths)
-    else:
-        click.echo("\n".join(paths) if paths else "No repositories are opted out.")
+    _show_folders(c, "optout", as_json, "No repositories are opted out.")
 
 
 @cli.group()
@@ -1022,28 +1029,12 @@ def watch() -> None:
     """Markdown folders whose notes become memories (the service watches them)."""
 
 
-def _watch_edit(c: Ctx, path: str, add: bool) -> Path:
-    from .config import load_settings, save_settings
-
-    lm = c.lm()
-    target = Path(path).expanduser().resolve()
-    if add and not target.is_dir():
-        raise InvalidInputError(f"{target} is not a folder")
-    settings = load_settings(lm.paths)
-    current = [p for p in settings.capture.watch if p != str(target)]
-    if add:
-        current.append(str(target))
-    settings.capture.watch = sorted(current)
-    save_settings(lm.paths, settings)
-    return target
-
-
 @watch.command("add")
 @click.argument("path", type=click.Path(file_okay=False))
 @pass_ctx
 def watch_add(c: Ctx, path: str) -> None:
     """Watch the folder PATH (recursively) for .md notes."""
-    target = _watch_edit(c, path, True)
+    target = _edit_folders(c, "watch", path, True, must_exist=True)
     click.echo(
         f"Watching {target} (the service picks it up when it next starts; `lexmem watch scan` reads it now)."
     )
@@ -1054,7 +1045,7 @@ def watch_add(c: Ctx, path: str) -> None:
 @pass_ctx
 def watch_remove(c: Ctx, path: str) -> None:
     """Stop watching PATH (its memories stay)."""
-    click.echo(f"No longer watching {_watch_edit(c, path, False)}.")
+    click.echo(f"No longer watching {_edit_folders(c, 'watch', path, False)}.")
 
 
 @watch.command("list")
@@ -1062,13 +1053,7 @@ def watch_remove(c: Ctx, path: str) -> None:
 @pass_ctx
 def watch_list(c: Ctx, as_json: bool) -> None:
     """The watched folders."""
-    from .config import load_settings
-
-    folders = load_settings(c.lm().paths).capture.watch
-    if as_json:
-        emit_json(folders)
-    else:
-        click.echo("\n".join(folders) if folders else "No folders are watched.")
+    _show_folders(c, "watch", as_json, "No folders are watched.")
 
 
 @watch.command("scan")

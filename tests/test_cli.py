@@ -813,3 +813,24 @@ def test_a_model_change_reembeds_on_the_next_command(tmp_path: Path, embedder: E
     assert json.loads(proc.stdout)["hits"][0]["memory"]["content"] == "The API runs on port 8080"
     meta = json.loads((home / "store" / "meta.json").read_text())
     assert meta["embedding_space"].startswith("local/cls|")
+
+
+def test_capture_commands_optout_watch_ingest_audit(tmp_path: Path) -> None:
+    repo = tmp_path / "repo"
+    repo.mkdir()
+    assert "Opted out" in run("optout", "add", str(repo)).stdout
+    assert run_json("optout", "list") == [str(repo.resolve())]
+    run("optout", "remove", str(repo))
+    assert run_json("optout", "list") == []
+    assert "not a folder" in error("watch", "add", str(tmp_path / "missing"), code=2)
+    notes = tmp_path / "notes"
+    notes.mkdir()
+    (notes / "a.md").write_text("# Style\n\nChapter titles stay under five words.\n")
+    run("watch", "add", str(notes))
+    assert run_json("watch", "list") == [str(notes.resolve())]
+    scanned = run_json("watch", "scan")
+    assert scanned["files"] == 1 and scanned["chunks"] == 1
+    assert run_json("ingest") == {**run_json("ingest"), "events": 0}
+    assert run("audit").stdout.strip() == "No audit entries."
+    run("watch", "remove", str(notes))
+    assert run_json("watch", "list") == []
