@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import itertools
 import logging
+import re
 import threading
 import time
 import uuid
@@ -563,9 +564,14 @@ class CaptureService:
         if rows:
             return str(rows[0]["id"])
         flt = MemoryFilter(project=project) if project else MemoryFilter()
-        hits = self.lm.searcher.vector_query(m.embedding, flt.where(), 1).to_list()
-        if hits and 1.0 - float(hits[0]["_distance"]) >= NEAR_DUPLICATE.get(mode, 0.9):
-            return str(hits[0]["id"])
+        hits = self.lm.searcher.vector_query(m.embedding, flt.where(), 3).to_list()
+        for hit in hits:
+            if 1.0 - float(hit["_distance"]) < NEAR_DUPLICATE.get(mode, 0.9):
+                break
+            # Close in meaning is not enough when the particulars differ: "port 5433" and
+            # "port 5434" embed almost alike but are different facts.
+            if _particulars(str(hit["content"])) == _particulars(m.content):
+                return str(hit["id"])
         return None
 
     def _count_session(self, session_id: str, n: int) -> None:
@@ -723,6 +729,14 @@ def remember_through_inbox(
         if time.monotonic() >= deadline:
             return Remembered(event["event_id"], [], queued=True)
         time.sleep(0.05)
+
+
+_PARTICULAR = re.compile(r"\d+(?:[.:]\d+)*|`[^`]+`|\b[\w.-]*[_./][\w./-]+\b")
+
+
+def _particulars(text: str) -> frozenset[str]:
+    """Numbers, versions, paths and code spans: what must match for two texts to be one fact."""
+    return frozenset(t.lower().strip("`.") for t in _PARTICULAR.findall(text))
 
 
 def _parse(stamp: str) -> datetime:

@@ -453,3 +453,23 @@ def test_remember_goes_through_the_inbox_to_the_running_service(service: Capture
         stop.set()
         service.wake()
         runner.join(30)
+
+
+def test_near_duplicates_reinforce_but_a_changed_particular_is_a_new_fact(
+    service: CaptureService,
+) -> None:
+    inbox = Inbox(service.lm.paths.inbox)
+    service.settings.mode = "full"
+    say = [
+        "Remember that the staging database runs on port 5433.",
+        "Keep in mind the staging DB listens on port 5433.",  # the same fact, other words
+        "Remember that the staging database runs on port 5434.",  # a different fact
+    ]
+    for i, text in enumerate(say):
+        sid = f"s{i}"
+        inbox.write(make_event("prompt", text, session_id=sid, agent="claude"))
+        inbox.write(make_event("response", "Noted.", session_id=sid, agent="claude"))
+        service.drain()
+    ports = sorted(m.content for m in service.lm.list_memories(limit=None))
+    assert len(ports) == 2 and any("5433" in p for p in ports) and any("5434" in p for p in ports)
+    assert len(service.journal.audit_entries(decision="reinforced")) == 1
