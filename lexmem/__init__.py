@@ -7,7 +7,7 @@ libraries (LanceDB, fastembed, DuckDB) load when first used, so importing
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any
+TYPE_CHECKING = False  # not ``typing``: importing it would cost the hook ~3 ms
 
 __version__ = "0.1.0"
 
@@ -26,7 +26,9 @@ __all__ = [
     "__version__",
 ]
 
-if TYPE_CHECKING:
+if TYPE_CHECKING:  # what ``__getattr__`` loads, for type checkers
+    from typing import Any
+
     from .api import Lexmem
     from .errors import LexmemError
     from .models import (

@@ -1,7 +1,9 @@
 """Where lexmem keeps its state, and its settings file.
 
 Constraint: only the composition roots (the CLI, the service, the desktop app)
-call :func:`load_settings`; everything else receives the values it needs.
+call :func:`load_settings`; everything else receives the values it needs. The hook
+command reads what it applies through :func:`load_capture_rules`, which checks the
+file the same way but builds none of the settings dataclasses.
 
 All state lives under one data folder: ``LEXMEM_HOME`` when set, else the
 platform's user data folder. Folders are created 0700 and files 0600; the
@@ -14,17 +16,32 @@ from __future__ import annotations
 import os
 import stat
 import sys
-import tomllib
-from collections.abc import Callable, Mapping
-from dataclasses import asdict, dataclass, field
 from pathlib import Path
-from typing import Any
 
 from .errors import ConfigError, DataFolderError
 
+# The hook imports this module on every call, so it imports nothing slow at module
+# level: no ``typing``, ``tomllib`` (only when a settings file exists) or
+# ``dataclasses`` (the settings dataclasses live in :mod:`lexmem.settings`, loaded
+# the first time one of them is used; see ``__getattr__`` below).
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from collections.abc import Callable, Mapping
+    from typing import Any
+
+    from .settings import (
+        CaptureSettings,
+        EmbeddingSettings,
+        SearchSettings,
+        Settings,
+        StoreSettings,
+    )
+
 __all__ = [
+    "CAPTURE_MODES",
     "DEFAULT_MODEL",
     "SCHEMA_VERSION",
+    "CaptureRules",
     "CaptureSettings",
     "EmbeddingSettings",
     "Paths",
@@ -32,6 +49,7 @@ __all__ = [
     "Settings",
     "StoreSettings",
     "default_home",
+    "load_capture_rules",
     "load_settings",
     "resolve_paths",
     "save_settings",
@@ -45,11 +63,42 @@ DIR_MODE = 0o700
 FILE_MODE = 0o600
 
 
-@dataclass(frozen=True, slots=True)
 class Paths:
-    """Every place lexmem reads or writes, derived from one data folder."""
+    """Every place lexmem reads or writes, derived from one data folder.
+
+    A frozen value class with one field, ``home``, written by hand with the surface
+    of ``@dataclass(frozen=True, slots=True)`` (equality, hash, repr, ``match``,
+    copy and pickle) so that the hook need not import ``dataclasses``.
+    """
+
+    __slots__ = ("home",)
+    __match_args__ = ("home",)
 
     home: Path
+
+    def __init__(self, home: Path) -> None:
+        object.__setattr__(self, "home", home)
+
+    def __setattr__(self, name: str, value: object) -> None:
+        raise AttributeError(f"cannot assign to field {name!r}: Paths is frozen")
+
+    def __delattr__(self, name: str) -> None:
+        raise AttributeError(f"cannot delete field {name!r}: Paths is frozen")
+
+    def __eq__(self, other: object) -> bool:
+        if other.__class__ is not self.__class__:
+            return NotImplemented
+        assert isinstance(other, Paths)
+        return self.home == other.home
+
+    def __hash__(self) -> int:
+        return hash((self.home,))
+
+    def __repr__(self) -> str:
+        return f"Paths(home={self.home!r})"
+
+    def __reduce__(self) -> tuple[type[Paths], tuple[Path]]:
+        return (Paths, (self.home,))
 
     @property
     def settings(self) -> Path:
@@ -161,70 +210,76 @@ class secure_umask:
 
 # --- settings --------------------------------------------------------------
 
-
-@dataclass(slots=True)
-class EmbeddingSettings:
-    # A fastembed model name, or lexmem's embedded default. ``path`` points at a
-    # local folder (model.onnx + tokenizer files) for models that must not be fetched.
-    model: str = DEFAULT_MODEL
-    path: str = ""
-    pooling: str = "mean"
-    normalization: bool = True
-    dim: int = 384
-    batch_size: int = 32
-    threads: int = 0
-
-
-@dataclass(slots=True)
-class SearchSettings:
-    default_limit: int = 10
-    salience_weight: float = 0.15
-    recency_weight: float = 0.10
-    recency_half_life_days: float = 30.0
-    pinned_boost: float = 0.10
-    # all-MiniLM-L6-v2 puts unrelated sentences at cosine ~0-0.15 from each other.
-    min_similarity: float = 0.15
-
-
-@dataclass(slots=True)
-class StoreSettings:
-    user_id: str = "local"
-    decay_factor: float = 0.98
-    salience_floor: float = 0.01
-    vector_index_min_rows: int = 50_000
-
-
 CAPTURE_MODES = ("off", "assist", "full")
 
+# Every section of settings.toml: its settings and their defaults, as the dataclasses
+# in :mod:`lexmem.settings` declare them (a test keeps the two equal). A file is
+# validated against this table, so the hook can check a whole file as strictly as
+# :func:`load_settings` does without building the dataclasses.
+_SECTIONS: dict[str, dict[str, Any]] = {
+    "embedding": {
+        "model": DEFAULT_MODEL, "path": "", "pooling": "mean", "normalization": True,
+        "dim": 384, "batch_size": 32, "threads": 0,
+    },
+    "search": {
+        "default_limit": 10, "salience_weight": 0.15, "recency_weight": 0.10,
+        "recency_half_life_days": 30.0, "pinned_boost": 0.10, "min_similarity": 0.15,
+    },
+    "store": {
+        "user_id": "local", "decay_factor": 0.98, "salience_floor": 0.01,
+        "vector_index_min_rows": 50_000,
+    },
+    "capture": {
+        "mode": "assist", "project_modes": {}, "optout": [], "allow_paths": [],
+        "window_turns": 6, "abandon_after_minutes": 120, "watch": [],
+    },
+}  # fmt: skip
+_SETTINGS_CLASSES = frozenset(
+    {"CaptureSettings", "EmbeddingSettings", "SearchSettings", "Settings", "StoreSettings"}
+)
 
-@dataclass(slots=True)
-class CaptureSettings:
-    # off: nothing automatic; assist: only high-confidence durable facts; full: broader.
-    mode: str = "assist"
-    # Per-project overrides: repository root -> mode.
-    project_modes: dict[str, str] = field(default_factory=dict)
-    # Repository roots that leave no trace (a `.lexmem-optout` file in a repository works too).
-    optout: list[str] = field(default_factory=list)
-    # When not empty, automatic capture only from these folders (and below).
-    allow_paths: list[str] = field(default_factory=list)
-    # Events buffered per session before candidates are extracted.
-    window_turns: int = 6
-    # A session silent this long is abandoned.
-    abandon_after_minutes: int = 120
-    # Markdown folders watched for notes.
-    watch: list[str] = field(default_factory=list)
+
+if not TYPE_CHECKING:  # type checkers see the imports above, and so catch misspelt names
+
+    def __getattr__(name: str) -> Any:
+        """The settings dataclasses, loaded from :mod:`lexmem.settings` on first use."""
+        if name in _SETTINGS_CLASSES:
+            from . import settings
+
+            for cls in _SETTINGS_CLASSES:  # kept, so that later lookups find them directly
+                globals()[cls] = getattr(settings, cls)
+            return globals()[name]
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 
 
-@dataclass(slots=True)
-class Settings:
-    schema_version: int = SCHEMA_VERSION
-    embedding: EmbeddingSettings = field(default_factory=EmbeddingSettings)
-    search: SearchSettings = field(default_factory=SearchSettings)
-    store: StoreSettings = field(default_factory=StoreSettings)
-    capture: CaptureSettings = field(default_factory=CaptureSettings)
+class CaptureRules:
+    """What the hook applies of ``[capture]``: the mode, per-project modes, opt-outs and
+    allowed paths (the same names and meaning as in :class:`CaptureSettings`)."""
 
-    def to_dict(self) -> dict[str, Any]:
-        return asdict(self)
+    __slots__ = ("allow_paths", "mode", "optout", "project_modes")
+
+    mode: str
+    project_modes: dict[str, str]
+    optout: list[str]
+    allow_paths: list[str]
+
+    def __init__(
+        self,
+        mode: str = _SECTIONS["capture"]["mode"],
+        project_modes: dict[str, str] | None = None,
+        optout: list[str] | None = None,
+        allow_paths: list[str] | None = None,
+    ) -> None:
+        self.mode = mode
+        self.project_modes = {} if project_modes is None else project_modes
+        self.optout = [] if optout is None else optout
+        self.allow_paths = [] if allow_paths is None else allow_paths
+
+    def __repr__(self) -> str:
+        return (
+            f"CaptureRules(mode={self.mode!r}, project_modes={self.project_modes!r}, "
+            f"optout={self.optout!r}, allow_paths={self.allow_paths!r})"
+        )
 
 
 def _migrate_0_to_1(data: dict[str, Any]) -> dict[str, Any]:
@@ -256,19 +311,19 @@ def migrate(data: dict[str, Any], *, path: str = "settings") -> dict[str, Any]:
     return data
 
 
-def _section(cls: type[Any], raw: Any, name: str, path: str) -> Any:
+def _check_section(name: str, raw: Any, path: str) -> dict[str, Any]:
+    """The values a section sets, checked against :data:`_SECTIONS` (ints become floats)."""
     if raw is None:
-        return cls()
+        return {}
     if not isinstance(raw, dict):
         raise ConfigError(f"[{name}] must be a table", path=path)
-    known = {f for f in cls.__dataclass_fields__}
-    unknown = sorted(set(raw) - known)
+    defaults = _SECTIONS[name]
+    unknown = sorted(set(raw) - set(defaults))
     if unknown:
         raise ConfigError(f"unknown setting {name}.{unknown[0]}", path=path)
-    defaults = cls()
     values: dict[str, Any] = {}
     for key, value in raw.items():
-        expected = type(getattr(defaults, key))
+        expected = type(defaults[key])
         if expected is float and isinstance(value, int) and not isinstance(value, bool):
             value = float(value)
         if not isinstance(value, expected) or (expected is int and isinstance(value, bool)):
@@ -280,18 +335,19 @@ def _section(cls: type[Any], raw: Any, name: str, path: str) -> Any:
         if isinstance(value, dict) and not all(isinstance(v, str) for v in value.values()):
             raise ConfigError(f"{name}.{key} must map strings to strings", path=path)
         values[key] = value
-    return cls(**values)
+    return values
 
 
-def load_settings(paths: Paths, *, write_back: bool = True) -> Settings:
-    """Read settings.toml (defaults when absent), migrating older layouts.
+def _read_settings(file: Path) -> tuple[Any, int, dict[str, dict[str, Any]]] | None:
+    """The file's schema version as written and once migrated, and the values each
+    section sets (checked); None when there is no file.
 
-    A migrated file is written back unless ``write_back`` is false (the hook reads
-    settings but never writes them).
+    Raises :class:`ConfigError` for anything :func:`load_settings` would refuse.
     """
-    file = paths.settings
     if not file.exists():
-        return Settings()
+        return None
+    import tomllib
+
     try:
         data = tomllib.loads(file.read_text(encoding="utf-8"))
     except (OSError, UnicodeDecodeError) as exc:
@@ -300,27 +356,69 @@ def load_settings(paths: Paths, *, write_back: bool = True) -> Settings:
         raise ConfigError(f"not valid TOML ({exc})", path=str(file)) from exc
     old_version = data.get("schema_version", 0)
     data = migrate(data, path=str(file))
-    settings = Settings(
-        schema_version=data["schema_version"],
-        embedding=_section(EmbeddingSettings, data.get("embedding"), "embedding", str(file)),
-        search=_section(SearchSettings, data.get("search"), "search", str(file)),
-        store=_section(StoreSettings, data.get("store"), "store", str(file)),
-        capture=_section(CaptureSettings, data.get("capture"), "capture", str(file)),
-    )
-    bad_modes = [m for m in settings.capture.project_modes.values() if m not in CAPTURE_MODES]
+    sections = {name: _check_section(name, data.get(name), str(file)) for name in _SECTIONS}
+    capture = {**_SECTIONS["capture"], **sections["capture"]}
+    bad_modes = [m for m in capture["project_modes"].values() if m not in CAPTURE_MODES]
     if bad_modes:
         raise ConfigError(
             f"capture.project_modes values must be one of {', '.join(CAPTURE_MODES)}, not {bad_modes[0]!r}",
             path=str(file),
         )
-    if settings.capture.mode not in CAPTURE_MODES:
+    if capture["mode"] not in CAPTURE_MODES:
         raise ConfigError(
-            f"capture.mode must be one of {', '.join(CAPTURE_MODES)}, not {settings.capture.mode!r}",
+            f"capture.mode must be one of {', '.join(CAPTURE_MODES)}, not {capture['mode']!r}",
             path=str(file),
         )
+    return old_version, data["schema_version"], sections
+
+
+def load_settings(paths: Paths, *, write_back: bool = True) -> Settings:
+    """Read settings.toml (defaults when absent), migrating older layouts.
+
+    A migrated file is written back unless ``write_back`` is false (the hook reads
+    settings but never writes them).
+    """
+    from .settings import (
+        CaptureSettings,
+        EmbeddingSettings,
+        SearchSettings,
+        Settings,
+        StoreSettings,
+    )
+
+    found = _read_settings(paths.settings)
+    if found is None:
+        return Settings()
+    old_version, version, sections = found
+    settings = Settings(
+        schema_version=version,
+        embedding=EmbeddingSettings(**sections["embedding"]),
+        search=SearchSettings(**sections["search"]),
+        store=StoreSettings(**sections["store"]),
+        capture=CaptureSettings(**sections["capture"]),
+    )
     if old_version != SCHEMA_VERSION and write_back:
         save_settings(paths, settings)
     return settings
+
+
+def load_capture_rules(paths: Paths) -> CaptureRules:
+    """The hook's read of the settings: ``[capture]``'s rules, defaults when there is no file.
+
+    The whole file is checked exactly as :func:`load_settings` checks it (the same
+    :class:`ConfigError` for the same problems), but no dataclass is built and
+    nothing is ever written back.
+    """
+    found = _read_settings(paths.settings)
+    if found is None:
+        return CaptureRules()
+    capture = found[2]["capture"]
+    return CaptureRules(
+        mode=capture.get("mode", _SECTIONS["capture"]["mode"]),
+        project_modes=capture.get("project_modes"),
+        optout=capture.get("optout"),
+        allow_paths=capture.get("allow_paths"),
+    )
 
 
 def save_settings(paths: Paths, settings: Settings) -> None:

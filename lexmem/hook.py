@@ -16,26 +16,34 @@ tray.
 
 Constraint: this module and everything it imports are standard library only and
 import in a few milliseconds (a test checks); the agent waits for it. What only
-some events need (``subprocess``, ``hashlib``, ``select``, the lock probe) is
-imported where it is used.
+some events need (``subprocess``, ``hashlib``, ``select``, ``uuid``, ``datetime``,
+the lock probe, and the redaction rules, which an opted-out or ignored event never
+reaches) is imported where it is used, and nothing here imports ``typing``,
+``dataclasses`` or ``contextlib`` at run time: each would add milliseconds to every
+call (the settings are read through :func:`~lexmem.config.load_capture_rules`, which
+builds no dataclass).
 """
 
 from __future__ import annotations
 
-import contextlib
 import json
 import os
 import sys
 import time
-import uuid
-from collections.abc import Iterable, Mapping, Sequence
-from datetime import UTC, datetime
 from pathlib import Path
-from typing import Any
 
-from .config import CaptureSettings, Paths, load_settings, resolve_paths, secure_umask
-from .inbox import EVENT_VERSION, BadEvent, Inbox, make_event, validate_event
-from .redact import redact, redact_obj
+from .config import CaptureRules, Paths, load_capture_rules, resolve_paths, secure_umask
+from .inbox import EVENT_VERSION, BadEvent, Inbox, make_event, now_iso, validate_event
+
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from collections.abc import Iterable, Mapping, Sequence
+    from typing import Any
+
+    from .config import CaptureSettings
+
+    # What the hook applies: the full settings' section, or the rules it reads itself.
+    Capture = CaptureSettings | CaptureRules
 
 __all__ = [
     "OPTOUT_MARKER",
@@ -116,7 +124,7 @@ def _under(path: str, roots: Iterable[str]) -> bool:
     return False
 
 
-def is_opted_out(cwd: str | None, capture: CaptureSettings) -> bool:
+def is_opted_out(cwd: str | None, capture: Capture) -> bool:
     """Opted out by a marker file in ``cwd`` or any parent, or by the settings' list."""
     if not cwd:
         return False
@@ -127,7 +135,7 @@ def is_opted_out(cwd: str | None, capture: CaptureSettings) -> bool:
     return _under(str(start), capture.optout)
 
 
-def _opted_out(cwd: str | None, project: str | None, capture: CaptureSettings) -> bool:
+def _opted_out(cwd: str | None, project: str | None, capture: Capture) -> bool:
     if cwd and is_opted_out(cwd, capture):
         return True
     if not project:
@@ -137,14 +145,14 @@ def _opted_out(cwd: str | None, project: str | None, capture: CaptureSettings) -
     return Path(project).expanduser().is_absolute() and is_opted_out(project, capture)
 
 
-def _allowed(cwd: str | None, project: str | None, capture: CaptureSettings) -> bool:
+def _allowed(cwd: str | None, project: str | None, capture: Capture) -> bool:
     """With ``allow_paths`` set, only sessions in (or below) one of them are captured."""
     if not capture.allow_paths:
         return True
     return any(p and _under(p, capture.allow_paths) for p in (cwd, project))
 
 
-def capture_mode(project: str | None, capture: CaptureSettings) -> str:
+def capture_mode(project: str | None, capture: Capture) -> str:
     """The mode for a project: its override if one is set (the most specific), else the global mode."""
     mode = capture.mode
     if project:
@@ -160,9 +168,17 @@ def capture_mode(project: str | None, capture: CaptureSettings) -> str:
 
 def digest_path(paths: Paths, project: str | None) -> Path:
     """Where the service keeps a project's context digest."""
-    import hashlib
+    # The interpreter's built-in SHA-256 when it has one: ``hashlib`` loads OpenSSL
+    # (~3 ms of every SessionStart). The digest is the same either way.
+    try:
+        from _sha2 import sha256  # Python 3.12+
+    except ImportError:
+        try:
+            from _sha256 import sha256  # Python 3.11
+        except ImportError:
+            from hashlib import sha256
 
-    key = hashlib.sha256((project or "").encode("utf-8")).hexdigest()[:16]
+    key = sha256((project or "").encode("utf-8")).hexdigest()[:16]
     return paths.digests / f"{key}.md"
 
 
@@ -230,6 +246,8 @@ def start_service(paths: Paths) -> None:
 def _clip(text: str, limit: int) -> str:
     if len(text) <= limit:
         return text
+    from .redact import redact
+
     head = redact(text[: limit + CLIP_MARGIN_CHARS]).text[:limit]
     # Said, never silent: the reader sees how much was left out.
     return f"{head}\n[… {len(text) - limit} more characters not captured]"
@@ -391,7 +409,7 @@ IGNORED_EVENTS = frozenset(
 GENERIC_EVENT_TYPES = frozenset(
     {"prompt", "response", "tool_call", "tool_result", "session_start", "session_end"}
 )
-_GENERIC_ID_NAMESPACE = uuid.UUID("5c1d0b3e-3f0e-4b5e-9a59-6c65786d656d")
+_GENERIC_ID_NAMESPACE = "5c1d0b3e-3f0e-4b5e-9a59-6c65786d656d"  # uuid5 namespace
 
 
 def events_from_hook(payload: Mapping[str, Any], agent: str) -> list[dict[str, Any]]:
@@ -487,10 +505,12 @@ def events_from_generic(payload: Mapping[str, Any]) -> list[dict[str, Any]]:
     session, so a wrapper that replays an event still produces the same id; the original
     is kept as ``metadata.source_event_id``.
     """
+    import uuid
+
     data = dict(payload)
     data.setdefault("v", EVENT_VERSION)
     data.setdefault("agent", "generic")
-    data.setdefault("timestamp", datetime.now(UTC).isoformat())
+    data.setdefault("timestamp", now_iso())
     meta = data.setdefault("metadata", {})
     if isinstance(meta, dict):
         meta = data["metadata"] = dict(meta)
@@ -503,7 +523,9 @@ def events_from_generic(payload: Mapping[str, Any]) -> list[dict[str, Any]]:
             data["event_id"] = str(uuid.UUID(event_id))
         except ValueError:
             data["event_id"] = str(
-                uuid.uuid5(_GENERIC_ID_NAMESPACE, f"{data.get('session_id')}\0{event_id}")
+                uuid.uuid5(
+                    uuid.UUID(_GENERIC_ID_NAMESPACE), f"{data.get('session_id')}\0{event_id}"
+                )
             )
             if isinstance(meta, dict):
                 meta["source_event_id"] = _small(event_id)
@@ -549,8 +571,10 @@ class _Log:
             return
         self.lines += 1
         try:
+            from .redact import redact
+
             line = redact(message[:20_000]).text.replace("\n", " ").replace("\r", " ")[:2000]
-            line = f"{datetime.now(UTC).isoformat()} {line}\n"
+            line = f"{now_iso()} {line}\n"
             folder = self.paths.logs
             with secure_umask():  # the data folder itself may be created here: owner-only
                 folder.mkdir(mode=0o700, parents=True, exist_ok=True)
@@ -688,13 +712,13 @@ def _run(
         return
     cwd, project = _where(adapter, payload)
     try:
-        capture: CaptureSettings | None = load_settings(paths, write_back=False).capture
+        capture: CaptureRules | None = load_capture_rules(paths)
         settings_error = ""
     except Exception as exc:  # noqa: BLE001 - unreadable settings: we cannot know the opt-outs
         capture, settings_error = None, f"{type(exc).__name__}: {exc}"
     # Opt-out comes before anything is written, a log line included: an opted-out
     # repository leaves no trace at all.
-    if _opted_out(cwd, project, capture or CaptureSettings()):
+    if _opted_out(cwd, project, capture or CaptureRules()):
         return
     if capture is None:
         log.write(f"settings unreadable, nothing captured: {settings_error}")
@@ -733,6 +757,8 @@ def _flatten(value: Any, depth: int = 0) -> Any:
 
 def _write(inbox: Inbox, event: dict[str, Any]) -> None:
     """Redact, then write one event."""
+    from .redact import redact_obj
+
     try:
         clean, count = redact_obj(event)
     except RecursionError:
@@ -793,6 +819,8 @@ def _print_digest(paths: Paths, project: str | None, out: Any, log: _Log) -> Non
 def main() -> None:
     """Console entry point: ``lexmem-hook ADAPTER``. Always exits 0."""
     code = run(sys.argv[1:])
-    with contextlib.suppress(OSError, ValueError):  # a closed stdout is the agent's business
+    try:  # noqa: SIM105 - not contextlib.suppress: importing contextlib costs every call
         sys.stdout.flush()
+    except (OSError, ValueError):  # a closed stdout is the agent's business
+        pass
     os._exit(code)  # skip interpreter teardown: the agent is waiting

@@ -13,17 +13,20 @@ Producers redact before they write: nothing here ever sees a raw secret.
 
 from __future__ import annotations
 
-import contextlib
 import json
 import os
 import re
 import time
-import uuid
-from collections.abc import Iterator, Mapping
-from dataclasses import dataclass
-from datetime import UTC, datetime
 from pathlib import Path
-from typing import Any
+
+# The hook imports this module: no ``typing``, ``uuid`` (it pulls in ``platform``),
+# ``datetime``, ``contextlib`` or ``dataclasses`` at import time, and no pattern compiled
+# here; each costs the agent milliseconds on every hook call. What only the service's
+# reading side needs is imported where it is used.
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from collections.abc import Iterator, Mapping
+    from typing import Any
 
 __all__ = [
     "EVENT_TYPES",
@@ -31,6 +34,8 @@ __all__ = [
     "BadEvent",
     "Inbox",
     "make_event",
+    "new_event_id",
+    "now_iso",
     "validate_event",
 ]
 
@@ -43,7 +48,7 @@ EVENT_TYPES = frozenset(
         "correction", "memory_op", "show_app",                     # user actions from CLI/MCP/tray
     }
 )  # fmt: skip
-_NAME = re.compile(r"^\d{20}-[0-9a-f-]{36}\.json$")
+_NAME = r"^\d{20}-[0-9a-f-]{36}\.json$"  # compiled by the first read (``re`` caches it)
 _MAX_FILE_BYTES = 64 * 1024 * 1024
 
 
@@ -55,8 +60,23 @@ class BadEvent(ValueError):
         self.reason = reason
 
 
-def _now_iso() -> str:
-    return datetime.now(UTC).isoformat()
+def now_iso() -> str:
+    """The current time as ``datetime.now(UTC).isoformat()`` writes it, without ``datetime``.
+
+    ``2025-01-31T09:05:03.123456+00:00``; the fraction is left out when it is zero.
+    """
+    seconds, micros = divmod(time.time_ns() // 1000, 1_000_000)
+    stamp = time.strftime("%Y-%m-%dT%H:%M:%S", time.gmtime(seconds))
+    return f"{stamp}.{micros:06d}+00:00" if micros else f"{stamp}+00:00"
+
+
+def new_event_id() -> str:
+    """A random (version 4) UUID in canonical form, as ``str(uuid.uuid4())`` makes it."""
+    b = bytearray(os.urandom(16))
+    b[6] = (b[6] & 0x0F) | 0x40  # version 4
+    b[8] = (b[8] & 0x3F) | 0x80  # RFC 4122 variant
+    h = b.hex()
+    return f"{h[:8]}-{h[8:12]}-{h[12:16]}-{h[16:20]}-{h[20:]}"
 
 
 def make_event(
@@ -74,10 +94,10 @@ def make_event(
     """A well-formed event dictionary (not yet written)."""
     return {
         "v": EVENT_VERSION,
-        "event_id": event_id or str(uuid.uuid4()),
+        "event_id": event_id or new_event_id(),
         "session_id": session_id or f"{agent}-adhoc",
         "event_type": event_type,
-        "timestamp": timestamp or _now_iso(),
+        "timestamp": timestamp or now_iso(),
         "agent": agent,
         "project": project,
         "cwd": cwd,
@@ -88,6 +108,9 @@ def make_event(
 
 def validate_event(data: Any) -> dict[str, Any]:
     """Check an event's shape; return it, or raise :class:`BadEvent` with the reason."""
+    import uuid
+    from datetime import datetime
+
     if not isinstance(data, dict):
         raise BadEvent(f"an event must be a JSON object, not {type(data).__name__}")
     for key in ("event_id", "session_id", "event_type", "timestamp"):
@@ -120,11 +143,42 @@ def validate_event(data: Any) -> dict[str, Any]:
     return data
 
 
-@dataclass(frozen=True, slots=True)
 class Inbox:
-    """The spool folder (``<data>/inbox``) and its quarantine."""
+    """The spool folder (``<data>/inbox``) and its quarantine.
+
+    A frozen value class by hand (equality, hash, repr, ``match``, copy, pickle), like
+    ``@dataclass(frozen=True, slots=True)`` with one field ``folder``: importing
+    ``dataclasses`` would cost the hook ~10 ms.
+    """
+
+    __slots__ = ("folder",)
+    __match_args__ = ("folder",)
 
     folder: Path
+
+    def __init__(self, folder: Path) -> None:
+        object.__setattr__(self, "folder", folder)
+
+    def __setattr__(self, name: str, value: object) -> None:
+        raise AttributeError(f"cannot assign to field {name!r}: Inbox is frozen")
+
+    def __delattr__(self, name: str) -> None:
+        raise AttributeError(f"cannot delete field {name!r}: Inbox is frozen")
+
+    def __eq__(self, other: object) -> bool:
+        if other.__class__ is not self.__class__:
+            return NotImplemented
+        assert isinstance(other, Inbox)
+        return self.folder == other.folder
+
+    def __hash__(self) -> int:
+        return hash((self.folder,))
+
+    def __repr__(self) -> str:
+        return f"Inbox(folder={self.folder!r})"
+
+    def __reduce__(self) -> tuple[type[Inbox], tuple[Path]]:
+        return (Inbox, (self.folder,))
 
     @property
     def quarantine(self) -> Path:
@@ -155,6 +209,8 @@ class Inbox:
                 os.fsync(fh.fileno())
             os.replace(tmp, final)
         except BaseException:
+            import contextlib  # only here: the hook's every call would pay for it
+
             with contextlib.suppress(OSError):
                 tmp.unlink()
             raise
@@ -192,13 +248,12 @@ class Inbox:
             raise BadEvent(
                 f"not valid JSON ({exc.msg} at line {exc.lineno} column {exc.colno})"
             ) from exc
-        if not _NAME.match(path.name):
+        if not re.match(_NAME, path.name):
             raise BadEvent(f"unexpected file name {path.name[:60]!r}")
         return validate_event(data)
 
     def remove(self, path: Path) -> None:
-        with contextlib.suppress(FileNotFoundError):
-            path.unlink()
+        path.unlink(missing_ok=True)
 
     def quarantine_file(self, path: Path, reason: str, redact: Any = None) -> Path:
         """Move a bad event aside, rewritten through ``redact`` (text -> text) when given.

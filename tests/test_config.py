@@ -151,3 +151,119 @@ def test_default_home_per_platform(platform: str, env: dict[str, str], expected:
     from lexmem.config import default_home
 
     assert default_home(env, platform) == Path(expected).expanduser()
+
+
+# -- the hook's light read of the settings ------------------------------------------------
+
+
+def test_the_section_table_matches_the_settings_dataclasses() -> None:
+    """``config._SECTIONS`` (what a file is checked against) declares the dataclasses' fields."""
+    import dataclasses
+
+    from lexmem import config
+    from lexmem.config import CaptureSettings, EmbeddingSettings, SearchSettings, StoreSettings
+
+    classes = {
+        "embedding": EmbeddingSettings,
+        "search": SearchSettings,
+        "store": StoreSettings,
+        "capture": CaptureSettings,
+    }
+    assert list(config._SECTIONS) == list(classes)
+    for name, cls in classes.items():
+        declared = dataclasses.asdict(cls())
+        table = config._SECTIONS[name]
+        assert list(table) == list(declared), name
+        assert {k: (type(v), v) for k, v in table.items()} == {
+            k: (type(v), v) for k, v in declared.items()
+        }, name
+    assert [f.name for f in dataclasses.fields(Settings)] == ["schema_version", *classes]
+
+
+SETTINGS_FILES = [
+    "",
+    "schema_version = 1\n",
+    'model = "BAAI/bge-small-en-v1.5"\n[capture]\nmode = "off"\n',  # layout 0, migrated
+    "schema_version = 1\n[capture]\nmode = 'full'\noptout = ['/r/secret']\n"
+    "allow_paths = ['/r']\nproject_modes = {'/r/shop' = 'off'}\nwindow_turns = 3\n",
+    "schema_version = 1\n[search]\nsalience_weight = 1\n[capture]\nwatch = ['/notes']\n",
+    # what load_settings refuses, the hook must refuse the same way
+    "schema_version = 99\n",
+    "schema_version = 'x'\n",
+    "schema_version = 1\n[search]\ndefault_limit = 'ten'\n",
+    "schema_version = 1\n[search]\nbogus = 1\n",
+    "schema_version = 1\nsearch = 3\n",
+    "schema_version = 1\n[embedding]\ndim = true\n",
+    "schema_version = 1\n[store]\nuser_id = 7\n[capture]\nmode = 'nope'\n",
+    "schema_version = 1\n[capture]\nmode = 'sometimes'\n",
+    "schema_version = 1\n[capture]\noptout = [1, 2]\n",
+    "schema_version = 1\n[capture]\nproject_modes = {'/r' = 'loud'}\n",
+    "schema_version = 1\n[capture]\nproject_modes = {'/r' = 1}\n",
+    "schema_version = 1\n[capture]\nwindow_turns = 2.5\n",
+    "this is [not toml",
+    b"schema_version = 1\n# \xff\n",
+]
+
+
+@pytest.mark.parametrize("text", SETTINGS_FILES)
+def test_the_hooks_capture_rules_agree_with_load_settings(paths: Paths, text: str | bytes) -> None:
+    from lexmem.config import load_capture_rules
+
+    if text:
+        paths.home.mkdir(parents=True, exist_ok=True)
+        data = text if isinstance(text, bytes) else text.encode()
+        paths.settings.write_bytes(data)
+    before = paths.settings.read_bytes() if paths.settings.exists() else None
+    try:
+        expected = load_settings(paths, write_back=False).capture
+    except ConfigError as exc:
+        with pytest.raises(ConfigError) as err:
+            load_capture_rules(paths)
+        assert str(err.value) == str(exc)
+    else:
+        rules = load_capture_rules(paths)
+        assert (rules.mode, rules.project_modes, rules.optout, rules.allow_paths) == (
+            expected.mode,
+            expected.project_modes,
+            expected.optout,
+            expected.allow_paths,
+        )
+    after = paths.settings.read_bytes() if paths.settings.exists() else None
+    assert after == before  # the hook never writes the settings back
+
+
+def test_importing_config_builds_no_dataclass_until_settings_are_used() -> None:
+    import json
+    import subprocess
+    import sys
+
+    script = (
+        "import sys, json\n"
+        "before = set(sys.modules)\n"
+        "import lexmem.config as c\n"
+        "light = sorted(set(sys.modules) - before)\n"
+        "from lexmem.config import Settings\n"
+        "import lexmem.settings\n"
+        "print(json.dumps([light, Settings is lexmem.settings.Settings, c.Settings is Settings]))\n"
+    )
+    out = subprocess.run(
+        [sys.executable, "-c", script], capture_output=True, check=True, timeout=60
+    ).stdout
+    light, same, cached = json.loads(out.decode().splitlines()[-1])
+    assert not {"dataclasses", "tomllib", "typing", "lexmem.settings"} & set(light)
+    assert same and cached
+
+
+def test_paths_is_a_frozen_value() -> None:
+    import copy
+    import pickle
+
+    a, b = Paths(Path("/x/lexmem")), Paths(Path("/x/lexmem"))
+    assert a == b and hash(a) == hash(b) and a != Paths(Path("/y"))
+    assert repr(a) == f"Paths(home={Path('/x/lexmem')!r})"
+    assert pickle.loads(pickle.dumps(a)) == a and copy.deepcopy(a) == a
+    with pytest.raises(AttributeError):
+        a.home = Path("/y")
+    match a:
+        case Paths(home):
+            assert home == Path("/x/lexmem")

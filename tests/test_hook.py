@@ -22,7 +22,7 @@ import sys
 import time
 import uuid
 from collections.abc import Iterator
-from datetime import datetime
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
 
@@ -289,6 +289,66 @@ def test_importing_the_hook_loads_only_the_standard_library_and_light_lexmem_mod
     assert [m for m in _not_stdlib(loaded) if m.split(".")[0] != "lexmem"] == []
     assert set(ours) <= LIGHT_LEXMEM_MODULES
     assert not [m for m in loaded if m.split(".")[0] in HEAVY]
+
+
+# What would cost the agent milliseconds on every call (``typing`` ~3 ms, ``dataclasses``
+# with ``inspect`` ~10 ms, ``tomllib`` ~4 ms, ``uuid`` with ``platform`` ~3 ms, ...): the
+# hook gets by without them, and reads the settings without building their dataclasses.
+SLOW_TO_IMPORT = (
+    "typing", "dataclasses", "inspect", "tomllib", "uuid", "platform", "datetime",
+    "contextlib", "subprocess", "hashlib", "lexmem.settings",
+)  # fmt: skip
+
+
+def test_importing_the_hook_loads_nothing_slow() -> None:
+    loaded = set(_modules_loaded("import lexmem.hook"))
+    assert [m for m in SLOW_TO_IMPORT if m in loaded] == []
+
+
+def test_a_prompt_with_a_settings_file_loads_nothing_slow_but_the_toml_parser(
+    repo: Path, data_home: Path
+) -> None:
+    save_settings(Paths(data_home), Settings(capture=CaptureSettings(optout=["elsewhere"])))
+    prompt = json.dumps(claude_payload("UserPromptSubmit", repo, prompt="use pnpm, not npm"))
+    code = f"import io\nfrom lexmem import hook\nhook.run(['claude'], stdin={prompt.encode()!r})\n"
+    loaded = set(_modules_loaded(code))
+    toml = {"tomllib", "typing", "datetime"}  # the parser imports the other two itself
+    assert [m for m in SLOW_TO_IMPORT if m in loaded and m not in toml] == []
+    assert "tomllib" in loaded
+    assert len(inbox_files(data_home)) == 1
+
+
+def test_inbox_ids_and_timestamps_are_what_uuid4_and_datetime_would_write() -> None:
+    from lexmem.inbox import new_event_id, now_iso
+
+    ids = {new_event_id() for _ in range(1000)}
+    assert len(ids) == 1000
+    for text in list(ids)[:100]:
+        parsed = uuid.UUID(text)
+        assert (parsed.version, parsed.variant) == (4, uuid.RFC_4122)
+        assert str(parsed) == text
+    before = datetime.now(UTC)
+    stamp = now_iso()
+    after = datetime.now(UTC)
+    parsed_stamp = datetime.fromisoformat(stamp)
+    assert parsed_stamp.tzinfo is not None and parsed_stamp.utcoffset() == timedelta(0)
+    assert before - timedelta(microseconds=1) <= parsed_stamp <= after
+    assert parsed_stamp.isoformat() == stamp  # datetime's own format, fraction and all
+
+
+def test_an_inbox_is_a_frozen_value() -> None:
+    import copy
+    import pickle
+
+    a, b = Inbox(Path("/x/inbox")), Inbox(Path("/x/inbox"))
+    assert a == b and hash(a) == hash(b) and a != Inbox(Path("/y"))
+    assert repr(a) == f"Inbox(folder={Path('/x/inbox')!r})"
+    assert pickle.loads(pickle.dumps(a)) == a and copy.deepcopy(a) == a
+    with pytest.raises(AttributeError):
+        a.folder = Path("/y")
+    match a:
+        case Inbox(folder):
+            assert folder == Path("/x/inbox")
 
 
 def test_a_whole_session_start_run_loads_only_the_standard_library(

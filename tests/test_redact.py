@@ -518,6 +518,7 @@ NEGATIVES = [
     "token (Union[bool, str, None], optional):",
     "# cached token: `get_token()` may refresh an OAuth token",
     "the lazy fox -p x login",
+    "Load and return a dynamic library identified by 'name'.",
     "password hashing uses argon2",
     "password reset link expired",
     # URLs, versions, paths, addresses, dates, identifiers, words

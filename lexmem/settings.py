@@ -1,0 +1,79 @@
+"""The sections of ``settings.toml`` as dataclasses.
+
+Import them from :mod:`lexmem.config`, which loads this module the first time one
+is used: the hook command reads the settings it needs through ``config`` without
+building these classes, and ``dataclasses`` alone (it pulls in ``inspect``) would
+cost it ~10 ms on every call. ``config`` validates a file against the same fields
+and defaults (its ``_SECTIONS`` table, which a test keeps equal to these classes).
+"""
+
+from __future__ import annotations
+
+from dataclasses import asdict, dataclass, field
+from typing import Any
+
+from .config import DEFAULT_MODEL, SCHEMA_VERSION
+
+__all__ = ["CaptureSettings", "EmbeddingSettings", "SearchSettings", "Settings", "StoreSettings"]
+
+
+@dataclass(slots=True)
+class EmbeddingSettings:
+    # A fastembed model name, or lexmem's embedded default. ``path`` points at a
+    # local folder (model.onnx + tokenizer files) for models that must not be fetched.
+    model: str = DEFAULT_MODEL
+    path: str = ""
+    pooling: str = "mean"
+    normalization: bool = True
+    dim: int = 384
+    batch_size: int = 32
+    threads: int = 0
+
+
+@dataclass(slots=True)
+class SearchSettings:
+    default_limit: int = 10
+    salience_weight: float = 0.15
+    recency_weight: float = 0.10
+    recency_half_life_days: float = 30.0
+    pinned_boost: float = 0.10
+    # all-MiniLM-L6-v2 puts unrelated sentences at cosine ~0-0.15 from each other.
+    min_similarity: float = 0.15
+
+
+@dataclass(slots=True)
+class StoreSettings:
+    user_id: str = "local"
+    decay_factor: float = 0.98
+    salience_floor: float = 0.01
+    vector_index_min_rows: int = 50_000
+
+
+@dataclass(slots=True)
+class CaptureSettings:
+    # off: nothing automatic; assist: only high-confidence durable facts; full: broader.
+    mode: str = "assist"
+    # Per-project overrides: repository root -> mode.
+    project_modes: dict[str, str] = field(default_factory=dict)
+    # Repository roots that leave no trace (a `.lexmem-optout` file in a repository works too).
+    optout: list[str] = field(default_factory=list)
+    # When not empty, automatic capture only from these folders (and below).
+    allow_paths: list[str] = field(default_factory=list)
+    # Events buffered per session before candidates are extracted.
+    window_turns: int = 6
+    # A session silent this long is abandoned.
+    abandon_after_minutes: int = 120
+    # Markdown folders watched for notes.
+    watch: list[str] = field(default_factory=list)
+
+
+@dataclass(slots=True)
+class Settings:
+    schema_version: int = SCHEMA_VERSION
+    embedding: EmbeddingSettings = field(default_factory=EmbeddingSettings)
+    search: SearchSettings = field(default_factory=SearchSettings)
+    store: StoreSettings = field(default_factory=StoreSettings)
+    capture: CaptureSettings = field(default_factory=CaptureSettings)
+
+    def to_dict(self) -> dict[str, Any]:
+        return asdict(self)
