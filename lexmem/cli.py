@@ -966,6 +966,30 @@ def audit(c: Ctx, decision: str | None, session_id: str | None, limit: int, as_j
     table(["WHEN", "DECISION", "CONF", "RULE", "CANDIDATE", "REASON"], rows, flex=4)
 
 
+@cli.command()
+@click.option("--status", type=click.Choice(["active", "completed", "abandoned"]))
+@click.option("--limit", "-n", type=click.IntRange(1, 100_000), default=20, show_default=True)
+@json_option
+@pass_ctx
+def sessions(c: Ctx, status: str | None, limit: int, as_json: bool) -> None:
+    """Captured agent sessions, most recent first, with their memory counts."""
+    from .journal import Journal
+
+    found = Journal(c.lm().store).sessions(status, limit=limit)
+    if as_json:
+        emit_json([s.to_dict() for s in found])
+        return
+    if not found:
+        click.echo("No sessions captured yet.")
+        return
+    rows = []
+    for s in found:
+        minutes = ((s.ended_at or s.last_event_at) - s.started_at).total_seconds() / 60
+        rows.append([s.id[:12], s.agent or "-", s.status, when(s.started_at), f"{minutes:.0f} min",
+                     str(s.memory_count), s.project or "-"])  # fmt: skip
+    table(["SESSION", "AGENT", "STATUS", "STARTED", "LENGTH", "MEMORIES", "PROJECT"], rows)
+
+
 @cli.group()
 def optout() -> None:
     """Repositories lexmem never captures from (a `.lexmem-optout` file works too)."""

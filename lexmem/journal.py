@@ -249,6 +249,13 @@ class Journal:
         out = sorted((_session(r) for r in rows), key=lambda s: s.last_event_at, reverse=True)
         return out[:limit]
 
+    def current_session(self, agent: str | None = None) -> Session | None:
+        """Seed 002's current session: the most recently active one (of an agent), if any."""
+        active = [
+            s for s in self.sessions(SessionStatus.ACTIVE, limit=10_000) if agent in (None, s.agent)
+        ]
+        return active[0] if active else None
+
     def save_sessions(self, sessions: Sequence[Session]) -> None:
         import pyarrow as pa
 

@@ -30,7 +30,7 @@ from lexmem.models import MemoryContext, MemoryType
 COMMANDS = [
     "status", "remember", "search", "show", "list", "pin", "unpin", "archive", "restore",
     "supersede", "edit", "forget", "link", "classify", "stats", "export", "import", "decay",
-    "reembed", "doctor", "optimize", "serve", "ingest", "audit", "optout", "watch",
+    "reembed", "doctor", "optimize", "serve", "ingest", "audit", "optout", "watch", "sessions",
 ]  # fmt: skip
 
 MEMORY_FIELDS = {
@@ -832,5 +832,7 @@ def test_capture_commands_optout_watch_ingest_audit(tmp_path: Path) -> None:
     assert scanned["files"] == 1 and scanned["chunks"] == 1
     assert run_json("ingest") == {**run_json("ingest"), "events": 0}
     assert run("audit").stdout.strip() == "No audit entries."
+    assert run("sessions").stdout.strip() == "No sessions captured yet."
+    assert run_json("sessions") == []
     run("watch", "remove", str(notes))
     assert run_json("watch", "list") == []

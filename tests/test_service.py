@@ -262,9 +262,12 @@ def test_sessions_start_end_idempotently_and_idle_ones_are_abandoned(
     service.drain()
     s = service.journal.session(a.session)
     assert s is not None and s.status == "completed" and s.ended_at is not None
+    assert service.journal.current_session() is None
     b = Agent(repo)
     b.prompt("Remember that the CDN purges take five minutes.")
     service.drain()
+    current = service.journal.current_session()
+    assert current is not None and current.id == b.session
     assert service.journal.session(b.session).status == "active"  # type: ignore[union-attr]
     report = service.abandon_idle(now=utcnow() + timedelta(hours=3))
     assert service.journal.session(b.session).status == "abandoned"  # type: ignore[union-attr]
@@ -473,3 +476,29 @@ def test_near_duplicates_reinforce_but_a_changed_particular_is_a_new_fact(
     ports = sorted(m.content for m in service.lm.list_memories(limit=None))
     assert len(ports) == 2 and any("5433" in p for p in ports) and any("5434" in p for p in ports)
     assert len(service.journal.audit_entries(decision="reinforced")) == 1
+
+
+def test_a_codex_session_and_a_correction_are_found_by_search(
+    service: CaptureService, repo: Path
+) -> None:
+    """Codex hooks (turn_id, model; no transcript) and the older notify form, then a correction."""
+    codex = Agent(repo, adapter="codex")
+    codex.send("UserPromptSubmit", turn_id="t1", model="gpt-5-codex",
+               prompt="Let's go with Redis for the job queue instead of RabbitMQ.")  # fmt: skip
+    codex.send("Stop", turn_id="t1", model="gpt-5-codex", stop_hook_active=False,
+               last_assistant_message="Agreed: Redis it is, RabbitMQ is out.")  # fmt: skip
+    notify = {
+        "type": "agent-turn-complete", "thread-id": codex.session, "turn-id": "t2", "cwd": str(repo),
+        "input-messages": ["no, that's wrong: the API uses API keys, not OAuth"],
+        "last-assistant-message": "You're right, the API authenticates with API keys.",
+    }  # fmt: skip
+    proc = subprocess.run([HOOK, "codex", json.dumps(notify)], capture_output=True, env=os.environ.copy(),
+                          timeout=60, check=False)  # fmt: skip
+    assert proc.returncode == 0
+    service.drain()
+    lm = service.lm
+    decision = lm.search("which job queue do we use", record_access=False).hits[0].memory
+    assert "Redis" in decision.content
+    correction = lm.search("how does the API authenticate", record_access=False).hits[0].memory
+    assert "API keys" in correction.content and correction.source == MemorySource.CORRECTION
+    assert correction.salience > 0.5  # corrections are reinforced
