@@ -11,6 +11,7 @@ from __future__ import annotations
 import itertools
 import logging
 import re
+import uuid
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -176,8 +177,12 @@ class Lexmem:
         pin: bool = False,
         source: MemorySource = MemorySource.EXPLICIT,
         context: MemoryContext | None = None,
+        memory_id: str | None = None,
     ) -> RememberResult:
-        """Store what the user (or a capture) asked to keep; long text becomes linked chunks."""
+        """Store what the user (or a capture) asked to keep; long text becomes linked chunks.
+
+        ``memory_id`` fixes the first memory's id (a retried operation must not add twice).
+        """
         text = scrub(text)
         if not text:
             raise InvalidInputError("nothing to remember: the text is empty")
@@ -199,6 +204,11 @@ class Lexmem:
             cls_ = TypeClassification(
                 type, 1.0, memories[0].classification_method, "given by the caller"
             )
+        if memory_id is not None:
+            if self.store.get_optional(memory_id, with_embedding=False) is not None:
+                raise InvalidInputError(f"a memory with id {memory_id} already exists")
+            for i, m in enumerate(memories):
+                m.id = memory_id if i == 0 else str(uuid.uuid5(uuid.UUID(memory_id), str(i)))
         self.store.store_many(memories)
         links = False
         for prev, nxt in itertools.pairwise(memories):
@@ -274,7 +284,12 @@ class Lexmem:
         return Changes(updated=(mid,), counts=True)
 
     def supersede(
-        self, old: str, *, by: str | None = None, with_text: str | None = None
+        self,
+        old: str,
+        *,
+        by: str | None = None,
+        with_text: str | None = None,
+        new_memory_id: str | None = None,
     ) -> tuple[Changes, str]:
         """Replace ``old`` by an existing memory or by a new one written from ``with_text``."""
         if (by is None) == (with_text is None):
@@ -285,6 +300,12 @@ class Lexmem:
             new_id = self.resolve(by)
         else:
             previous = self.store.get(old_id, with_embedding=False)
+            if new_memory_id and self.store.get_optional(new_memory_id, with_embedding=False):
+                # Written before a crash cut the operation short: finish it.
+                self.store.supersede(old_id, new_memory_id)
+                return Changes(
+                    created=(new_memory_id,), updated=(old_id,), links=True
+                ), new_memory_id
             result = self.remember(
                 with_text or "",
                 type=previous.type,
@@ -292,6 +313,7 @@ class Lexmem:
                     source=previous.source, project=previous.project, user_id=previous.user_id,
                     pinned=previous.pinned, learning_context=f"supersedes {old_id}",
                 ),
+                memory_id=new_memory_id,
             )  # fmt: skip
             new_id = result.memories[0].id
             created = result.changes.created

@@ -65,6 +65,12 @@ class Ctx:
                     lm.reembed(update)
         return self._lm
 
+    def writer(self) -> Any:
+        """The core's write methods, through the inbox to the single writer (the service)."""
+        from .service import InboxWriter
+
+        return InboxWriter(self.lm())
+
     def close(self) -> None:
         if self._lm is not None:
             self._lm.close()
@@ -602,7 +608,7 @@ def _simple(name: str, method: str, done: str, help: str, **kwargs: Any) -> None
     def command(c: Ctx, ident: str, as_json: bool) -> None:
         lm = c.lm()
         mid = lm.resolve(ident)
-        changes = getattr(lm, method)(mid, **kwargs)
+        changes = getattr(c.writer(), method)(mid, **kwargs)
         if as_json:
             emit_json({"id": mid, "changes": changes.to_dict()})
         else:
@@ -630,7 +636,7 @@ def forget(c: Ctx, ident: str, yes: bool, as_json: bool) -> None:
         if not click.confirm(f"Forget {short(m.id)} “{m.title}” for good?", err=True):
             click.echo(f"lexmem: kept {short(m.id)}; nothing was forgotten", err=True)
             raise click.exceptions.Exit(1)
-    changes = lm.forget(m.id)
+    changes = c.writer().forget(m.id)
     if as_json:
         emit_json({"id": m.id, "changes": changes.to_dict()})
     else:
@@ -657,7 +663,7 @@ def supersede(c: Ctx, old: str, by: str | None, with_text: str | None, as_json: 
         raise InvalidInputError("--with: the new text is empty")
     lm = c.lm()
     old_id = lm.resolve(old)
-    changes, new_id = lm.supersede(old_id, by=by, with_text=with_text)
+    changes, new_id = c.writer().supersede(old_id, by=by, with_text=with_text)
     if as_json:
         emit_json({"superseded": old_id, "by": new_id, "changes": changes.to_dict()})
     else:
@@ -692,7 +698,7 @@ def edit(c: Ctx, ident: str, text: str | None, title: str | None, mtype: str | N
             click.echo("Nothing changed.")
             return
         text = edited
-    changes = lm.edit(m.id, content=text, title=title, type=MemoryType(mtype) if mtype else None,
+    changes = c.writer().edit(m.id, content=text, title=title, type=MemoryType(mtype) if mtype else None,
                       project=project, salience=salience)  # fmt: skip
     if as_json:
         emit_json({"id": m.id, "changes": changes.to_dict()})
@@ -720,7 +726,7 @@ def link(c: Ctx, a: str, b: str, link_type: str, strength: float, as_json: bool)
         raise InvalidInputError("--type is empty: give a link type such as relates_to")
     lm = c.lm()
     a_id, b_id = lm.resolve(a), lm.resolve(b)
-    changes = lm.link(a_id, b_id, link_type, strength)
+    changes = c.writer().link(a_id, b_id, link_type, strength)
     if as_json:
         emit_json({"from": a_id, "to": b_id, "type": link_type, "strength": strength,
                    "changes": changes.to_dict()})  # fmt: skip
@@ -860,7 +866,7 @@ def import_(c: Ctx, source: Path, as_json: bool) -> None:
 @pass_ctx
 def decay(c: Ctx, factor: float | None, as_json: bool) -> None:
     """Multiply the salience of active, unpinned memories by a factor."""
-    _, n = c.lm().decay(factor)
+    _, n = c.writer().decay(factor)
     if as_json:
         emit_json({"decayed": n})
     else:

@@ -307,6 +307,10 @@ class Journal:
         rows.sort(key=lambda r: (r["timestamp"], r["id"]), reverse=True)
         return [_audit(r) for r in rows[:limit]]
 
+    def audit_entry(self, entry_id: str) -> AuditEntry | None:
+        rows = self._rows(AUDIT, f"id = {q(entry_id)}", limit=1)
+        return _audit(rows[0]) if rows else None
+
     def has_audit(self, where: str) -> bool:
         return int(self.t(AUDIT).count_rows(where)) > 0
 

@@ -34,7 +34,7 @@ from .hook import capture_mode
 from .inbox import BadEvent, Inbox
 from .journal import AuditEntry, Journal, Session, SessionStatus
 from .locks import FileLock, LockTimeout
-from .models import Memory, MemoryContext, MemoryLink, MemorySource, fingerprint, utcnow
+from .models import Changes, Memory, MemoryContext, MemoryLink, MemorySource, fingerprint, utcnow
 from .redact import redact
 from .store import MemoryFilter, q
 
@@ -42,6 +42,7 @@ __all__ = [
     "CaptureService",
     "DrainReport",
     "EventBus",
+    "InboxWriter",
     "MemoryCaptured",
     "Remembered",
     "ServiceBusyError",
@@ -285,6 +286,8 @@ class CaptureService:
                     self.lm.store.reinforce(memory_id, 0.1)
                     report.reinforced += 1
             return report
+        if kind == "memory_op":
+            return self._memory_op(event)
         if kind == "config_change":
             cand = self.extractor.configuration(
                 str(meta.get("key", "")), meta.get("old"), meta.get("new"),
@@ -360,6 +363,31 @@ class CaptureService:
         report.memory_ids.extend(m.id for m in memories)
         self.bus.publish(MemoryCaptured(None, MemorySource.EXPLICIT, tuple(report.memory_ids)))
         return report
+
+    def _memory_op(self, event: dict[str, Any]) -> DrainReport:
+        """A change a client asked for (pin, archive, edit, …), applied by the single writer.
+
+        The outcome goes to the audit log under an id derived from the event, where the
+        client that asked reads it back.
+        """
+        from .errors import LexmemError
+
+        meta = event.get("metadata") or {}
+        op, kwargs = str(meta.get("op", "")), dict(meta.get("kwargs") or {})
+        entry = AuditEntry(
+            id=derived_id("op", event["event_id"]), timestamp=utcnow(), session_id=event["session_id"],
+            candidate_id=event["event_id"], decision="applied", reason=op, confidence=1.0, rule=f"op.{op}",
+            kind="memory_op",
+        )  # fmt: skip
+        if self.journal.has_audit(f"id = {q(entry.id)}"):
+            return DrainReport()  # applied before a crash
+        try:
+            entry.metadata = {"result": apply_op(self.lm, op, kwargs, event["event_id"])}
+        except LexmemError as exc:
+            entry.decision, entry.reason = "failed", str(exc)
+            entry.metadata = {"exit_code": exc.exit_code}
+        self.journal.audit([entry])
+        return DrainReport()
 
     # -- seed 000's IMemoryCaptureService, for in-process callers (the app) ----------------
 
@@ -657,6 +685,132 @@ class CaptureService:
         return observer
 
 
+OPS = ("pin", "archive", "restore", "forget", "supersede", "edit", "link", "decay", "reinforce")
+
+
+def apply_op(lm: Lexmem, op: str, kwargs: dict[str, Any], event_id: str) -> dict[str, Any]:
+    """Run one memory operation on the core; returns what changed, JSON-ready."""
+    from .models import MemoryType
+
+    if op not in OPS:
+        raise InvalidInputError(f"unknown memory operation {op!r}")
+    if op == "supersede":
+        changes, new_id = lm.supersede(
+            kwargs["old"], by=kwargs.get("by"), with_text=kwargs.get("with_text"),
+            new_memory_id=derived_id("op", event_id, "memory"),
+        )  # fmt: skip
+        return {"changes": changes.to_dict(), "new_id": new_id}
+    if op == "decay":
+        changes, n = lm.decay(kwargs.get("factor"))
+        return {"changes": changes.to_dict(), "count": n}
+    if op == "edit" and kwargs.get("type"):
+        kwargs = dict(kwargs, type=MemoryType(kwargs["type"]))
+    changes = getattr(lm, op)(**kwargs)
+    return {"changes": changes.to_dict()}
+
+
+class InboxWriter:
+    """The core's write methods, routed through the inbox to the single writer.
+
+    With no service running, this process becomes the service for a moment (takes
+    the lock, drains, lets go); with one running, it waits for it to apply the change.
+    """
+
+    def __init__(self, lm: Lexmem, *, agent: str = "cli", wait: float = 30.0) -> None:
+        self.lm = lm
+        self.agent = agent
+        self.wait = wait
+
+    def _run(self, op: str, **kwargs: Any) -> dict[str, Any]:
+        from .api import scrub
+        from .errors import LexmemError
+        from .inbox import make_event
+
+        for key in ("content", "title", "with_text"):  # secrets never reach the inbox either
+            if isinstance(kwargs.get(key), str):
+                kwargs[key] = scrub(kwargs[key])
+        event = make_event(
+            "memory_op", "", session_id=f"{self.agent}-ops", agent=self.agent,
+            metadata={"op": op, "kwargs": kwargs},
+        )  # fmt: skip
+        Inbox(self.lm.paths.inbox).write(event)
+        _drain_if_no_service(self.lm)
+        journal = Journal(self.lm.store)
+        entry_id = derived_id("op", event["event_id"])
+        deadline = time.monotonic() + self.wait
+        while True:
+            self.lm.store.refresh()
+            found = journal.audit_entry(entry_id)
+            if found is not None:
+                break
+            if time.monotonic() >= deadline:
+                raise LexmemError(
+                    "the running lexmem service has not applied it yet; it stays queued"
+                )
+            time.sleep(0.05)
+        if found.decision == "failed":
+            error = LexmemError(found.reason)
+            error.exit_code = int(found.metadata.get("exit_code", 1))
+            raise error
+        result: dict[str, Any] = found.metadata.get("result") or {}
+        return result
+
+    @staticmethod
+    def _changes(result: dict[str, Any]) -> Changes:
+        c = result.get("changes") or {}
+        return Changes(tuple(c.get("created", ())), tuple(c.get("updated", ())), tuple(c.get("deleted", ())),
+                       bool(c.get("links")))  # fmt: skip
+
+    def pin(self, ident: str, pinned: bool = True) -> Changes:
+        return self._changes(self._run("pin", ident=ident, pinned=pinned))
+
+    def archive(self, ident: str) -> Changes:
+        return self._changes(self._run("archive", ident=ident))
+
+    def restore(self, ident: str) -> Changes:
+        return self._changes(self._run("restore", ident=ident))
+
+    def forget(self, ident: str) -> Changes:
+        return self._changes(self._run("forget", ident=ident))
+
+    def reinforce(self, ident: str, boost: float = 0.1) -> Changes:
+        return self._changes(self._run("reinforce", ident=ident, boost=boost))
+
+    def link(self, a: str, b: str, link_type: str, strength: float = 0.5) -> Changes:
+        return self._changes(self._run("link", a=a, b=b, link_type=link_type, strength=strength))
+
+    def edit(self, ident: str, **fields: Any) -> Changes:
+        if fields.get("type") is not None:
+            fields["type"] = str(fields["type"])
+        return self._changes(self._run("edit", ident=ident, **fields))
+
+    def supersede(
+        self, old: str, *, by: str | None = None, with_text: str | None = None
+    ) -> tuple[Changes, str]:
+        result = self._run("supersede", old=old, by=by, with_text=with_text)
+        return self._changes(result), str(result["new_id"])
+
+    def decay(self, factor: float | None = None) -> tuple[Changes, int]:
+        result = self._run("decay", factor=factor)
+        return self._changes(result), int(result["count"])
+
+
+def _drain_if_no_service(lm: Lexmem) -> None:
+    from .hook import service_running
+
+    if service_running(lm.paths):
+        return
+    service = CaptureService(lm)
+    try:
+        service.acquire()
+    except ServiceBusyError:
+        return  # one started meanwhile: it will apply the event
+    try:
+        service.drain()
+    finally:
+        service.release()
+
+
 @dataclass(slots=True)
 class Remembered:
     event_id: str
@@ -682,7 +836,6 @@ def remember_through_inbox(
     With one running, it waits up to ``wait`` seconds for the memory to appear.
     """
     from .api import scrub
-    from .hook import service_running
     from .inbox import make_event
 
     body = scrub(text)
@@ -703,17 +856,7 @@ def remember_through_inbox(
     )
     Inbox(lm.paths.inbox).write(event)
     memory_id = derived_id("explicit", event["event_id"])
-    if not service_running(lm.paths):
-        service = CaptureService(lm)
-        try:
-            service.acquire()
-        except ServiceBusyError:
-            pass  # one started meanwhile: it will store the event
-        else:
-            try:
-                service.drain()
-            finally:
-                service.release()
+    _drain_if_no_service(lm)
     deadline = time.monotonic() + wait
     while True:
         lm.store.refresh()

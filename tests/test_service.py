@@ -502,3 +502,44 @@ def test_a_codex_session_and_a_correction_are_found_by_search(
     correction = lm.search("how does the API authenticate", record_access=False).hits[0].memory
     assert "API keys" in correction.content and correction.source == MemorySource.CORRECTION
     assert correction.salience > 0.5  # corrections are reinforced
+
+
+def test_memory_operations_go_through_the_single_writer(service: CaptureService) -> None:
+    """pin, edit, supersede, link, forget…: inbox events applied by the running service."""
+    import threading
+
+    from lexmem.errors import LexmemError
+    from lexmem.service import InboxWriter
+
+    lm = service.lm
+    a = lm.remember("The build server is jenkins-1").memories[0]
+    b = lm.remember("Deploys go out on Tuesdays").memories[0]
+    stop = threading.Event()
+    runner = threading.Thread(target=service.run, args=(stop,), kwargs={"poll": 0.1}, daemon=True)
+    runner.start()
+    try:
+        client = Lexmem.open(lm.paths.home, embedder=lm.embedder)
+        w = InboxWriter(client)
+        assert w.pin(a.id).updated == (a.id,)
+        w.edit(b.id, content=f"Deploys go out on Wednesdays; token {SECRETS[0]}")
+        changes, new_id = w.supersede(a.id, with_text="The build server is jenkins-2")
+        assert changes.created == (new_id,)
+        w.link(new_id, b.id, "relates_to", 0.7)
+        _, n = w.decay(0.5)
+        assert n >= 1
+        with pytest.raises(LexmemError) as err:
+            w.forget("00000000-0000-0000-0000-000000000000")
+        assert err.value.exit_code == 3
+    finally:
+        stop.set()
+        service.wake()
+        runner.join(30)
+    lm.store.refresh()
+    assert lm.get(a.id).pinned and lm.get(a.id).superseded_by == new_id
+    assert "Wednesdays" in lm.get(b.id).content and SECRETS[0] not in lm.get(b.id).content
+    assert [lk.to_id for lk in lm.store.get_links_from(new_id) if lk.link_type == "relates_to"] == [
+        b.id
+    ]
+    for path in lm.paths.home.rglob("*"):
+        if path.is_file():
+            assert SECRETS[0].encode() not in path.read_bytes()
