@@ -511,7 +511,7 @@ class CaptureService:
         fresh = [(cand, cid) for cand, cid in keep if derived_id("memory", cid) not in done]
         requests = [
             EncodingRequest(
-                cand.text,
+                redact(cand.text).text,  # the hook redacted already; the writer checks again
                 MemoryContext(
                     source=cand.source,
                     project=project,

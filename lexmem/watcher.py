@@ -250,7 +250,12 @@ class MarkdownWatcher:
             report.superseded += 1
         journal.set_file_hash(key, digest)
         if memories:
+            from .service import MemoryCaptured
+
             log.info("[MEM:CAPTURE] Captured %d chunks of %s", len(memories), path)
+            self.service.bus.publish(
+                MemoryCaptured(None, MemorySource.MARKDOWN_CHUNK, tuple(m.id for m in memories))
+            )
         return [m.id for m in memories]
 
 

@@ -53,7 +53,10 @@ def test_a_scan_chunks_markdown_files_and_skips_unchanged_ones_across_restarts(
     service: CaptureService, notes: Path, data_home: Path, embedder: Embedder
 ) -> None:
     seen: list[tuple[int, int]] = []
+    published: list[object] = []
+    service.bus.subscribe(published.append)
     report = MarkdownWatcher(service, [str(notes)]).scan_all(lambda d, t: seen.append((d, t)))
+    assert {e.source for e in published} == {MemorySource.MARKDOWN_CHUNK}  # type: ignore[attr-defined]
     assert report.files == 2 and report.chunks >= 3 and not report.errors
     assert seen[-1] == (2, 2)
     release = [m for m in chunks(service) if m.source_document == str(notes / "release.md")]
