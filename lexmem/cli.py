@@ -873,6 +873,22 @@ def decay(c: Ctx, factor: float | None, as_json: bool) -> None:
         click.echo(f"Decayed the salience of {n} memories.")
 
 
+@contextmanager
+def _as_service(c: Ctx, busy_hint: str) -> Iterator[Any]:
+    """This process as the capture service for the block (the single writer's lock)."""
+    from .service import CaptureService, ServiceBusyError
+
+    service = CaptureService(c.lm())
+    try:
+        service.acquire()
+    except ServiceBusyError as exc:
+        raise InvalidInputError(f"{exc}; {busy_hint}" if busy_hint else str(exc)) from exc
+    try:
+        yield service
+    finally:
+        service.release()
+
+
 def _log_to_file(path: Path) -> None:
     """[MEM:CAPTURE] / [MEM:ENCODE] / [MEM:STORE] lines, kept locally in the data folder."""
     import logging
@@ -895,33 +911,23 @@ def serve(c: Ctx, once: bool) -> None:
     import signal
     import threading
 
-    from .service import CaptureService, ServiceBusyError
+    with _as_service(c, "") as service:
+        stop = threading.Event()
 
-    lm = c.lm()
-    service = CaptureService(lm)
-    try:
-        service.acquire()
-    except ServiceBusyError as exc:
-        raise InvalidInputError(str(exc)) from exc
-    stop = threading.Event()
+        def on_signal(*_: object) -> None:
+            stop.set()
+            service.wake()
 
-    def on_signal(*_: object) -> None:
-        stop.set()
-        service.wake()
-
-    for sig in (signal.SIGINT, signal.SIGTERM):
-        signal.signal(sig, on_signal)
-    _log_to_file(lm.paths.logs / "lexmem.log")
-    click.echo(f"lexmem service: watching {service.inbox.folder} (Ctrl-C to stop)", err=True)
-    try:
+        for sig in (signal.SIGINT, signal.SIGTERM):
+            signal.signal(sig, on_signal)
+        _log_to_file(service.lm.paths.logs / "lexmem.log")
+        click.echo(f"lexmem service: watching {service.inbox.folder} (Ctrl-C to stop)", err=True)
         if once:
             service.drain()
         else:
             service.run(stop, on_report=lambda r: click.echo(
                 f"lexmem service: {r.events} events, {r.saved} saved, {r.skipped} skipped, "
                 f"{r.reinforced} reinforced, {r.quarantined} quarantined", err=True))  # fmt: skip
-    finally:
-        service.release()
 
 
 @cli.command()
@@ -929,17 +935,8 @@ def serve(c: Ctx, once: bool) -> None:
 @pass_ctx
 def ingest(c: Ctx, as_json: bool) -> None:
     """Drain the inbox once (when no service is running) and report what it did."""
-    from .service import CaptureService, ServiceBusyError
-
-    service = CaptureService(c.lm())
-    try:
-        service.acquire()
-    except ServiceBusyError as exc:
-        raise InvalidInputError(f"{exc}; it drains the inbox itself") from exc
-    try:
+    with _as_service(c, "it drains the inbox itself") as service:
         report = service.drain()
-    finally:
-        service.release()
     if as_json:
         emit_json(report.to_dict())
     else:
@@ -1091,19 +1088,13 @@ def watch_list(c: Ctx, as_json: bool) -> None:
 @pass_ctx
 def watch_scan(c: Ctx, as_json: bool) -> None:
     """Read the watched folders now (when no service is running), with progress."""
-    from .service import CaptureService, ServiceBusyError
     from .watcher import MarkdownWatcher
 
-    service = CaptureService(c.lm())
-    try:
-        service.acquire()
-    except ServiceBusyError as exc:
-        raise InvalidInputError(f"{exc}; it scans the watched folders itself") from exc
-    try:
-        with progress("Reading notes") as update:
-            report = MarkdownWatcher(service, service.settings.watch).scan_all(update)
-    finally:
-        service.release()
+    with (
+        _as_service(c, "it scans the watched folders itself") as service,
+        progress("Reading notes") as update,
+    ):
+        report = MarkdownWatcher(service, service.settings.watch).scan_all(update)
     if as_json:
         emit_json(report.to_dict())
     else:
