@@ -74,7 +74,7 @@ def _check_keyring() -> Check:
     if isinstance(backend, fail.Keyring):
         return Check(
             "keyring", "warn",
-            "no OS keyring available (headless?); a licence key can come from LEXMEM_LICENSE or a file instead",
+            "no OS keyring available (headless?): keys that belong in one cannot be kept",
         )  # fmt: skip
     return Check("keyring", "ok", name)
 
