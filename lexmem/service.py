@@ -67,6 +67,7 @@ WINDOWED = {
 }
 BOUNDARY = {"response", "stop", "session_end", "compact"}
 MAX_BUFFER = 60
+OPTIMIZE_EVERY_S = 600.0
 _NS = uuid.UUID("5b0c5e1e-7c1a-4f0e-9d7e-6c657865d001")  # lexmem's namespace for derived ids
 
 
@@ -623,6 +624,14 @@ class CaptureService:
                 self.extractor.forget(s.id)
         return report
 
+    def maintain(self) -> None:
+        """Background upkeep: compact, fold new rows into the indices, build the vector
+        index once the store is large enough (captures wait in the inbox meanwhile)."""
+        try:
+            self.lm.store.optimize()
+        except Exception:  # upkeep failing must not stop capture; it retries later
+            log.exception("[MEM:STORE] background optimize failed")
+
     def wake(self) -> None:
         self._wake.set()
 
@@ -644,6 +653,7 @@ class CaptureService:
         if notes is not None:
             notes.start()
         last_maintenance = 0.0
+        last_optimize = time.monotonic()
         try:
             while not stop.is_set():
                 report = self.drain()
@@ -656,6 +666,9 @@ class CaptureService:
                 if time.monotonic() - last_maintenance > 60:
                     self.abandon_idle()
                     last_maintenance = time.monotonic()
+                if time.monotonic() - last_optimize > OPTIMIZE_EVERY_S:
+                    self.maintain()
+                    last_optimize = time.monotonic()
                 self._wake.wait(0.25 if busy or (notes and notes._pending) else poll)
                 self._wake.clear()
         finally:

@@ -543,3 +543,20 @@ def test_memory_operations_go_through_the_single_writer(service: CaptureService)
     for path in lm.paths.home.rglob("*"):
         if path.is_file():
             assert SECRETS[0].encode() not in path.read_bytes()
+
+
+def test_background_maintenance_builds_the_vector_index_when_due(service: CaptureService) -> None:
+    import numpy as np
+
+    from lexmem.models import Memory
+
+    service.lm.store.settings.vector_index_min_rows = 300
+    rng = np.random.default_rng(3)
+    vecs = rng.standard_normal((320, 384)).astype("float32")
+    vecs /= np.linalg.norm(vecs, axis=1, keepdims=True)
+    service.lm.store.store_many(
+        [Memory(content=f"row {i}", embedding=[float(x) for x in v]) for i, v in enumerate(vecs)]
+    )
+    assert service.lm.store.needs_vector_index()
+    service.maintain()
+    assert service.lm.store.has_vector_index() and not service.lm.store.needs_vector_index()
