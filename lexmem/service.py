@@ -337,14 +337,10 @@ class CaptureService:
                 else None
             )
             requests.append(EncodingRequest(e["content"], ctx, mtype))
-        encoded = iter(self.lm.encoder.encode_batch(requests))
         memories: list[Memory] = []
         audit: list[AuditEntry] = []
-        for e in todo:
-            first = next(encoded)
-            group = [first]
-            total = first.chunk.total_chunks if first.chunk else 1
-            group.extend(next(encoded) for _ in range(total - 1))
+        for e, group in zip(todo, self._encode_groups(requests), strict=True):
+            first = group[0]
             memory_id = derived_id("explicit", e["event_id"])
             for i, m in enumerate(group):
                 m.id = memory_id if i == 0 else derived_id("explicit", e["event_id"], str(i))
@@ -527,14 +523,7 @@ class CaptureService:
             )
             for cand, _ in fresh
         ]
-        encoded = self.lm.encoder.encode_batch(requests) if requests else []
-        by_request: list[list[Memory]] = []
-        it = iter(encoded)
-        for _req in requests:
-            group = [next(it)]
-            total = group[0].chunk.total_chunks if group[0].chunk else 1
-            group.extend(next(it) for _ in range(total - 1))
-            by_request.append(group)
+        by_request = self._encode_groups(requests)
         to_store: list[Memory] = []
         captured: dict[MemorySource, list[str]] = {}
         for (cand, cid), group in zip(fresh, by_request, strict=True):
@@ -582,6 +571,16 @@ class CaptureService:
             )
             self.bus.publish(MemoryCaptured(session_id, source, tuple(ids)))
         return report
+
+    def _encode_groups(self, requests: Sequence[Any]) -> list[list[Memory]]:
+        """Encode in one batch; returns each request's memories (several for a chunked text)."""
+        encoded = iter(self.lm.encoder.encode_batch(requests) if requests else [])
+        groups = []
+        for _ in requests:
+            first = next(encoded)
+            total = first.chunk.total_chunks if first.chunk else 1
+            groups.append([first, *(next(encoded) for _ in range(total - 1))])
+        return groups
 
     def _duplicate_of(self, m: Memory, project: str | None, mode: str) -> str | None:
         """An active memory this one repeats: same fingerprint within 30 days, or near in meaning."""
