@@ -385,6 +385,11 @@ class Lexmem:
         self.store.store_link(MemoryLink(self.resolve(a), self.resolve(b), link_type, strength))
         return Changes(links=True)
 
+    def unlink(self, a: str, b: str, link_type: str) -> Changes:
+        link_type = normalise_link_type(link_type)
+        self.store.delete_link(self.resolve(a), self.resolve(b), link_type)
+        return Changes(links=True)
+
     def decay(self, factor: float | None = None) -> tuple[Changes, int]:
         n = self.store.decay_all(self.settings.store.decay_factor if factor is None else factor)
         return Changes(counts=True), n

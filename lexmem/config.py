@@ -31,10 +31,13 @@ if TYPE_CHECKING:
 
     from .settings import (
         CaptureSettings,
+        ContextSettings,
         EmbeddingSettings,
+        LlmSettings,
         SearchSettings,
         Settings,
         StoreSettings,
+        UiSettings,
     )
 
 __all__ = [
@@ -43,11 +46,14 @@ __all__ = [
     "SCHEMA_VERSION",
     "CaptureRules",
     "CaptureSettings",
+    "ContextSettings",
     "EmbeddingSettings",
+    "LlmSettings",
     "Paths",
     "SearchSettings",
     "Settings",
     "StoreSettings",
+    "UiSettings",
     "default_home",
     "load_capture_rules",
     "load_settings",
@@ -227,16 +233,20 @@ _SECTIONS: dict[str, dict[str, Any]] = {
     },
     "store": {
         "user_id": "local", "decay_factor": 0.98, "salience_floor": 0.01,
-        "vector_index_min_rows": 50_000,
+        "vector_index_min_rows": 50_000, "retention_days": 0,
     },
     "capture": {
         "mode": "assist", "project_modes": {}, "optout": [], "allow_paths": [],
-        "window_turns": 6, "abandon_after_minutes": 120, "watch": [],
+        "window_turns": 6, "abandon_after_minutes": 120, "watch": [], "paused_until": "",
     },
+    "context": {"digest_bytes": 6144},
+    "llm": {"url": "", "model": "", "timeout_s": 30.0},
+    "ui": {"theme": "system"},
 }  # fmt: skip
 _SETTINGS_CLASSES = frozenset(
-    {"CaptureSettings", "EmbeddingSettings", "SearchSettings", "Settings", "StoreSettings"}
-)
+    {"CaptureSettings", "ContextSettings", "EmbeddingSettings", "LlmSettings", "SearchSettings",
+     "Settings", "StoreSettings", "UiSettings"}
+)  # fmt: skip
 
 
 if not TYPE_CHECKING:  # type checkers see the imports above, and so catch misspelt names
@@ -256,12 +266,13 @@ class CaptureRules:
     """What the hook applies of ``[capture]``: the mode, per-project modes, opt-outs and
     allowed paths (the same names and meaning as in :class:`CaptureSettings`)."""
 
-    __slots__ = ("allow_paths", "mode", "optout", "project_modes")
+    __slots__ = ("allow_paths", "mode", "optout", "paused_until", "project_modes")
 
     mode: str
     project_modes: dict[str, str]
     optout: list[str]
     allow_paths: list[str]
+    paused_until: str
 
     def __init__(
         self,
@@ -269,7 +280,9 @@ class CaptureRules:
         project_modes: dict[str, str] | None = None,
         optout: list[str] | None = None,
         allow_paths: list[str] | None = None,
+        paused_until: str = "",
     ) -> None:
+        self.paused_until = paused_until
         self.mode = mode
         self.project_modes = {} if project_modes is None else project_modes
         self.optout = [] if optout is None else optout
@@ -278,7 +291,8 @@ class CaptureRules:
     def __repr__(self) -> str:
         return (
             f"CaptureRules(mode={self.mode!r}, project_modes={self.project_modes!r}, "
-            f"optout={self.optout!r}, allow_paths={self.allow_paths!r})"
+            f"optout={self.optout!r}, allow_paths={self.allow_paths!r}, "
+            f"paused_until={self.paused_until!r})"
         )
 
 
@@ -380,10 +394,13 @@ def load_settings(paths: Paths, *, write_back: bool = True) -> Settings:
     """
     from .settings import (
         CaptureSettings,
+        ContextSettings,
         EmbeddingSettings,
+        LlmSettings,
         SearchSettings,
         Settings,
         StoreSettings,
+        UiSettings,
     )
 
     found = _read_settings(paths.settings)
@@ -396,6 +413,9 @@ def load_settings(paths: Paths, *, write_back: bool = True) -> Settings:
         search=SearchSettings(**sections["search"]),
         store=StoreSettings(**sections["store"]),
         capture=CaptureSettings(**sections["capture"]),
+        context=ContextSettings(**sections["context"]),
+        llm=LlmSettings(**sections["llm"]),
+        ui=UiSettings(**sections["ui"]),
     )
     if old_version != SCHEMA_VERSION and write_back:
         save_settings(paths, settings)
@@ -418,6 +438,7 @@ def load_capture_rules(paths: Paths) -> CaptureRules:
         project_modes=capture.get("project_modes"),
         optout=capture.get("optout"),
         allow_paths=capture.get("allow_paths"),
+        paused_until=capture.get("paused_until", ""),
     )
 
 

@@ -53,6 +53,7 @@ __all__ = [
     "events_from_generic",
     "events_from_hook",
     "is_opted_out",
+    "is_paused",
     "last_assistant_message",
     "main",
     "project_root",
@@ -150,6 +151,21 @@ def _allowed(cwd: str | None, project: str | None, capture: Capture) -> bool:
     if not capture.allow_paths:
         return True
     return any(p and _under(p, capture.allow_paths) for p in (cwd, project))
+
+
+def is_paused(capture: Capture, now: str | None = None) -> bool:
+    """Capture paused by the user (tray: "Pause for 1 hour" or "until resumed").
+
+    ``paused_until`` is a UTC time as "YYYY-MM-DDTHH:MM:SSZ", so plain string order is time order.
+    """
+    until = capture.paused_until
+    if not until:
+        return False
+    if now is None:
+        import time as _time
+
+        now = _time.strftime("%Y-%m-%dT%H:%M:%SZ", _time.gmtime())
+    return bool(now < until)
 
 
 def capture_mode(project: str | None, capture: Capture) -> str:
@@ -733,6 +749,8 @@ def _run(
     if starting:
         _print_digest(paths, project, out, log)
     if not _allowed(cwd, project, capture) or capture_mode(project, capture) == "off":
+        return
+    if is_paused(capture):
         return
     inbox = Inbox(paths.inbox)
     for event in events:

@@ -31,12 +31,13 @@ if TYPE_CHECKING:
 
 __all__ = ["AuditEntry", "Journal", "Session", "SessionStatus"]
 
-PROCESSED, BUFFER, SESSIONS, AUDIT, FILE_HASHES = (
+PROCESSED, BUFFER, SESSIONS, AUDIT, FILE_HASHES, REVIEWS = (
     "processed",
     "buffer",
     "sessions",
     "audit",
     "file_hashes",
+    "reviews",
 )
 
 
@@ -134,6 +135,19 @@ def _schemas() -> dict[str, pa.Schema]:
             ]
         ),
         FILE_HASHES: pa.schema([("path", s), ("sha256", s), ("processed_at", ts)]),
+        # One row per reviewed memory: accepted, or rejected (its fingerprint and
+        # embedding then keep the same candidate from being captured again).
+        REVIEWS: pa.schema(
+            [
+                ("memory_id", s),
+                ("decision", s),
+                ("fingerprint", s),
+                ("project", s),
+                ("reviewed_at", ts),
+                ("embedding", pa.list_(pa.float32())),
+                ("particulars", s),
+            ]
+        ),
     }
 
 
@@ -155,7 +169,7 @@ class Journal:
                 if name not in existing:
                     table = self.store.db.create_table(name, schema=schema)
                     key = {PROCESSED: "event_id", BUFFER: "session_id", SESSIONS: "id", AUDIT: "session_id",
-                           FILE_HASHES: "path"}[name]  # fmt: skip
+                           FILE_HASHES: "path", REVIEWS: "memory_id"}[name]  # fmt: skip
                     table.create_index(key, config=BTree(), replace=True)
         self._ensured = True
 
@@ -332,10 +346,46 @@ class Journal:
                 "path"
             ).when_matched_update_all().when_not_matched_insert_all().execute(data)
 
+    # -- review -----------------------------------------------------------------------
+
+    def record_reviews(self, rows: Sequence[dict[str, Any]]) -> None:
+        """Rows of memory_id, decision (accepted/rejected), fingerprint, project, embedding."""
+        import pyarrow as pa
+
+        if not rows:
+            return
+        now = utcnow()
+        data = pa.Table.from_pylist(
+            [{**r, "reviewed_at": now} for r in rows], schema=_schemas()[REVIEWS]
+        )
+        with self.store.writing():
+            self.t(REVIEWS).merge_insert(
+                "memory_id"
+            ).when_matched_update_all().when_not_matched_insert_all().execute(data)
+
+    def forget_review(self, memory_ids: Sequence[str]) -> None:
+        if not memory_ids:
+            return
+        with self.store.writing():
+            self.t(REVIEWS).delete("memory_id IN (" + ", ".join(q(i) for i in memory_ids) + ")")
+
+    def reviewed_ids(self) -> set[str]:
+        table = self.t(REVIEWS)
+        n = int(table.count_rows())
+        if not n:
+            return set()
+        return set(
+            table.search().select(["memory_id"]).limit(n).to_arrow()["memory_id"].to_pylist()
+        )
+
+    def rejected(self) -> list[dict[str, Any]]:
+        """What review rejected: fingerprint, project and embedding of each."""
+        return self._rows(REVIEWS, "decision = 'rejected'")
+
     def counts(self) -> dict[str, int]:
         return {
             name: int(self.t(name).count_rows())
-            for name in (PROCESSED, BUFFER, SESSIONS, AUDIT, FILE_HASHES)
+            for name in (PROCESSED, BUFFER, SESSIONS, AUDIT, FILE_HASHES, REVIEWS)
         }
 
 

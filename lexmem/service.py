@@ -30,7 +30,7 @@ from typing import Any
 from .api import Lexmem
 from .errors import InvalidInputError
 from .extract import Candidate, Extractor, confirmations
-from .hook import capture_mode
+from .hook import capture_mode, is_paused
 from .inbox import BadEvent, Inbox
 from .journal import AuditEntry, Journal, Session, SessionStatus
 from .locks import FileLock, LockTimeout
@@ -55,6 +55,7 @@ log = logging.getLogger("lexmem.capture")
 THRESHOLDS = {"assist": 0.7, "full": 0.5}
 DEDUPE_WINDOW = timedelta(days=30)
 NEAR_DUPLICATE = {"assist": 0.90, "full": 0.86}  # full mode dedupes more strictly
+REJECTED_NEAR = 0.92  # as close as this to a rejected memory: the same candidate again
 WINDOWED = {
     "prompt",
     "response",
@@ -146,6 +147,9 @@ class CaptureService:
         self.metrics: Counter[str] = Counter()
         self._lock = FileLock(lm.paths.service_lock, timeout=0)
         self._wake = threading.Event()
+        # Called (on the service's thread) when a second launch asks the app to show itself.
+        self.on_show: Callable[[], None] | None = None
+        self._rejected: list[dict[str, Any]] | None = None
 
     # -- the lock -------------------------------------------------------------------
 
@@ -289,6 +293,10 @@ class CaptureService:
             return report
         if kind == "memory_op":
             return self._memory_op(event)
+        if kind == "show_app":
+            if self.on_show is not None:
+                self.on_show()
+            return DrainReport()
         if kind == "config_change":
             cand = self.extractor.configuration(
                 str(meta.get("key", "")), meta.get("old"), meta.get("new"),
@@ -380,6 +388,8 @@ class CaptureService:
             return DrainReport()  # applied before a crash
         try:
             entry.metadata = {"result": apply_op(self.lm, op, kwargs, event["event_id"])}
+            if op == "review":
+                self._rejected = None  # what review teaches applies from the next candidate on
         except LexmemError as exc:
             entry.decision, entry.reason = "failed", str(exc)
             entry.metadata = {"exit_code": exc.exit_code}
@@ -533,6 +543,11 @@ class CaptureService:
                 title=cand.title, project=project,
             )  # fmt: skip
             head = group[0]
+            if self._was_rejected(head, project):
+                entry.decision, entry.reason = "skipped", "rejected in review before"
+                report.skipped += 1
+                audit.append(entry)
+                continue
             existing = self._duplicate_of(head, project, mode)
             if existing is not None:
                 store.reinforce(existing, 0.15 if cand.trigger else 0.1)
@@ -602,6 +617,23 @@ class CaptureService:
                 return str(hit["id"])
         return None
 
+    def _was_rejected(self, m: Memory, project: str | None) -> bool:
+        """The person rejected this candidate (or one saying the same) in review before."""
+        if self._rejected is None:
+            self._rejected = self.journal.rejected()
+        if not self._rejected:
+            return False
+        fp = fingerprint(m.title, m.content, project, m.type)
+        for r in self._rejected:
+            if r["fingerprint"] == fp:
+                return True
+            if r["embedding"] is None or m.embedding is None or r["project"] != project:
+                continue
+            cos = sum(a * b for a, b in zip(r["embedding"], m.embedding, strict=False))
+            if cos >= REJECTED_NEAR and r["particulars"] == particulars_key(m.content):
+                return True
+        return False
+
     def _count_session(self, session_id: str, n: int) -> None:
         s = self.journal.session(session_id)
         if s is not None:
@@ -627,9 +659,31 @@ class CaptureService:
         """Background upkeep: compact, fold new rows into the indices, build the vector
         index once the store is large enough (captures wait in the inbox meanwhile)."""
         try:
+            self.forget_expired()
             self.lm.store.optimize()
         except Exception:  # upkeep failing must not stop capture; it retries later
             log.exception("[MEM:STORE] background optimize failed")
+
+    def forget_expired(self, now: datetime | None = None) -> int:
+        """Retention: archived memories older than ``retention_days`` are forgotten for good."""
+        days = self.lm.settings.store.retention_days
+        if days <= 0:
+            return 0
+        cutoff = (now or utcnow()) - timedelta(days=days)
+        store = self.lm.store
+        where = (
+            f"status = 'archived' AND pinned = false AND "
+            f"coalesce(updated_at, created_at) < CAST({q(cutoff.isoformat())} AS TIMESTAMP)"
+        )
+        ids = [
+            str(r["id"])
+            for r in store.table().search().where(where).select(["id"]).limit(10_000).to_list()
+        ]
+        for mid in ids:
+            store.delete(mid)
+        if ids:
+            log.info("[MEM:STORE] Retention forgot %d archived memories", len(ids))
+        return len(ids)
 
     def wake(self) -> None:
         self._wake.set()
@@ -659,7 +713,7 @@ class CaptureService:
                 if on_report and (report.events or report.quarantined):
                     on_report(report)
                 busy = False
-                if notes is not None:
+                if notes is not None and not is_paused(self.settings):
                     notes.step()
                     busy = notes.scanning
                 if time.monotonic() - last_maintenance > 60:
@@ -697,7 +751,10 @@ class CaptureService:
         return observer
 
 
-OPS = ("pin", "archive", "restore", "forget", "supersede", "edit", "link", "decay", "reinforce")
+OPS = (
+    "pin", "archive", "restore", "forget", "supersede", "edit", "link", "decay", "reinforce",
+    "review", "unsupersede", "unlink",
+)  # fmt: skip
 
 
 def apply_op(lm: Lexmem, op: str, kwargs: dict[str, Any], event_id: str) -> dict[str, Any]:
@@ -715,10 +772,87 @@ def apply_op(lm: Lexmem, op: str, kwargs: dict[str, Any], event_id: str) -> dict
     if op == "decay":
         changes, n = lm.decay(kwargs.get("factor"))
         return {"changes": changes.to_dict(), "count": n}
+    if op == "forget":
+        changes = lm.forget(**kwargs)
+        Journal(lm.store).forget_review(changes.deleted)  # nothing of a forgotten memory stays
+        return {"changes": changes.to_dict()}
+    if op == "forget":
+        changes = lm.forget(**kwargs)
+        Journal(lm.store).forget_review(changes.deleted)  # nothing of a forgotten memory stays
+        return {"changes": changes.to_dict()}
+    if op == "review":
+        return {
+            "changes": review(
+                lm, list(kwargs.get("ids") or []), str(kwargs.get("decision"))
+            ).to_dict()
+        }
+    if op == "unsupersede":
+        return {"changes": unsupersede(lm, kwargs["old"], kwargs.get("drop")).to_dict()}
     if op == "edit" and kwargs.get("type"):
         kwargs = dict(kwargs, type=MemoryType(kwargs["type"]))
     changes = getattr(lm, op)(**kwargs)
     return {"changes": changes.to_dict()}
+
+
+REVIEW_DECISIONS = ("accepted", "rejected", "pending")
+
+
+def review(lm: Lexmem, ids: Sequence[str], decision: str) -> Changes:
+    """Accept (keep) or reject (archive, and never capture the same again) reviewed memories;
+    ``pending`` takes a review back (a rejected memory is active again)."""
+    if decision not in REVIEW_DECISIONS:
+        raise InvalidInputError(
+            f"a review decision is accepted, rejected or pending, not {decision!r}"
+        )
+    resolved = [lm.resolve(i) for i in ids]
+    journal = Journal(lm.store)
+    if decision == "pending":
+        rejected = {r["memory_id"] for r in journal.rejected()}
+        for mid in resolved:
+            if mid in rejected:
+                lm.store.restore(mid)
+        journal.forget_review(resolved)
+        return Changes(updated=tuple(resolved), counts=True)
+    memories = lm.store.get_many(resolved, with_embedding=decision == "rejected")
+    rows = []
+    for m in memories:
+        if decision == "rejected" and m.status == "active":
+            lm.store.archive(m.id)
+        rows.append({
+            "memory_id": m.id, "decision": decision, "project": m.project,
+            "fingerprint": fingerprint(m.title, m.content, m.project, m.type),
+            "embedding": m.embedding if decision == "rejected" else None,
+            "particulars": particulars_key(m.content),
+        })  # fmt: skip
+    journal.record_reviews(rows)
+    return Changes(updated=tuple(m.id for m in memories), counts=decision == "rejected")
+
+
+def review_queue(lm: Lexmem, limit: int | None = None) -> list[str]:
+    """Ids of memories captured automatically and not reviewed yet, newest first."""
+    import pyarrow.compute as pc
+
+    table = lm.store.table()
+    where = "status = 'active' AND source != 'explicit'"
+    n = int(table.count_rows(where))
+    if not n:
+        return []
+    rows = table.search().where(where).select(["id", "created_at"]).limit(n).to_arrow()
+    rows = rows.sort_by([("created_at", "descending"), ("id", "ascending")])
+    reviewed = Journal(lm.store).reviewed_ids()
+    ids = [i for i in pc.cast(rows["id"], "string").to_pylist() if i not in reviewed]
+    return ids if limit is None else ids[:limit]
+
+
+def unsupersede(lm: Lexmem, old: str, drop: str | None = None) -> Changes:
+    """Undo a supersede: ``old`` is active again; ``drop`` (the replacement it wrote) is forgotten."""
+    old_id = lm.resolve(old)
+    lm.store.restore(old_id)
+    deleted: tuple[str, ...] = ()
+    if drop and lm.store.get_optional(drop, with_embedding=False) is not None:
+        lm.store.delete(drop)
+        deleted = (drop,)
+    return Changes(updated=(old_id,), deleted=deleted, links=True, counts=True)
 
 
 class InboxWriter:
@@ -728,10 +862,19 @@ class InboxWriter:
     the lock, drains, lets go); with one running, it waits for it to apply the change.
     """
 
-    def __init__(self, lm: Lexmem, *, agent: str = "cli", wait: float = 30.0) -> None:
+    def __init__(
+        self,
+        lm: Lexmem,
+        *,
+        agent: str = "cli",
+        wait: float = 30.0,
+        notify: Callable[[], None] | None = None,
+    ) -> None:
         self.lm = lm
         self.agent = agent
         self.wait = wait
+        # An in-process service to wake at once (the app), rather than through watchdog.
+        self.notify = notify
 
     def _run(self, op: str, **kwargs: Any) -> dict[str, Any]:
         from .api import scrub
@@ -746,6 +889,8 @@ class InboxWriter:
             metadata={"op": op, "kwargs": kwargs},
         )  # fmt: skip
         Inbox(self.lm.paths.inbox).write(event)
+        if self.notify is not None:
+            self.notify()
         _drain_if_no_service(self.lm)
         journal = Journal(self.lm.store)
         entry_id = derived_id("op", event["event_id"])
@@ -806,6 +951,15 @@ class InboxWriter:
         result = self._run("decay", factor=factor)
         return self._changes(result), int(result["count"])
 
+    def unlink(self, a: str, b: str, link_type: str) -> Changes:
+        return self._changes(self._run("unlink", a=a, b=b, link_type=link_type))
+
+    def review(self, ids: Sequence[str], decision: str) -> Changes:
+        return self._changes(self._run("review", ids=list(ids), decision=decision))
+
+    def unsupersede(self, old: str, drop: str | None = None) -> Changes:
+        return self._changes(self._run("unsupersede", old=old, drop=drop))
+
 
 def _drain_if_no_service(lm: Lexmem) -> None:
     from .hook import service_running
@@ -840,6 +994,7 @@ def remember_through_inbox(
     pin: bool = False,
     agent: str = "cli",
     wait: float = 5.0,
+    notify: Callable[[], None] | None = None,
 ) -> Remembered:
     """An explicit "remember this" as the single-writer design has it: an inbox event.
 
@@ -867,6 +1022,8 @@ def remember_through_inbox(
         metadata=meta,
     )
     Inbox(lm.paths.inbox).write(event)
+    if notify is not None:
+        notify()
     memory_id = derived_id("explicit", event["event_id"])
     _drain_if_no_service(lm)
     deadline = time.monotonic() + wait
@@ -892,6 +1049,13 @@ _PARTICULAR = re.compile(r"\d+(?:[.:]\d+)*|`[^`]+`|\b[\w.-]*[_./][\w./-]+\b")
 def _particulars(text: str) -> frozenset[str]:
     """Numbers, versions, paths and code spans: what must match for two texts to be one fact."""
     return frozenset(t.lower().strip("`.") for t in _PARTICULAR.findall(text))
+
+
+def particulars_key(text: str) -> str:
+    """A digest of a text's particulars: compared without keeping the text itself."""
+    import hashlib
+
+    return hashlib.sha256("\n".join(sorted(_particulars(text))).encode()).hexdigest()[:32]
 
 
 def _parse(stamp: str) -> datetime:

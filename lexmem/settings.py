@@ -14,7 +14,16 @@ from typing import Any
 
 from .config import DEFAULT_MODEL, SCHEMA_VERSION
 
-__all__ = ["CaptureSettings", "EmbeddingSettings", "SearchSettings", "Settings", "StoreSettings"]
+__all__ = [
+    "CaptureSettings",
+    "ContextSettings",
+    "EmbeddingSettings",
+    "LlmSettings",
+    "SearchSettings",
+    "Settings",
+    "StoreSettings",
+    "UiSettings",
+]
 
 
 @dataclass(slots=True)
@@ -47,6 +56,8 @@ class StoreSettings:
     decay_factor: float = 0.98
     salience_floor: float = 0.01
     vector_index_min_rows: int = 50_000
+    # Archived memories are forgotten for good after this many days (0: kept forever).
+    retention_days: int = 0
 
 
 @dataclass(slots=True)
@@ -65,6 +76,29 @@ class CaptureSettings:
     abandon_after_minutes: int = 120
     # Markdown folders watched for notes.
     watch: list[str] = field(default_factory=list)
+    # Automatic capture paused until this UTC time ("YYYY-MM-DDTHH:MM:SSZ"; "" = not paused).
+    paused_until: str = ""
+
+
+@dataclass(slots=True)
+class ContextSettings:
+    # The size cap of a project's session-start digest (Claude Code previews >10 KB).
+    digest_bytes: int = 6144
+
+
+@dataclass(slots=True)
+class LlmSettings:
+    # An OpenAI-compatible chat-completions endpoint; empty = no LLM, nothing leaves the
+    # machine. Its API key lives in the OS keyring, never here.
+    url: str = ""
+    model: str = ""
+    timeout_s: float = 30.0
+
+
+@dataclass(slots=True)
+class UiSettings:
+    # system (follow the desktop's palette), light or dark.
+    theme: str = "system"
 
 
 @dataclass(slots=True)
@@ -74,6 +108,9 @@ class Settings:
     search: SearchSettings = field(default_factory=SearchSettings)
     store: StoreSettings = field(default_factory=StoreSettings)
     capture: CaptureSettings = field(default_factory=CaptureSettings)
+    context: ContextSettings = field(default_factory=ContextSettings)
+    llm: LlmSettings = field(default_factory=LlmSettings)
+    ui: UiSettings = field(default_factory=UiSettings)
 
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)

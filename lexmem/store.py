@@ -747,6 +747,16 @@ class MemoryStore:
             self._maybe_optimize()
         return stored
 
+    def delete_link(self, from_id: str, to_id: str, link_type: str) -> int:
+        """Remove one (from, to, type) link; returns how many rows went (0 or 1)."""
+        where = f"from_id = {q(from_id)} AND to_id = {q(to_id)} AND link_type = {q(link_type)}"
+        with self._writing():
+            t = self.table(LINKS)
+            n = int(t.count_rows(where))
+            if n:
+                t.delete(where)
+        return n
+
     def _add_link(self, link: MemoryLink) -> MemoryLink:
         import pyarrow as pa
 

@@ -161,13 +161,24 @@ def test_the_section_table_matches_the_settings_dataclasses() -> None:
     import dataclasses
 
     from lexmem import config
-    from lexmem.config import CaptureSettings, EmbeddingSettings, SearchSettings, StoreSettings
+    from lexmem.config import (
+        CaptureSettings,
+        ContextSettings,
+        EmbeddingSettings,
+        LlmSettings,
+        SearchSettings,
+        StoreSettings,
+        UiSettings,
+    )
 
     classes = {
         "embedding": EmbeddingSettings,
         "search": SearchSettings,
         "store": StoreSettings,
         "capture": CaptureSettings,
+        "context": ContextSettings,
+        "llm": LlmSettings,
+        "ui": UiSettings,
     }
     assert list(config._SECTIONS) == list(classes)
     for name, cls in classes.items():
