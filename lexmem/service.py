@@ -198,6 +198,7 @@ class CaptureService:
 
     def _batch(self, files: Sequence[Any]) -> DrainReport:
         report = DrainReport()
+        self._rejected = None  # reviews recorded since the last batch apply from this one on
         parsed: list[tuple[Any, dict[str, Any]]] = []
         for path in files:
             try:

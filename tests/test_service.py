@@ -560,3 +560,49 @@ def test_background_maintenance_builds_the_vector_index_when_due(service: Captur
     assert service.lm.store.needs_vector_index()
     service.maintain()
     assert service.lm.store.has_vector_index() and not service.lm.store.needs_vector_index()
+
+
+def _say(service: CaptureService, sid: str, text: str) -> None:
+    """One short agent session in which the person says ``text``."""
+    inbox = Inbox(service.lm.paths.inbox)
+    inbox.write(make_event("prompt", text, session_id=sid, agent="claude"))
+    inbox.write(make_event("response", "Noted.", session_id=sid, agent="claude"))
+    inbox.write(make_event("session_end", "", session_id=sid, agent="claude"))
+    service.drain()
+
+
+def test_review_accept_reject_and_taking_it_back(service: CaptureService) -> None:
+    from lexmem.service import review, review_queue
+
+    service.settings.mode = "full"
+    _say(service, "s1", "We decided to use PostgreSQL 16 for the billing service.")
+    _say(service, "s2", "Never commit directly to main; open a pull request instead.")
+    service.lm.remember("An explicit memory is never in the review queue")
+    queue = review_queue(service.lm)
+    assert len(queue) == 2
+    pg = next(i for i in queue if "PostgreSQL" in service.lm.get(i).content)
+    main = next(i for i in queue if i != pg)
+    assert queue[0] == main  # newest first
+
+    assert review(service.lm, [main], "accepted").updated == (main,)
+    assert review_queue(service.lm) == [pg]
+    review(service.lm, [pg], "rejected")
+    assert service.lm.get(pg).status == MemoryStatus.ARCHIVED
+    assert review_queue(service.lm) == []
+
+    # Rejection teaches capture: the same decision said again is skipped, with a reason...
+    _say(service, "s3", "We decided to use PostgreSQL 16 for the billing service!")
+    reasons = [e.reason for e in service.journal.audit_entries(decision="skipped")]
+    assert "rejected in review before" in reasons
+    assert review_queue(service.lm) == []
+    # ...but a changed particular is a new fact, captured and queued.
+    _say(service, "s4", "We decided to use PostgreSQL 17 for the billing service.")
+    (new,) = review_queue(service.lm)
+    assert "PostgreSQL 17" in service.lm.get(new).content
+
+    # Taking a rejection back makes the memory active and queued again.
+    review(service.lm, [pg], "pending")
+    assert service.lm.get(pg).status == MemoryStatus.ACTIVE
+    assert set(review_queue(service.lm)) == {pg, new}
+    with pytest.raises(Exception, match="accepted, rejected or pending"):
+        review(service.lm, [pg], "maybe")

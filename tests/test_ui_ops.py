@@ -1,0 +1,176 @@
+"""The app's operations: real core, real runner threads, real Qt signals (offscreen)."""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Iterator
+from typing import Any
+
+import pytest
+
+pytest.importorskip("PySide6")
+
+from lexmem.api import Lexmem
+from lexmem.models import MemoryStatus
+from lexmem.service import review_queue
+from ui import ops
+from ui.context import AppContext, UiChanges
+from ui.runner import Runner
+
+
+@pytest.fixture
+def ctx(qtbot: Any, lm: Lexmem) -> Iterator[AppContext]:
+    c = AppContext(lm)
+    yield c
+    c.close()
+
+
+def _wait(qtbot: Any, ctx: AppContext, start: Any) -> list[UiChanges]:
+    """Run an operation and wait for its one ``changed`` emission."""
+    seen: list[UiChanges] = []
+    ctx.hub.changed.connect(seen.append)
+    with qtbot.waitSignal(ctx.hub.changed, timeout=30_000):
+        start()
+    ctx.hub.changed.disconnect(seen.append)
+    return seen
+
+
+def _remember(qtbot: Any, ctx: AppContext, text: str, **kw: Any) -> str:
+    (c,) = _wait(qtbot, ctx, lambda: ops.remember(ctx, text, **kw))
+    assert c.memories.created
+    return c.memories.created[0]
+
+
+def test_runner_calls_back_on_the_ui_thread(qtbot: Any) -> None:
+    runner = Runner()
+    ui_thread = threading.get_ident()
+    seen: dict[str, int] = {}
+    done = threading.Event()
+
+    def work() -> int:
+        seen["worker"] = threading.get_ident()
+        return 41
+
+    def on_done(value: int) -> None:
+        seen["callback"] = threading.get_ident()
+        seen["value"] = value + 1
+        done.set()
+
+    runner.run(work, on_done=on_done)
+    qtbot.waitUntil(done.is_set, timeout=5000)
+    assert seen["worker"] != ui_thread
+    assert seen["callback"] == ui_thread
+    assert seen["value"] == 42 and runner.pending == 0
+    runner.shutdown()
+
+
+def test_runner_reports_failures(qtbot: Any) -> None:
+    runner = Runner()
+    errors: list[BaseException] = []
+    runner.failed.connect(errors.append)
+
+    def boom() -> None:
+        raise ValueError("bad input: nothing to do")
+
+    runner.run(boom)
+    qtbot.waitUntil(lambda: bool(errors), timeout=5000)
+    assert str(errors[0]) == "bad input: nothing to do"
+    runner.shutdown()
+
+
+def test_remember_pin_undo(qtbot: Any, ctx: AppContext) -> None:
+    labels: list[str] = []
+    ctx.hub.undo_changed.connect(labels.append)
+    mid = _remember(qtbot, ctx, "The staging database runs on port 5433", pin=False)
+    assert ctx.lm.get(mid).content.startswith("The staging database")
+    _wait(qtbot, ctx, lambda: ops.pin(ctx, [mid]))
+    assert ctx.lm.get(mid).pinned
+    assert labels[-1] == "Undo pin memory"
+    _wait(qtbot, ctx, lambda: ops.undo(ctx))
+    assert not ctx.lm.get(mid).pinned
+    assert labels[-1] == ""
+    assert ops.undo(ctx) is False
+
+
+def test_archive_restore_edit_type_forget(qtbot: Any, ctx: AppContext) -> None:
+    a = _remember(qtbot, ctx, "Deploys go out on Tuesdays after the standup")
+    b = _remember(qtbot, ctx, "Run the linter with ruff before each commit")
+    _wait(qtbot, ctx, lambda: ops.archive(ctx, [a, b]))
+    assert {ctx.lm.get(i).status for i in (a, b)} == {MemoryStatus.ARCHIVED}
+    _wait(qtbot, ctx, lambda: ops.undo(ctx))
+    assert {ctx.lm.get(i).status for i in (a, b)} == {MemoryStatus.ACTIVE}
+
+    _wait(qtbot, ctx, lambda: ops.edit(ctx, a, content="Deploys go out on Wednesdays"))
+    assert ctx.lm.get(a).content == "Deploys go out on Wednesdays"
+    _wait(qtbot, ctx, lambda: ops.undo(ctx))
+    assert ctx.lm.get(a).content == "Deploys go out on Tuesdays after the standup"
+
+    _wait(qtbot, ctx, lambda: ops.set_type(ctx, [b], "semantic"))
+    assert str(ctx.lm.get(b).type) == "semantic"
+
+    (c,) = _wait(qtbot, ctx, lambda: ops.forget(ctx, [b]))
+    assert b in c.memories.deleted
+    assert ctx.undo_entry is None  # forgetting keeps no copy to undo with
+    with pytest.raises(Exception, match="no memory"):
+        ctx.lm.get(b)
+
+
+def test_supersede_with_new_version_and_undo(qtbot: Any, ctx: AppContext) -> None:
+    old = _remember(qtbot, ctx, "The API rate limit is 100 requests per minute")
+    (c,) = _wait(
+        qtbot, ctx, lambda: ops.supersede(ctx, old, with_text="The API rate limit is 500 rpm")
+    )
+    new = next(i for i in c.memories.created)
+    assert ctx.lm.get(old).status == MemoryStatus.SUPERSEDED
+    assert ctx.lm.get(old).superseded_by == new
+    _wait(qtbot, ctx, lambda: ops.undo(ctx))
+    assert ctx.lm.get(old).status == MemoryStatus.ACTIVE
+    with pytest.raises(Exception, match="no memory"):
+        ctx.lm.get(new)
+
+
+def test_failed_operation_says_why(qtbot: Any, ctx: AppContext) -> None:
+    errors: list[str] = []
+    ctx.hub.error.connect(errors.append)
+    ops.pin(ctx, ["does-not-exist"])
+    qtbot.waitUntil(lambda: bool(errors), timeout=30_000)
+    assert "does-not-exist" in errors[0] and "\n" not in errors[0]
+
+
+def test_settings_change_applies_at_once_and_is_captured(qtbot: Any, ctx: AppContext) -> None:
+    from lexmem.config import load_settings
+    from lexmem.inbox import Inbox
+
+    shared = ctx.lm.settings.capture
+    diffs: list[Any] = []
+    ctx.update_settings(lambda s: setattr(s.capture, "mode", "full"), diffs.append)
+    qtbot.waitUntil(lambda: bool(diffs), timeout=10_000)
+    assert diffs[0] == [("capture.mode", "assist", "full")]
+    assert shared.mode == "full"  # the same object the service reads
+    assert load_settings(ctx.paths).capture.mode == "full"
+    events = [Inbox(ctx.paths.inbox).read(p) for p in Inbox(ctx.paths.inbox).pending()]
+    assert [e["event_type"] for e in events] == ["config_change"]
+
+
+def test_review_reject_is_undoable(qtbot: Any, ctx: AppContext) -> None:
+    from lexmem.inbox import Inbox, make_event
+    from lexmem.service import CaptureService
+
+    ctx.lm.settings.capture.mode = "full"
+    inbox = Inbox(ctx.paths.inbox)
+    for event_type, text in (
+        ("prompt", "We decided to use PostgreSQL 16 for the billing service."),
+        ("response", "Noted."), ("session_end", ""),
+    ):  # fmt: skip
+        inbox.write(make_event(event_type, text, session_id="s1", agent="claude"))
+    with CaptureService(ctx.lm) as service:
+        service.drain()
+    queue = review_queue(ctx.lm)
+    assert len(queue) == 1
+    (c,) = _wait(qtbot, ctx, lambda: ops.review(ctx, queue, "rejected"))
+    assert c.review and c.memories.updated == tuple(queue)
+    assert review_queue(ctx.lm) == []
+    assert ctx.lm.get(queue[0]).status == MemoryStatus.ARCHIVED
+    _wait(qtbot, ctx, lambda: ops.undo(ctx))
+    assert review_queue(ctx.lm) == queue
+    assert ctx.lm.get(queue[0]).status == MemoryStatus.ACTIVE
