@@ -21,6 +21,7 @@ from .config import Paths, Settings, load_settings, resolve_paths, secure_umask,
 from .embedder import Embedder
 from .encoder import EncoderOptions, LlmClassifier, MemoryEncoder
 from .errors import InvalidInputError
+from .journal import AuditEntry, Journal, Session
 from .models import (
     Changes,
     ConfidencePoint,
@@ -442,6 +443,42 @@ class Lexmem:
 
     def memories_for(self, ids: Sequence[str]) -> list[Memory]:
         return self.store.get_many(list(ids))
+
+    def refresh(self) -> None:
+        """See what other processes (or the in-process service) committed since."""
+        self.store.refresh()
+
+    def list_ids(self, flt: MemoryFilter | None = None, *, sort: str = "created") -> list[str]:
+        """Ids only, in order: cheap for 100,000 memories (the browser's table holds these)."""
+        return self.store.list_ids(flt, sort=sort)
+
+    def projects(self) -> list[str]:
+        """Every project a memory names, sorted."""
+        table = self.store.scan_arrow("project IS NOT NULL", ["project"])
+        return sorted({str(p) for p in table.column("project").to_pylist() if p})
+
+    def audit_entries(
+        self,
+        *,
+        decision: str | None = None,
+        session_id: str | None = None,
+        memory_id: str | None = None,
+        limit: int = 200,
+    ) -> list[AuditEntry]:
+        """What capture saved, skipped or reinforced, and why; newest first."""
+        return Journal(self.store).audit_entries(
+            decision=decision, session_id=session_id, memory_id=memory_id, limit=limit
+        )
+
+    def sessions(self, status: str | None = None, limit: int = 100) -> list[Session]:
+        """Agent sessions seen by capture, newest first."""
+        return Journal(self.store).sessions(status, limit=limit)
+
+    def review_queue(self, limit: int | None = None) -> list[str]:
+        """Ids of memories captured automatically and not reviewed yet, newest first."""
+        from .service import review_queue
+
+        return review_queue(self, limit)
 
     def status_counts(self) -> dict[str, int]:
         return {s.value: self.store.count(MemoryFilter(status=s)) for s in MemoryStatus}

@@ -27,7 +27,7 @@ from . import __version__
 from .config import tighten_umask
 from .errors import InvalidInputError, LexmemError
 
-__all__ = ["main"]
+__all__ = ["Ctx", "cli", "has_display", "main"]
 
 F = TypeVar("F", bound=Callable[..., Any])
 
@@ -305,7 +305,21 @@ def cli(ctx: click.Context, home: str | None) -> None:
     """lexmem — local-first memory for AI agents and the people who work with them."""
     ctx.obj = Ctx(home)
     if ctx.invoked_subcommand is None:
-        ctx.invoke(status)
+        # With a display, `lexmem` is the desktop app (registered by the desktop layer's
+        # launcher, which the core never imports); on a terminal without one, a status.
+        desktop = cli.get_command(ctx, "app")
+        if desktop is not None and has_display():
+            ctx.invoke(desktop)
+        else:
+            ctx.invoke(status)
+
+
+def has_display(environ: Any = None, platform: str | None = None) -> bool:
+    """Whether a window can be shown: macOS and Windows always; elsewhere X11 or Wayland."""
+    env = os.environ if environ is None else environ
+    if (platform or sys.platform) in ("darwin", "win32"):
+        return True
+    return bool(env.get("DISPLAY") or env.get("WAYLAND_DISPLAY"))
 
 
 @cli.command()

@@ -5,8 +5,10 @@ call :func:`load_settings`; everything else receives the values it needs. The ho
 command reads what it applies through :func:`load_capture_rules`, which checks the
 file the same way but builds none of the settings dataclasses.
 
-All state lives under one data folder: ``LEXMEM_HOME`` when set, else the
-platform's user data folder. Folders are created 0700 and files 0600; the
+All state lives under one data folder: ``LEXMEM_HOME`` when set, else the folder
+named by the location pointer (``$XDG_CONFIG_HOME/lexmem/location``, written when the
+person moves the data folder), else the platform's user data folder. Folders are
+created 0700 and files 0600; the
 process umask is tightened while lexmem writes so that files created by the
 storage engine inherit the same modes.
 """
@@ -57,10 +59,13 @@ __all__ = [
     "default_home",
     "load_capture_rules",
     "load_settings",
+    "location_file",
+    "read_location",
     "resolve_paths",
     "save_settings",
     "secure_umask",
     "tighten_umask",
+    "write_location",
 ]
 
 SCHEMA_VERSION = 1
@@ -182,12 +187,78 @@ def default_home(environ: Mapping[str, str] | None = None, platform: str | None 
 
 
 def resolve_paths(environ: Mapping[str, str] | None = None) -> Paths:
-    """``LEXMEM_HOME`` if set, else the platform's per-user data folder."""
+    """``LEXMEM_HOME`` if set, else the folder the location pointer names, else the
+    platform's per-user data folder."""
     env = os.environ if environ is None else environ
     home = env.get("LEXMEM_HOME", "").strip()
     if home:
         return Paths(Path(home).expanduser().absolute())
-    return Paths(default_home(env))
+    return Paths(read_location(env) or default_home(env))
+
+
+# --- the location pointer ----------------------------------------------------
+
+
+def location_file(environ: Mapping[str, str] | None = None, platform: str | None = None) -> Path:
+    """The pointer file naming a moved data folder, in the platform's config folder.
+
+    Constraint: it lives outside every data folder (a move removes the old one), so on
+    macOS and Windows it is not the data folder's parent: ``~/Library/Preferences`` and
+    the roaming ``APPDATA`` rather than ``Application Support`` and ``LOCALAPPDATA``.
+    """
+    env = os.environ if environ is None else environ
+    plat = platform or sys.platform
+    if plat.startswith("win"):
+        base = env.get("APPDATA") or str(Path.home() / "AppData" / "Roaming")
+        return Path(base) / "lexmem" / "location"
+    if plat == "darwin":
+        return Path.home() / "Library" / "Preferences" / "lexmem" / "location"
+    xdg = env.get("XDG_CONFIG_HOME", "").strip()
+    base_path = Path(xdg) if xdg and Path(xdg).is_absolute() else Path.home() / ".config"
+    return base_path / "lexmem" / "location"
+
+
+def read_location(environ: Mapping[str, str] | None = None) -> Path | None:
+    """The data folder the pointer names; None without a pointer (or with an unusable one).
+
+    Constraint: the hook calls this on every run; it costs one failed ``open`` when there
+    is no pointer. A pointer must hold one absolute path; anything else is ignored, so a
+    damaged pointer falls back to the platform folder rather than to a relative one.
+    """
+    try:
+        text = location_file(environ).read_text(encoding="utf-8").strip()
+    except (OSError, UnicodeDecodeError):
+        return None
+    if not text or "\n" in text:
+        return None
+    home = Path(text).expanduser()
+    return home if home.is_absolute() else None
+
+
+def write_location(home: Path | None, environ: Mapping[str, str] | None = None) -> None:
+    """Point lexmem at ``home`` (atomically: temporary file, fsync, rename), or remove the
+    pointer (``None``: the platform folder again)."""
+    target = location_file(environ)
+    if home is None:
+        try:
+            target.unlink(missing_ok=True)
+        except OSError as exc:
+            raise ConfigError(f"cannot remove ({exc.strerror})", path=str(target)) from exc
+        return
+    if not home.is_absolute():
+        raise ConfigError(f"the data folder must be an absolute path, not {home}", path=str(target))
+    tmp = target.with_name(f".{target.name}.{os.getpid()}.tmp")
+    with secure_umask():
+        try:
+            target.parent.mkdir(mode=DIR_MODE, parents=True, exist_ok=True)
+            with open(tmp, "w", encoding="utf-8") as fh:
+                fh.write(f"{home}\n")
+                fh.flush()
+                os.fsync(fh.fileno())
+            os.replace(tmp, target)
+        except OSError as exc:
+            tmp.unlink(missing_ok=True)
+            raise ConfigError(f"cannot write ({exc.strerror})", path=str(target)) from exc
 
 
 def tighten_umask() -> None:

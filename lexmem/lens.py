@@ -1,4 +1,4 @@
-"""DuckDB as the SQL lens over the store: statistics, export and import.
+"""DuckDB as the SQL lens over the store: statistics, insights, export and import.
 
 DuckDB reads Arrow tables that the store hands it; it never opens a database
 file of its own, so nothing here can lock another process out.
@@ -16,7 +16,8 @@ import json
 import os
 import shutil
 import tempfile
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
+from datetime import UTC, date, datetime, timedelta
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -35,7 +36,7 @@ if TYPE_CHECKING:
     import duckdb
     import pyarrow as pa
 
-__all__ = ["FORMATS", "export_store", "import_store", "stats"]
+__all__ = ["FORMATS", "export_store", "import_store", "insights", "stats"]
 
 FORMATS = {"jsonl": "jsonl", "parquet": "parquet", "csv": "csv"}
 EXPORT_VERSION = 1
@@ -173,6 +174,108 @@ def _capture_stats(store: MemoryStore, con: duckdb.DuckDBPyConnection) -> dict[s
             con, "SELECT status, count(*) FROM sess GROUP BY 1 ORDER BY 2 DESC"
         ),
     }
+
+
+# -- insights ---------------------------------------------------------------
+
+_DAY_US = 86_400_000_000
+_TYPE_ORDER = ("semantic", "episodic", "procedural")
+
+
+def _day_index(column: str, offset_us: int, first_day: int) -> str:
+    """SQL for the day (0 = the window's first) a timestamp falls on, at a fixed UTC offset.
+
+    Constraint: plain epoch arithmetic, not time zone casts: the lens loads no DuckDB
+    extension (ICU included), and a fixed offset is what the caller's clock says today.
+    """
+    return f"CAST(floor((epoch_us({column}) + {offset_us}) / {_DAY_US}.0) AS BIGINT) - {first_day}"
+
+
+def _per_day(
+    con: duckdb.DuckDBPyConnection, column: str, days: int, order: Sequence[str] = ()
+) -> dict[str, list[int]]:
+    """Counts per value of ``column`` and per day of the window ``w``."""
+    out: dict[str, list[int]] = {}
+    for key, day, n in con.execute(
+        f"SELECT {column}, d, count(*) FROM w GROUP BY 1, 2 ORDER BY 1, 2"
+    ).fetchall():
+        out.setdefault(str(key), [0] * days)[int(day)] = int(n)
+    # Fixed keys first in their order (types keep their colours), then by total, then name.
+    rank = {k: i for i, k in enumerate(order)}
+    keys = sorted(out, key=lambda k: (rank.get(k, len(rank)), -sum(out[k]), k))
+    return {k: out[k] for k in keys}
+
+
+def insights(store: MemoryStore, *, days: int = 30, now: datetime | None = None) -> dict[str, Any]:
+    """What the last ``days`` days brought, for the app's charts.
+
+    Days are calendar days at ``now``'s UTC offset (default: the local clock), the last
+    one being today. Returns ``dates`` (ISO dates, oldest first); ``by_type`` and
+    ``by_source`` (a list of per-day counts for each type or source of the memories
+    created each day, whatever their status now); ``top_projects`` (active memories
+    created in the window, per project, at most ten); ``skip_reasons`` (skipped
+    candidates per reason, numbers taken out so that "confidence 0.42 below …" and
+    "confidence 0.55 below …" count as one, at most eight); ``decisions`` (candidates
+    per audit decision, not counting the app's own operations); and ``total``.
+    """
+    if days < 1:
+        raise InvalidInputError(f"days must be at least 1, not {days}")
+    now = now or datetime.now().astimezone()
+    if now.tzinfo is None:
+        now = now.replace(tzinfo=UTC)
+    offset = now.utcoffset() or timedelta(0)
+    offset_us = offset // timedelta(microseconds=1)
+    today = now.date()
+    first = today - timedelta(days=days - 1)
+    first_day = (first - date(1970, 1, 1)).days
+    con = _connect()
+    try:
+        mem = _arrow(store, "memories", ["type", "source", "project", "status", "created_at"])
+        con.register("mem", mem)
+        con.execute(
+            "CREATE TEMP VIEW w AS SELECT * FROM (SELECT *, "
+            f"{_day_index('created_at', offset_us, first_day)} AS d FROM mem) "
+            f"WHERE created_at IS NOT NULL AND d BETWEEN 0 AND {days - 1}"
+        )
+        out: dict[str, Any] = {
+            "days": days,
+            "dates": [(first + timedelta(days=i)).isoformat() for i in range(days)],
+            "total": int(_one(con, "SELECT count(*) FROM w")),
+            "by_type": _per_day(con, "type", days, _TYPE_ORDER),
+            "by_source": _per_day(con, "source", days),
+            "top_projects": [
+                (str(k), int(n))
+                for k, n in con.execute(
+                    "SELECT coalesce(project, '(none)'), count(*) FROM w WHERE status = 'active' "
+                    "GROUP BY 1 ORDER BY 2 DESC, 1 LIMIT 10"
+                ).fetchall()
+            ],
+            "skip_reasons": [],
+            "decisions": {},
+        }
+        # The journal's tables exist once a service has run; reading must not create them.
+        if "audit" in store.list_tables():
+            audit = _arrow(store, "audit", ["decision", "reason", "kind", "timestamp"])
+            con.register("audit", audit)
+            con.execute(
+                "CREATE TEMP VIEW aw AS SELECT * FROM (SELECT *, "
+                f"{_day_index('timestamp', offset_us, first_day)} AS d FROM audit) "
+                f"WHERE d BETWEEN 0 AND {days - 1} AND kind IS DISTINCT FROM 'memory_op'"
+            )
+            out["decisions"] = _pairs(
+                con, "SELECT decision, count(*) FROM aw GROUP BY 1 ORDER BY 2 DESC, 1"
+            )
+            out["skip_reasons"] = [
+                (str(k), int(n))
+                for k, n in con.execute(
+                    "SELECT regexp_replace(trim(regexp_replace(coalesce(reason, ''), "
+                    "'[0-9]+([.][0-9]+)?', '', 'g')), '\\s+', ' ', 'g') AS r, count(*) "
+                    "FROM aw WHERE decision = 'skipped' GROUP BY 1 ORDER BY 2 DESC, 1 LIMIT 8"
+                ).fetchall()
+            ]
+        return out
+    finally:
+        con.close()
 
 
 def _disk_bytes(folder: Path) -> int:

@@ -703,13 +703,19 @@ class CaptureService:
         from .watcher import MarkdownWatcher
 
         observer = self._watch()
-        notes = MarkdownWatcher(self, self.settings.watch) if self.settings.watch else None
-        if notes is not None:
-            notes.start()
+        notes: MarkdownWatcher | None = None
+        watching: list[str] = []
         last_maintenance = 0.0
         last_optimize = time.monotonic()
         try:
             while not stop.is_set():
+                if list(self.settings.watch) != watching:  # folders added or removed meanwhile
+                    if notes is not None:
+                        notes.stop()
+                    watching = list(self.settings.watch)
+                    notes = MarkdownWatcher(self, watching) if watching else None
+                    if notes is not None:
+                        notes.start()
                 report = self.drain()
                 if on_report and (report.events or report.quarantined):
                     on_report(report)

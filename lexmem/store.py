@@ -341,6 +341,8 @@ class MemoryStore:
         self._thread_lock = threading.RLock()
         self._db: Any = None
         self._tables: dict[str, Any] = {}
+        # Reader threads open tables while a writer iterates them: guard the dict itself.
+        self._tables_lock = threading.Lock()
         self._meta: dict[str, Any] = {}
         self._index_cache: dict[tuple[str, Any], bool] = {}
         self.on_commit: list[Callable[[], None]] = []
@@ -457,15 +459,19 @@ class MemoryStore:
     def table(self, name: str = "memories") -> Any:
         t = self._tables.get(name)
         if t is None:
-            real = self._meta["memories_table"] if name == "memories" else name
-            t = self._db.open_table(real)
-            self._tables[name] = t
+            with self._tables_lock:
+                t = self._tables.get(name)
+                if t is None:
+                    real = self._meta["memories_table"] if name == "memories" else name
+                    t = self._db.open_table(real)
+                    self._tables[name] = t
         return t
 
     def refresh(self) -> None:
         """See commits made by other processes since this one opened the store."""
-        self._meta = self._read_meta()
-        self._tables.clear()
+        with self._tables_lock:
+            self._meta = self._read_meta()
+            self._tables.clear()
         self._index_cache.clear()
 
     # -- writing ----------------------------------------------------------
@@ -482,8 +488,11 @@ class MemoryStore:
                     fresh = self._read_meta()
                     if fresh.get("memories_table") != self._meta.get("memories_table"):
                         self._meta = fresh
-                        self._tables.clear()
-                    for t in self._tables.values():
+                        with self._tables_lock:
+                            self._tables.clear()
+                    with self._tables_lock:
+                        cached = list(self._tables.values())
+                    for t in cached:
                         t.checkout_latest()
                 with secure_umask():
                     yield

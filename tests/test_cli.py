@@ -144,6 +144,21 @@ LONG_TEXT = " ".join(
 # -- discovery ------------------------------------------------------------------
 
 
+def test_the_console_script_adds_the_desktop_app(
+    data_home: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.delenv("QT_QPA_PLATFORM", raising=False)  # a terminal with no display at all
+    top = run_script("--help", home=data_home)
+    assert "  app  " in top.stdout and "Open the desktop app" in top.stdout
+    no_display = run_script("app", home=data_home)
+    assert no_display.returncode == 1
+    assert no_display.stderr.strip().splitlines() == [
+        "lexmem: error: no display to open the app on (DISPLAY and WAYLAND_DISPLAY are unset); "
+        "`lexmem serve` captures without one"
+    ]
+    assert "0 active, 0 archived" in run_script(home=data_home).stdout  # no display: a status
+
+
 def test_version_help_and_status(data_home: Path) -> None:
     assert run("--version").stdout.strip() == f"lexmem, version {__version__}"
     top = run("--help").stdout

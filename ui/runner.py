@@ -54,7 +54,11 @@ class Runner(QObject):
     ) -> Future[Any]:
         """Run ``fn`` on the write thread (``write=True``) or the read pool."""
         if self._closed:
-            raise RuntimeError("the runner is shut down")
+            # A late signal after the app began to quit: nobody is left to see the result.
+            log.debug("task submitted after shutdown, dropped")
+            dropped: Future[Any] = Future()
+            dropped.cancel()
+            return dropped
         pool = self._writes if write else self._reads
         self._pending += 1
         self.busy_changed.emit(self._pending)

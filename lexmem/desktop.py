@@ -1,0 +1,505 @@
+"""What the desktop app needs from the core beyond :mod:`lexmem.api` (no Qt here).
+
+- **Start at login**: a freedesktop.org Desktop Entry in ``$XDG_CONFIG_HOME/autostart``
+  (``~/.config/autostart``) that runs ``lexmem app``.
+- **Moving the data folder**: copy it to a new place, verify the copy, point lexmem at
+  it (the location pointer of :mod:`lexmem.config`, which the hook follows too), and only
+  then remove the old folder. Nothing is half-written when a step fails.
+- **A watched folder's first scan**: read its notes now with progress, or (when a
+  service in another process owns the watcher) measure how far that service got.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import logging
+import os
+import shutil
+import stat
+import sys
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+from .config import (
+    DIR_MODE,
+    FILE_MODE,
+    Paths,
+    default_home,
+    resolve_paths,
+    secure_umask,
+    write_location,
+)
+from .errors import DataFolderError, InvalidInputError
+from .locks import FileLock, LockTimeout
+
+if TYPE_CHECKING:
+    from .api import Lexmem
+    from .service import CaptureService
+    from .watcher import WatchReport
+
+__all__ = [
+    "AUTOSTART_NAME",
+    "Moved",
+    "autostart_command",
+    "autostart_enabled",
+    "autostart_path",
+    "autostart_supported",
+    "desktop_entry",
+    "first_scan",
+    "markdown_files",
+    "move_data_folder",
+    "scan_progress",
+    "set_autostart",
+]
+
+log = logging.getLogger("lexmem")
+
+AUTOSTART_NAME = "lexmem.desktop"
+Progress = Callable[[int, int], None]
+
+
+# -- start at login -----------------------------------------------------------------
+
+
+def autostart_supported(platform: str | None = None) -> tuple[bool, str]:
+    """Whether start-at-login works here, and why not (one line) when it does not."""
+    plat = platform or sys.platform
+    if plat.startswith("win") or plat == "darwin":
+        return False, "start at login is not supported on this platform yet"
+    return True, ""
+
+
+def autostart_path(environ: Mapping[str, str] | None = None) -> Path:
+    """``$XDG_CONFIG_HOME/autostart/lexmem.desktop`` (``~/.config`` when unset or relative)."""
+    env = os.environ if environ is None else environ
+    xdg = env.get("XDG_CONFIG_HOME", "").strip()
+    base = Path(xdg) if xdg and Path(xdg).is_absolute() else Path.home() / ".config"
+    return base / "autostart" / AUTOSTART_NAME
+
+
+def autostart_enabled(environ: Mapping[str, str] | None = None) -> bool:
+    return autostart_path(environ).is_file()
+
+
+def autostart_command(home: Path | None = None) -> list[str]:
+    """The command that starts the app: this bundle, the ``lexmem`` script beside this
+    interpreter, or ``lexmem`` on the PATH. ``home`` adds ``--home`` (an explicit
+    ``LEXMEM_HOME`` the login session would not have)."""
+    if getattr(sys, "frozen", False):
+        exe = sys.executable
+    else:
+        name = "lexmem.exe" if os.name == "nt" else "lexmem"
+        beside = Path(sys.executable).with_name(name)
+        exe = str(beside) if beside.exists() else (shutil.which("lexmem") or "lexmem")
+    return [exe, *(["--home", str(home)] if home is not None else []), "app"]
+
+
+# Desktop Entry spec, "The Exec key": arguments with reserved characters are quoted, and
+# inside quotes `"`, `` ` ``, `$` and `\` are escaped by a backslash; then the string as a
+# whole is escaped once more as a string value (`\` becomes `\\`).
+_RESERVED = set(" \t\n\"'\\><~|&;$*?#()`")
+
+
+def _exec_arg(arg: str) -> str:
+    if arg and not (_RESERVED & set(arg)) and "%" not in arg and "=" not in arg:
+        return arg
+    inner = "".join("\\" + c if c in '"`$\\' else c for c in arg).replace("%", "%%")
+    return f'"{inner}"'
+
+
+def _string_value(text: str) -> str:
+    return text.replace("\\", "\\\\").replace("\n", "\\n").replace("\t", "\\t")
+
+
+def desktop_entry(command: Sequence[str]) -> str:
+    """A Desktop Entry (spec 1.5) that starts ``command`` at login, quietly in the tray."""
+    if not command or any("\n" in a or "\r" in a for a in command):
+        raise InvalidInputError("the autostart command must be one line")
+    exec_line = " ".join(_exec_arg(a) for a in command)
+    icon = _icon_path()
+    lines = [
+        "[Desktop Entry]",
+        "Type=Application",
+        "Version=1.5",
+        "Name=lexmem",
+        "GenericName=Agent memory",
+        "Comment=Local-first memory for AI agents: capture and review in the tray",
+        f"Exec={_string_value(exec_line)}",
+        f"Icon={_string_value(icon)}",
+        "Terminal=false",
+        "Categories=Utility;",
+        "StartupNotify=false",
+        "X-GNOME-Autostart-enabled=true",
+    ]
+    return "\n".join(lines) + "\n"
+
+
+def _icon_path() -> str:
+    """The packaged SVG when it is a real file, else the icon theme's name."""
+    try:
+        from importlib.resources import files
+
+        svg = files("lexmem_resources").joinpath("icons", "lexmem.svg")
+        if isinstance(svg, Path) and svg.is_file():
+            return str(svg)
+    except (ImportError, OSError):
+        pass
+    return "lexmem"
+
+
+def set_autostart(
+    enabled: bool,
+    *,
+    command: Sequence[str] | None = None,
+    environ: Mapping[str, str] | None = None,
+) -> Path:
+    """Write (atomically, owner-only) or remove the autostart entry; returns its path."""
+    supported, why = autostart_supported()
+    target = autostart_path(environ)
+    if not supported:
+        raise InvalidInputError(why)
+    if not enabled:
+        try:
+            target.unlink(missing_ok=True)
+        except OSError as exc:
+            raise DataFolderError(f"cannot remove ({exc.strerror})", path=str(target)) from exc
+        return target
+    text = desktop_entry(command or autostart_command())
+    tmp = target.with_name(f".{target.name}.{os.getpid()}.tmp")
+    try:
+        target.parent.mkdir(mode=DIR_MODE, parents=True, exist_ok=True)
+        fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, FILE_MODE)
+        with os.fdopen(fd, "w", encoding="utf-8") as fh:
+            fh.write(text)
+            fh.flush()
+            os.fsync(fh.fileno())
+        os.chmod(tmp, FILE_MODE)
+        os.replace(tmp, target)
+    except OSError as exc:
+        tmp.unlink(missing_ok=True)
+        raise DataFolderError(
+            f"cannot write the autostart entry ({exc.strerror})", path=str(target)
+        ) from exc
+    return target
+
+
+# -- moving the data folder -----------------------------------------------------------
+
+
+@dataclass(frozen=True, slots=True)
+class Moved:
+    """A finished move: the new folder, what was copied, and anything left behind."""
+
+    paths: Paths
+    files: int
+    size: int  # bytes copied
+    #: The old folder when it could not be removed (the move itself succeeded); else "".
+    left_behind: str = ""
+
+
+def _holder_pid(lock: Path) -> int | None:
+    try:
+        return int(lock.read_text(encoding="ascii").strip() or "0") or None
+    except (OSError, ValueError):
+        return None
+
+
+def _take_service_lock(paths: Paths) -> FileLock | None:
+    """Hold the service lock; None when this very process holds it (its own service,
+    which is the caller: it keeps running and waits for the store's write lock)."""
+    lock = FileLock(paths.service_lock, timeout=0)
+    try:
+        lock.acquire()
+    except LockTimeout as exc:
+        pid = _holder_pid(paths.service_lock)
+        if pid == os.getpid():
+            return None
+        who = f" (process {pid})" if pid else ""
+        raise DataFolderError(
+            f"a lexmem service in another process{who} uses the data folder; quit it first",
+            path=str(paths.home),
+        ) from exc
+    return lock
+
+
+def _plan(source: Path) -> tuple[list[Path], list[Path], list[Path], int]:
+    """Folders, files and symlinks under ``source`` (relative), and the bytes to copy."""
+    folders: list[Path] = []
+    files: list[Path] = []
+    links: list[Path] = []
+    total = 0
+    for root, dirs, names in os.walk(source):
+        here = Path(root)
+        rel = here.relative_to(source)
+        for d in list(dirs):
+            if (here / d).is_symlink():
+                links.append(rel / d)
+                dirs.remove(d)
+            else:
+                folders.append(rel / d)
+        for n in names:
+            p = here / n
+            st = p.lstat()
+            if stat.S_ISLNK(st.st_mode):
+                links.append(rel / n)
+            elif stat.S_ISREG(st.st_mode):
+                files.append(rel / n)
+                total += st.st_size
+            else:
+                raise DataFolderError(
+                    "cannot copy a special file (a pipe, socket or device)", path=str(p)
+                )
+    return folders, files, links, total
+
+
+def _copy_file(src: Path, dst: Path, tick: Callable[[int], None]) -> str:
+    """Copy one file, returning the sha256 of what was read."""
+    h = hashlib.sha256()
+    with open(src, "rb") as fin, open(dst, "xb") as fout:
+        while block := fin.read(1 << 20):
+            h.update(block)
+            fout.write(block)
+            tick(len(block))
+        fout.flush()
+        os.fsync(fout.fileno())
+    shutil.copystat(src, dst, follow_symlinks=False)
+    return h.hexdigest()
+
+
+def _sha256(path: Path) -> str:
+    h = hashlib.sha256()
+    with open(path, "rb") as fh:
+        while block := fh.read(1 << 20):
+            h.update(block)
+    return h.hexdigest()
+
+
+def _sync_inbox(source: Path, target: Path) -> int:
+    """Copy events that reached the old inbox after the main copy; returns how many."""
+    old, new = source / "inbox", target / "inbox"
+    if not old.is_dir():
+        return 0
+    n = 0
+    for event in sorted(old.glob("*.json")):
+        dest = new / event.name
+        if not dest.exists():
+            new.mkdir(mode=DIR_MODE, parents=True, exist_ok=True)
+            tmp = new / f".{event.name}.moving"
+            shutil.copy2(event, tmp)
+            os.replace(tmp, dest)
+            n += 1
+    return n
+
+
+def _check_target(source: Path, target: Path) -> None:
+    if not target.is_absolute():
+        raise InvalidInputError(f"the new data folder must be an absolute path, not {target}")
+    real_source, real_target = source.resolve(), target.resolve()
+    if real_target == real_source:
+        raise InvalidInputError(f"the data folder is already {source}")
+    if real_source in real_target.parents:
+        raise InvalidInputError(f"{target} is inside the data folder it would be moved from")
+    if real_target in real_source.parents:
+        raise InvalidInputError(f"{target} holds the data folder itself; choose an empty folder")
+    if target.exists() and (not target.is_dir() or any(target.iterdir())):
+        raise InvalidInputError(f"{target} is not empty; choose an empty or a new folder")
+    nearest = next(a for a in target.parents if a.exists())
+    if not nearest.is_dir():
+        raise InvalidInputError(f"{nearest} is not a folder")
+
+
+def move_data_folder(
+    paths: Paths,
+    target: Path,
+    *,
+    progress: Progress | None = None,
+    environ: Mapping[str, str] | None = None,
+) -> Moved:
+    """Move the data folder to ``target`` (empty or absent) and point lexmem at it.
+
+    The steps: hold the service lock (refused while a service in another process runs;
+    this process's own service is the caller and only waits for the store's write lock)
+    and the store's write lock; copy into a hidden folder beside ``target`` with
+    ``progress(bytes_done, bytes_total)``; verify every file's sha256; rename it into
+    place; write the location pointer atomically; then remove the old folder. A failure
+    before the pointer is written removes the copy and leaves everything as it was.
+
+    Constraint: the pointer only applies when ``LEXMEM_HOME`` is not set, so a move
+    under ``LEXMEM_HOME`` is refused (change the variable instead); and only the folder
+    lexmem resolves to can be moved, or the pointer would redirect another one.
+    """
+    env = os.environ if environ is None else environ
+    source = paths.home
+    if env.get("LEXMEM_HOME", "").strip():
+        raise InvalidInputError(
+            "LEXMEM_HOME is set: change it to use another data folder (moving would not apply)"
+        )
+    if resolve_paths(env).home.resolve() != source.resolve():
+        raise InvalidInputError(
+            f"{source} is not the data folder lexmem uses, so it cannot be moved"
+        )
+    if not source.is_dir():
+        raise DataFolderError("there is no data folder to move", path=str(source))
+    target = target.expanduser()
+    _check_target(source, target)
+
+    service = _take_service_lock(paths)
+    try:
+        # Every store write takes this lock: holding it, the copy is one consistent state.
+        writes = FileLock(paths.write_lock, timeout=60.0)
+        try:
+            writes.acquire()
+        except LockTimeout as exc:
+            raise DataFolderError(
+                "the store stayed busy for a minute (a long write is running); try again later",
+                path=str(paths.home),
+            ) from exc
+        try:
+            moved = _copy_and_switch(source, target, progress, env)
+            # Removed while the locks are held, so no service can start on the old folder
+            # in between (the lock files go with it; the held descriptors stay valid).
+            left = _remove_old(source)
+        finally:
+            writes.release()
+    finally:
+        if service is not None:
+            service.release()
+    log.info("[MEM:STORE] Moved the data folder from %s to %s", source, target)
+    return Moved(moved.paths, moved.files, moved.size, left)
+
+
+def _remove_old(source: Path) -> str:
+    """Remove the old folder; its path when that failed (the move itself stands)."""
+    try:
+        shutil.rmtree(source)
+    except OSError as exc:
+        log.warning("[MEM:STORE] moved the data folder, but could not remove %s: %s", source, exc)
+        return str(source)
+    return ""
+
+
+def _copy_and_switch(
+    source: Path, target: Path, progress: Progress | None, env: Mapping[str, str]
+) -> Moved:
+    folders, files, links, total = _plan(source)
+    staging = target.parent / f".{target.name}.lexmem-moving-{os.getpid()}"
+    existed = target.exists()
+    done = 0
+
+    def tick(n: int) -> None:
+        nonlocal done
+        done += n
+        if progress is not None:
+            progress(done, total)
+
+    if progress is not None:
+        progress(0, total)
+    placed = False
+    # Folders above the target that do not exist yet (a fresh platform folder): created,
+    # and removed again if the move fails.
+    created = next((a for a in reversed(target.parents) if not a.exists()), None)
+    try:
+        with secure_umask():
+            target.parent.mkdir(mode=DIR_MODE, parents=True, exist_ok=True)
+            if staging.exists():
+                shutil.rmtree(staging)  # left by a move that died; it was never in use
+            staging.mkdir(mode=DIR_MODE)
+            for rel in folders:
+                (staging / rel).mkdir(mode=DIR_MODE)
+            digests = {rel: _copy_file(source / rel, staging / rel, tick) for rel in files}
+            for rel in links:
+                (staging / rel).symlink_to(os.readlink(source / rel))
+            for rel, digest in digests.items():
+                if _sha256(staging / rel) != digest:
+                    raise DataFolderError(
+                        "the copy does not match the original", path=str(staging / rel)
+                    )
+            if existed:
+                target.rmdir()
+            os.replace(staging, target)
+            placed = True
+            _sync_inbox(source, target)
+            home = target.absolute()
+            write_location(None if home == default_home(env) else home, env)
+    except BaseException:
+        shutil.rmtree(staging, ignore_errors=True)
+        if placed:
+            shutil.rmtree(target, ignore_errors=True)
+        if existed and not target.exists():
+            target.mkdir(mode=DIR_MODE)
+        if created is not None:
+            shutil.rmtree(created, ignore_errors=True)
+        raise
+    # The pointer names the new folder now: from here on nothing is rolled back.
+    try:
+        _sync_inbox(source, target)  # events a hook wrote just before the switch
+    except OSError as exc:
+        log.warning("[MEM:STORE] events left in %s/inbox after the move: %s", source, exc)
+    return Moved(Paths(target.absolute()), len(files), total)
+
+
+# -- a watched folder's first scan ------------------------------------------------------
+
+
+def markdown_files(folder: Path) -> list[Path]:
+    """The notes the watcher reads in ``folder``: ``.md`` and ``.markdown`` files below it,
+    hidden folders skipped (the watcher's own rule)."""
+    out: list[Path] = []
+    root = folder.expanduser().resolve()
+    for here, dirs, names in os.walk(root):
+        dirs[:] = [d for d in dirs if not d.startswith(".")]
+        out.extend(
+            Path(here) / n for n in sorted(names) if n.lower().endswith((".md", ".markdown"))
+        )
+    return out
+
+
+def scan_progress(lm: Lexmem, folder: Path) -> tuple[int, int]:
+    """How many of ``folder``'s notes a service has read (a file hash in the journal), of
+    how many there are: what a service in another process did, measured from outside."""
+    from .journal import Journal
+    from .store import q
+
+    notes = markdown_files(folder)
+    if not notes:
+        return 0, 0
+    lm.refresh()
+    if "file_hashes" not in lm.store.list_tables():
+        return 0, len(notes)
+    root = str(folder.expanduser().resolve())
+    table = Journal(lm.store).t("file_hashes")
+    where = f"path LIKE {q(root + os.sep + '%')}"
+    rows = table.search().where(where).select(["path"]).limit(max(1, table.count_rows(where)))
+    seen = {str(r["path"]) for r in rows.to_list()}
+    return sum(1 for n in notes if str(n) in seen), len(notes)
+
+
+def first_scan(
+    lm: Lexmem,
+    folder: Path,
+    *,
+    service: CaptureService | None = None,
+    progress: Progress | None = None,
+) -> WatchReport:
+    """Read ``folder``'s notes now, with ``progress(files_done, files_total)``.
+
+    ``service`` is this process's running service (the single writer); without one this
+    process becomes the service for the scan, or :class:`InvalidInputError` says that
+    another process is (its watcher reads the folder; see :func:`scan_progress`).
+    """
+    from .service import CaptureService, ServiceBusyError
+    from .watcher import MarkdownWatcher
+
+    if service is not None:
+        return MarkdownWatcher(service, [str(folder)]).scan_all(progress)
+    own = CaptureService(lm)
+    try:
+        own.acquire()
+    except ServiceBusyError as exc:
+        raise InvalidInputError(f"{exc}; it reads the folder itself") from exc
+    try:
+        return MarkdownWatcher(own, [str(folder)]).scan_all(progress)
+    finally:
+        own.release()

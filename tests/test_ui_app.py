@@ -1,0 +1,200 @@
+"""The tray app as a whole: real core, the capture service on its thread, real hook runs.
+
+The offscreen platform has no system tray, so the app runs as it does on such desktops:
+the browser is the main window and the tray's actions are in its menu bar.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+import threading
+import uuid
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+pytest.importorskip("PySide6")
+
+from PySide6.QtCore import QTimer
+
+from lexmem.api import Lexmem
+from lexmem.inbox import Inbox
+from lexmem.locks import FileLock
+from ui.app import PAUSE_FOREVER, App, main
+from ui.context import UiChanges
+
+HOOK = str(Path(sys.executable).with_name("lexmem-hook"))
+
+
+def hook(repo: Path, session: str, event: str, **fields: Any) -> None:
+    payload = {"session_id": session, "cwd": str(repo), "hook_event_name": event, **fields}
+    proc = subprocess.run(
+        [HOOK, "claude"], input=json.dumps(payload).encode(), capture_output=True,
+        env=os.environ.copy(), timeout=60, check=False,
+    )  # fmt: skip
+    assert proc.returncode == 0
+
+
+def agent_session(repo: Path, text: str) -> str:
+    sid = str(uuid.uuid4())
+    hook(repo, sid, "SessionStart", source="startup")
+    hook(repo, sid, "UserPromptSubmit", prompt=text)
+    hook(repo, sid, "Stop", stop_hook_active=False, last_assistant_message="Noted.")
+    hook(repo, sid, "SessionEnd", reason="exit")
+    return sid
+
+
+@pytest.fixture
+def repo(tmp_path: Path) -> Path:
+    root = tmp_path / "shop"
+    (root / ".git").mkdir(parents=True)
+    return root
+
+
+@pytest.fixture
+def app(qtbot: Any, lm: Lexmem) -> Iterator[App]:
+    a = App(lm, tray=False)
+    a.start(show_window=True)
+    qtbot.waitUntil(lambda: a.service_state == "running", timeout=30_000)
+    yield a
+    a.stop()
+
+
+def test_without_a_tray_the_browser_is_the_main_window(app: App) -> None:
+    assert app.tray is None and app.window.isVisible()
+    titles = [a.text() for a in app.window.menuBar().actions()]
+    assert titles[0] == "&lexmem"
+    items = [a.text() for a in app.window.menuBar().actions()[0].menu().actions()]
+    for wanted in ("Quick remember…", "Open memory browser", "Review queue (0)", "Capture mode",
+                   "Pause capture for 1 hour", "Repositories", "Settings…", "Quit lexmem"):  # fmt: skip
+        assert wanted in items
+    assert app.tray_state() == "capturing"
+
+
+def test_unchecking_a_repository_opts_it_out_for_the_hook_at_once(
+    qtbot: Any, app: App, repo: Path
+) -> None:
+    app.lm.settings.capture.mode = "full"
+    agent_session(repo, "We decided to use PostgreSQL 16 for the billing service.")
+    app.ctx.wake()
+    inbox = Inbox(app.lm.paths.inbox)
+    qtbot.waitUntil(lambda: app.lm.count() == 1 and not inbox.pending(), timeout=30_000)
+    qtbot.waitUntil(lambda: str(repo) in app.menu.repositories, timeout=30_000)
+
+    app.menu._fill_repositories()  # what showing the submenu does
+    (toggle,) = [a for a in app.menu.repos_menu.actions() if a.isCheckable()]
+    assert toggle.isChecked()
+    toggle.trigger()  # a click on the menu item
+    qtbot.waitUntil(lambda: str(repo) in app.lm.settings.capture.optout, timeout=10_000)
+
+    before = app.lm.count()
+    marker = "OPTED-OUT-MARKER-77"
+    hook(repo, str(uuid.uuid4()), "UserPromptSubmit", prompt=f"Remember that {marker} matters")
+    assert inbox.pending() == []  # the hook wrote nothing: no trace at all
+    assert app.lm.count() == before
+    for path in app.lm.paths.home.rglob("*"):
+        if path.is_file():
+            assert marker.encode() not in path.read_bytes()
+
+    app.menu._fill_repositories()
+    (toggle,) = [a for a in app.menu.repos_menu.actions() if a.isCheckable()]
+    assert not toggle.isChecked()
+    toggle.trigger()
+    qtbot.waitUntil(lambda: app.lm.settings.capture.optout == [], timeout=10_000)
+
+
+def test_pause_and_mode_show_in_the_tray_state(qtbot: Any, app: App) -> None:
+    with qtbot.waitSignal(app.ctx.hub.changed, timeout=10_000):
+        app.menu.pause_action.trigger()
+    assert app.lm.settings.capture.paused_until == PAUSE_FOREVER
+    assert app.tray_state() == "paused" and app.menu.resume_action.isVisible()
+    assert "paused" in app.window.state_label.text().lower()
+    with qtbot.waitSignal(app.ctx.hub.changed, timeout=10_000):
+        app.menu.resume_action.trigger()
+    assert app.tray_state() == "capturing"
+    with qtbot.waitSignal(app.ctx.hub.changed, timeout=10_000):
+        app.menu.mode_actions["off"].trigger()
+    assert app.lm.settings.capture.mode == "off" and app.tray_state() == "off"
+
+
+def test_review_count_follows_captures_and_reviews(qtbot: Any, app: App, repo: Path) -> None:
+    app.lm.settings.capture.mode = "full"
+    agent_session(repo, "We decided to use PostgreSQL 16 for the billing service.")
+    app.ctx.wake()
+    qtbot.waitUntil(lambda: app.menu.review_count == 1, timeout=30_000)
+    assert app.menu.review_action.text() == "Review queue (1)"
+    assert "1 to review" in app.status_text()
+    from ui import ops
+
+    ops.review(app.ctx, app.lm.review_queue(), "accepted")
+    qtbot.waitUntil(lambda: app.menu.review_count == 0, timeout=30_000)
+
+
+def test_a_quarantined_event_raises_a_notification(qtbot: Any, app: App) -> None:
+    seen: list[tuple[str, str]] = []
+    app.ctx.hub.notify.connect(lambda t, m: seen.append((t, m)))
+    bad = app.lm.paths.inbox / "0000-bad.json"
+    bad.write_bytes(b"{not json")
+    app.ctx.wake()
+    qtbot.waitUntil(lambda: bool(seen), timeout=30_000)
+    assert "quarantined" in seen[0][1]
+
+
+def test_a_second_launch_raises_the_running_browser(qtbot: Any, app: App) -> None:
+    app.window.hide()
+    lock = FileLock(app.lm.paths.home / "app.lock", timeout=0)
+    lock.acquire()  # the running app's lock (the fixture's App is started without main())
+    try:
+        assert main(home=str(app.lm.paths.home)) == 0  # returns at once
+    finally:
+        lock.release()
+    app.ctx.wake()
+    qtbot.waitUntil(app.window.isVisible, timeout=30_000)
+
+
+def test_long_work_never_blocks_the_event_loop(qtbot: Any, app: App) -> None:
+    """The read waits until the UI loop has ticked five times: were the loop blocked
+    while it ran, the timer could not fire and the read would never finish."""
+    ticks = 0
+    ticked = threading.Event()
+    threads: set[int] = set()
+
+    def tick() -> None:
+        nonlocal ticks
+        ticks += 1
+        if ticks >= 5:
+            ticked.set()
+
+    timer = QTimer()
+    timer.setInterval(5)
+    timer.timeout.connect(tick)
+    timer.start()
+
+    def long_read() -> int:
+        threads.add(threading.get_ident())
+        app.lm.search("which database does the billing service use", record_access=False)
+        app.lm.embedder.embed([f"memory number {i} about a topic" for i in range(200)])
+        assert ticked.wait(30), "the UI loop did not run while the read was working"
+        return ticks
+
+    done: list[int] = []
+    app.ctx.read(long_read, done.append)
+    qtbot.waitUntil(lambda: bool(done), timeout=60_000)
+    timer.stop()
+    assert done[0] >= 5 and threading.get_ident() not in threads
+
+
+def test_changes_from_the_service_reach_the_panels(qtbot: Any, app: App) -> None:
+    seen: list[UiChanges] = []
+    app.ctx.hub.changed.connect(seen.append)
+    from ui import ops
+
+    ops.remember(app.ctx, "The release train leaves every second Thursday")
+    qtbot.waitUntil(lambda: any(c.memories.created for c in seen), timeout=30_000)
+    created = next(c for c in seen if c.memories.created).memories.created
+    assert app.lm.get(created[0]).content == "The release train leaves every second Thursday"

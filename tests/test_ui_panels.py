@@ -1,0 +1,232 @@
+"""The browser's review, audit, sessions and insights tabs: real core, real runner, offscreen Qt."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from typing import Any
+
+import pytest
+
+pytest.importorskip("PySide6")
+
+from PySide6.QtCore import Qt
+from PySide6.QtGui import QColor
+from PySide6.QtTest import QTest
+
+from lexmem.api import Lexmem
+from lexmem.inbox import Inbox, make_event
+from lexmem.journal import Journal
+from lexmem.models import MemoryContext, MemorySource, MemoryStatus
+from lexmem.service import CaptureService, review_queue
+from lexmem.store import MemoryFilter
+from ui.context import AppContext, UiChanges
+from ui.panels import AuditPanel, InsightsPanel, ReviewPanel, SessionsPanel
+from ui.theme import TYPE_COLOURS
+
+PG = "We decided to use PostgreSQL 16 for the billing service."
+MAIN = "Never commit directly to main; open a pull request instead."
+
+
+@pytest.fixture
+def ctx(qtbot: Any, lm: Lexmem) -> Iterator[AppContext]:
+    c = AppContext(lm)
+    yield c
+    c.close()
+
+
+def _say(lm: Lexmem, sid: str, *texts: str, project: str | None = None) -> None:
+    """One short agent session in which the person says ``texts``; the service drains it."""
+    inbox = Inbox(lm.paths.inbox)
+    for text in texts:
+        inbox.write(make_event("prompt", text, session_id=sid, agent="claude", project=project))
+        inbox.write(
+            make_event("response", "Noted.", session_id=sid, agent="claude", project=project)
+        )
+    inbox.write(make_event("session_end", "", session_id=sid, agent="claude", project=project))
+    with CaptureService(lm) as service:
+        service.drain()
+
+
+def _idle(ctx: AppContext) -> bool:
+    return ctx.runner.pending == 0
+
+
+def _queued(ctx: AppContext) -> tuple[str, str]:
+    """Two captured memories waiting for review: (the PostgreSQL one, the main-branch one)."""
+    ctx.lm.settings.capture.mode = "full"
+    _say(ctx.lm, "s1", PG)
+    _say(ctx.lm, "s2", MAIN)
+    queue = review_queue(ctx.lm)
+    assert len(queue) == 2
+    pg = next(i for i in queue if "PostgreSQL" in ctx.lm.get(i).content)
+    return pg, next(i for i in queue if i != pg)
+
+
+def test_review_accept_removes_from_the_queue_and_the_count_follows(
+    qtbot: Any, ctx: AppContext
+) -> None:
+    pg, main = _queued(ctx)
+    panel = ReviewPanel(ctx)  # loads at once: its count feeds the tray badge
+    qtbot.addWidget(panel)
+    counts: list[int] = []
+    panel.count_changed.connect(counts.append)
+    qtbot.waitUntil(lambda: panel.count == 2, timeout=10_000)
+    assert counts == [2] and panel.ids() == [main, pg]  # newest first
+    assert panel.model.rowCount() == 2 and panel.stack.currentWidget() is panel.view
+
+    panel.select([main])
+    assert panel.selected_ids() == [main] and panel.accept_button.isEnabled()
+    panel.accept_selected()
+    assert counts[-1] == 1 and panel.ids() == [pg]  # out of the list at once
+    qtbot.waitUntil(lambda: _idle(ctx) and counts[-1] == 1 and len(counts) >= 3, timeout=30_000)
+    assert review_queue(ctx.lm) == [pg]
+    assert ctx.lm.get(main).status == MemoryStatus.ACTIVE
+    assert panel.ids() == [pg] and ctx.undo_entry is not None
+
+
+def test_bulk_reject_archives_and_teaches_capture(qtbot: Any, ctx: AppContext) -> None:
+    pg, main = _queued(ctx)
+    panel = ReviewPanel(ctx)
+    qtbot.addWidget(panel)
+    qtbot.waitUntil(lambda: panel.count == 2, timeout=10_000)
+    panel.select([pg, main])
+    panel.reject_selected()
+    qtbot.waitUntil(lambda: _idle(ctx) and panel.count == 0, timeout=30_000)
+    assert {ctx.lm.get(i).status for i in (pg, main)} == {MemoryStatus.ARCHIVED}
+    assert panel.stack.currentWidget() is panel.empty
+    assert panel.empty.text().startswith("Nothing to review")
+    assert not panel.reject_all_button.isEnabled()
+
+    # The same candidate said again in a new session is not captured.
+    _say(ctx.lm, "s3", "We decided to use PostgreSQL 16 for the billing service!")
+    assert review_queue(ctx.lm) == []
+    reasons = [e.reason for e in Journal(ctx.lm.store).audit_entries(decision="skipped")]
+    assert "rejected in review before" in reasons
+
+
+def test_edit_then_accept_changes_the_memory_and_accepts_it(qtbot: Any, ctx: AppContext) -> None:
+    pg, main = _queued(ctx)
+    panel = ReviewPanel(ctx)
+    qtbot.addWidget(panel)
+    qtbot.waitUntil(lambda: panel.count == 2, timeout=10_000)
+    panel.select([pg])
+    dialog = panel.edit_selected()
+    assert dialog is not None and dialog.content() == ctx.lm.get(pg).content
+    dialog.content_edit.setPlainText("We use PostgreSQL 17 for the billing service.")
+    dialog.accept()
+    qtbot.waitUntil(
+        lambda: _idle(ctx) and panel.count == 1 and "17" in ctx.lm.get(pg).content, timeout=30_000
+    )
+    assert ctx.lm.get(pg).content == "We use PostgreSQL 17 for the billing service."
+    assert ctx.lm.get(pg).status == MemoryStatus.ACTIVE
+    assert review_queue(ctx.lm) == [main] and panel.ids() == [main]
+    assert pg in Journal(ctx.lm.store).reviewed_ids()
+
+
+def test_audit_filters_and_remembers_a_skipped_candidate(qtbot: Any, ctx: AppContext) -> None:
+    _say(ctx.lm, "s1", PG, project="shop")  # assist mode: the decision saved, the handoff skipped
+    panel = AuditPanel(ctx)
+    qtbot.addWidget(panel)
+    ctx.emit(UiChanges(audit=True))  # hidden: noted, not loaded
+    assert _idle(ctx) and panel.entries() == []
+    with qtbot.waitSignal(panel.refreshed, timeout=10_000):
+        panel.show()
+    assert {e.decision for e in panel.entries()} == {"saved", "skipped"}
+
+    with qtbot.waitSignal(panel.refreshed, timeout=10_000):
+        panel.set_decision("skipped")
+    skipped = panel.entries()
+    assert skipped and {e.decision for e in skipped} == {"skipped"}
+    panel.set_text_filter("no such words anywhere")
+    assert panel.entries() == [] and panel.empty.text() == "Nothing matches the filter"
+    panel.set_text_filter("THRESHOLD")  # case-insensitive, over reason, rule, text…
+    assert panel.entries() == skipped
+
+    entry = next(e for e in skipped if e.text)
+    panel.select(entry.id)
+    assert panel.remember_button.isEnabled()
+    panel.remember_selected()
+    assert not panel.remember_button.isEnabled()  # not twice
+    explicit = MemoryFilter(source=MemorySource.EXPLICIT)
+    qtbot.waitUntil(lambda: _idle(ctx) and ctx.lm.count(explicit) == 1, timeout=30_000)
+    (memory,) = ctx.lm.list_memories(explicit)
+    assert memory.content == entry.text and memory.project == "shop"
+    assert panel.status.text().startswith("Remembered")
+    assert "remembered" in panel.model.data(panel.model.index(0, 1))
+
+
+def test_sessions_list_counts_and_the_timeline_in_order(qtbot: Any, ctx: AppContext) -> None:
+    _say(ctx.lm, "s1", PG)
+    _say(ctx.lm, "s2", MAIN)
+    (captured,) = [m.id for m in ctx.lm.list_memories(MemoryFilter(session_id="s1"))]
+    later = [
+        ctx.lm.remember(text, context=MemoryContext(session_id="s1")).memories[0].id
+        for text in (
+            "Then we added an index on invoices.customer_id",
+            "Finally we ran the backfill",
+        )
+    ]
+    ctx.lm.archive(later[1])  # archived memories stay in the story
+
+    panel = SessionsPanel(ctx)
+    qtbot.addWidget(panel)
+    with qtbot.waitSignal(panel.refreshed, timeout=10_000):
+        panel.refresh()
+    assert {s.id: s.memory_count for s in panel.sessions()} == {"s1": 1, "s2": 1}
+    assert {s.agent for s in panel.sessions()} == {"claude"}
+
+    panel.select("s1")
+    with qtbot.waitSignal(panel.timeline_loaded, timeout=10_000) as opened:
+        QTest.keyClick(panel.view, Qt.Key.Key_Return)
+    assert opened.args == ["s1"] and panel.current_session == "s1"
+    assert panel.timeline_ids() == [captured, *later]
+    assert "claude" in panel.timeline_title.text()
+
+    panel.timeline_view.setCurrentIndex(panel.timeline.index(1, 0))
+    with qtbot.waitSignal(panel.open_memory, timeout=5_000) as activated:
+        QTest.keyClick(panel.timeline_view, Qt.Key.Key_Return)
+    assert activated.args == [later[0]]
+
+
+def _has_colour(image: Any, colour: QColor) -> bool:
+    for y in range(0, image.height(), 2):
+        for x in range(0, image.width(), 2):
+            if image.pixelColor(x, y) == colour:
+                return True
+    return False
+
+
+def test_insights_draw_the_figures_and_drop_stale_reads(qtbot: Any, ctx: AppContext) -> None:
+    ctx.lm.remember("The API rate limit is 500 requests per minute", project="shop")
+    ctx.lm.remember("To release, run make release then tag the commit", project="shop")
+    _say(ctx.lm, "s1", PG)  # assist mode: one saved, one skipped
+    panel = InsightsPanel(ctx, days=7)
+    qtbot.addWidget(panel)
+    panel.resize(900, 600)
+    seen: list[int] = []
+    panel.refreshed.connect(lambda: seen.append(1))
+    panel.refresh()
+    panel.refresh()  # overtakes the first: only one result is drawn
+    qtbot.waitUntil(lambda: _idle(ctx) and bool(seen), timeout=10_000)
+    assert seen == [1]
+
+    data = panel.data
+    assert data is not None and data["days"] == 7 and data["total"] == 3
+    assert data["top_projects"][0] == ("shop", 2)
+    assert panel.projects_chart.items[0] == ("shop", 2)
+    assert [s.name for s in panel.by_source_chart.series] == ["explicit", "conversation"]
+    assert sum(panel.by_type_chart.totals()) == 3 and not panel.by_type_chart.is_empty()
+    assert not panel.skips_chart.is_empty()
+    assert "3 memories in the last 7 days" in panel.summary.text()
+
+    image = panel.by_type_chart.grab().toImage()
+    assert _has_colour(image, QColor(TYPE_COLOURS["semantic"]))
+
+
+def test_insights_empty_state(qtbot: Any, ctx: AppContext) -> None:
+    panel = InsightsPanel(ctx)
+    qtbot.addWidget(panel)
+    with qtbot.waitSignal(panel.refreshed, timeout=10_000):
+        panel.show()
+    assert panel.summary.text() == "No memories yet"
+    assert panel.by_type_chart.is_empty() and panel.projects_chart.is_empty()

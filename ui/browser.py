@@ -1,0 +1,1062 @@
+"""The memory browser's main page: the "Memories" tab.
+
+A search box (hybrid search as you type, debounced), filters (type, status, source,
+project, pinned, created from/to), the results table (:mod:`ui.table`: ids only,
+rows read lazily) and the detail panel (:mod:`ui.detail`). Actions work on one or
+many selected memories from the toolbar, the context menu and shortcuts; each calls
+one operation in :mod:`ui.ops`.
+
+Constraints:
+
+- Nothing here blocks the event loop: ids, searches and rows are read with
+  ``ctx.read``; writes go through :mod:`ui.ops` (the write thread and the inbox).
+- Searches from the UI never write: ``record_access=False`` (the in-process service
+  is the single writer).
+- A newer query wins: every query carries a sequence number and an older answer is
+  dropped; at most one query runs at a time and the latest waiting one follows it.
+- A change refreshes only what it touched: touched rows are re-read in place, and a
+  re-queried id list is applied as row insertions/removals, never a reset, so the
+  selection survives captures arriving while the person works.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from datetime import UTC, datetime, timedelta
+from typing import Any
+
+from PySide6.QtCore import QDate, QEvent, QItemSelectionModel, QObject, QPoint, Qt, QTimer, Signal
+from PySide6.QtGui import QAction, QKeyEvent, QKeySequence, QMouseEvent, QShowEvent
+from PySide6.QtWidgets import (
+    QAbstractItemView,
+    QApplication,
+    QComboBox,
+    QDateEdit,
+    QDialog,
+    QDialogButtonBox,
+    QFormLayout,
+    QHBoxLayout,
+    QLabel,
+    QLineEdit,
+    QListWidget,
+    QListWidgetItem,
+    QMenu,
+    QMessageBox,
+    QPlainTextEdit,
+    QPushButton,
+    QSplitter,
+    QTabWidget,
+    QToolBar,
+    QVBoxLayout,
+    QWidget,
+)
+
+from lexmem.models import Memory, MemorySource, MemoryStatus, MemoryType
+from lexmem.search import SearchHit
+from lexmem.store import MemoryFilter
+
+from . import ops
+from .context import AppContext, UiChanges
+from .detail import MemoryDetailPanel
+from .table import (
+    SORTABLE_COLUMNS,
+    IdPlan,
+    MemoryTableModel,
+    MemoryTableView,
+    alive,
+    plan_ids,
+    submit_read,
+    type_icon,
+)
+
+__all__ = [
+    "LINK_TYPES",
+    "SEARCH_LIMIT",
+    "SORTS",
+    "LinkDialog",
+    "MemoriesPage",
+    "MemoryPicker",
+    "SupersedeDialog",
+    "memory_markdown",
+]
+
+#: Hits a search shows (the searcher's ceiling is 1,000; 200 keeps a keystroke cheap).
+SEARCH_LIMIT = 200
+DEBOUNCE_MS = 200
+#: Sort keys the page offers; "relevance" is the search's own order.
+SORTS = (
+    ("relevance", "Relevance"),
+    ("salience", "Salience"),
+    ("created", "Newest"),
+    ("accessed", "Last accessed"),
+)
+LINK_TYPES = ("relates_to", "depends_on", "supports", "contradicts", "elaborates", "example_of")
+_ANY_DATE = QDate(2000, 1, 1)  # the minimum of a date filter, shown as "any"
+
+
+def memory_markdown(m: Memory) -> str:
+    """A memory as a readable Markdown block (Copy as Markdown)."""
+    facts = [f"type: {m.type}"]
+    if m.project:
+        facts.append(f"project: {m.project}")
+    if m.pinned:
+        facts.append("pinned")
+    if m.status != MemoryStatus.ACTIVE:
+        facts.append(f"status: {m.status}")
+    facts.append(f"id: `{m.id}`")
+    return f"### {m.title or m.id}\n\n{m.content.strip()}\n\n_{' · '.join(facts)}_\n"
+
+
+def _combo(items: Sequence[tuple[str, object]], tooltip: str) -> QComboBox:
+    box = QComboBox()
+    for label, data in items:
+        box.addItem(label, data)
+    box.setToolTip(tooltip)
+    box.setSizeAdjustPolicy(QComboBox.SizeAdjustPolicy.AdjustToContents)
+    return box
+
+
+class _DateFilter(QDateEdit):
+    """A date bound that may be "any" (its minimum); its calendar then opens on today."""
+
+    def mousePressEvent(self, event: QMouseEvent) -> None:
+        super().mousePressEvent(event)  # opens the popup, on the month of the date shown
+        calendar = self.calendarWidget()
+        if self.date() == self.minimumDate() and calendar is not None:
+            today = QDate.currentDate()
+            calendar.setCurrentPage(today.year(), today.month())
+
+
+def _date_edit(tooltip: str) -> QDateEdit:
+    edit = _DateFilter()
+    edit.setCalendarPopup(True)
+    edit.setDisplayFormat("yyyy-MM-dd")
+    edit.setMinimumDate(_ANY_DATE)
+    edit.setSpecialValueText("any")  # shown at the minimum: no bound
+    edit.setDate(_ANY_DATE)
+    edit.setToolTip(tooltip)
+    return edit
+
+
+def _day_start(d: QDate) -> datetime:
+    """A local calendar day's start, in UTC (the store compares UTC timestamps)."""
+    return datetime(d.year(), d.month(), d.day()).astimezone().astimezone(UTC)
+
+
+# -- picking a memory (supersede by, link to) ----------------------------------------------
+
+
+class MemoryPicker(QWidget):
+    """Pick one memory by searching for it (never writes: no access recorded)."""
+
+    #: The picked id changed ("" = none).
+    picked_changed = Signal(str)
+    #: A list of results is on screen (after each search).
+    results_ready = Signal(int)
+
+    def __init__(
+        self, ctx: AppContext, exclude: Sequence[str] = (), parent: QWidget | None = None
+    ) -> None:
+        super().__init__(parent)
+        self.ctx = ctx
+        self._exclude = set(exclude)
+        self._seq = 0
+        lay = QVBoxLayout(self)
+        lay.setContentsMargins(0, 0, 0, 0)
+        self.search = QLineEdit()
+        self.search.setPlaceholderText("Search for the memory…")
+        self.search.setClearButtonEnabled(True)
+        lay.addWidget(self.search)
+        self.results = QListWidget()
+        self.results.setAlternatingRowColors(True)
+        lay.addWidget(self.results)
+        self._timer = QTimer(self)
+        self._timer.setSingleShot(True)
+        self._timer.setInterval(DEBOUNCE_MS)
+        self._timer.timeout.connect(self.refresh)
+        self.search.textChanged.connect(self._timer.start)
+        self.results.currentItemChanged.connect(lambda *_: self.picked_changed.emit(self.picked))
+        self.refresh()
+
+    @property
+    def picked(self) -> str:
+        item = self.results.currentItem()
+        return str(item.data(Qt.ItemDataRole.UserRole)) if item is not None else ""
+
+    def set_query(self, text: str) -> None:
+        self.search.setText(text)
+        self._timer.stop()
+        self.refresh()
+
+    def refresh(self) -> None:
+        self._seq += 1
+        seq, text, lm = self._seq, self.search.text().strip(), self.ctx.lm
+        limit = 20 + len(self._exclude)
+
+        def work() -> list[Memory]:
+            if text:
+                result = lm.search(text, MemoryFilter(), limit=limit, record_access=False)
+                return [h.memory for h in result.hits]
+            return lm.list_memories(MemoryFilter(), sort="created", limit=limit)
+
+        submit_read(
+            self.ctx.read, work, lambda ms: self._show(seq, ms), lambda e: self._failed(seq, e)
+        )
+
+    def _failed(self, seq: int, exc: BaseException) -> None:
+        if alive(self) and seq == self._seq:
+            self.results.clear()
+            self.results.addItem(f"Search failed: {exc}")
+
+    def _show(self, seq: int, memories: list[Memory]) -> None:
+        if not alive(self) or seq != self._seq:
+            return  # closed meanwhile, or an older search
+        self.results.clear()
+        for m in memories:
+            if m.id in self._exclude:
+                continue
+            project = f" · {m.project}" if m.project else ""
+            item = QListWidgetItem(type_icon(str(m.type)), f"{m.title}{project} · {m.id[:8]}")
+            item.setData(Qt.ItemDataRole.UserRole, m.id)
+            item.setToolTip(m.content[:400])
+            self.results.addItem(item)
+        if self.results.count():
+            self.results.setCurrentRow(0)
+        self.picked_changed.emit(self.picked)
+        self.results_ready.emit(self.results.count())
+
+
+class SupersedeDialog(QDialog):
+    """Replace a memory: by a new version written here, or by an existing memory."""
+
+    def __init__(self, ctx: AppContext, old: Memory, parent: QWidget | None = None) -> None:
+        super().__init__(parent)
+        self.old = old
+        self.setWindowTitle("Supersede memory")
+        self.resize(560, 420)
+        lay = QVBoxLayout(self)
+        intro = QLabel(f"Replace “{old.title}”. The old version stays, marked superseded.")
+        intro.setWordWrap(True)
+        lay.addWidget(intro)
+        self.tabs = QTabWidget()
+        self.text = QPlainTextEdit(old.content)
+        self.tabs.addTab(self.text, "Write a new version")
+        self.picker = MemoryPicker(ctx, exclude=[old.id])
+        self.tabs.addTab(self.picker, "Replace by an existing memory")
+        lay.addWidget(self.tabs)
+        self.buttons = QDialogButtonBox(
+            QDialogButtonBox.StandardButton.Ok | QDialogButtonBox.StandardButton.Cancel
+        )
+        self.ok = self.buttons.button(QDialogButtonBox.StandardButton.Ok)
+        self.ok.setText("Supersede")
+        self.buttons.accepted.connect(self.accept)
+        self.buttons.rejected.connect(self.reject)
+        lay.addWidget(self.buttons)
+        self.text.textChanged.connect(self._check)
+        self.tabs.currentChanged.connect(self._check)
+        self.picker.picked_changed.connect(self._check)
+        self._check()
+
+    def choice(self) -> tuple[str | None, str | None]:
+        """``(by, with_text)``: exactly one is set."""
+        if self.tabs.currentWidget() is self.picker:
+            return self.picker.picked or None, None
+        return None, self.text.toPlainText().strip() or None
+
+    def _check(self) -> None:
+        by, text = self.choice()
+        ok = bool(by) or bool(text and text != self.old.content.strip())
+        self.ok.setEnabled(ok)
+
+
+class LinkDialog(QDialog):
+    """Link a memory to another one, picked by search, with a link type."""
+
+    def __init__(self, ctx: AppContext, source: Memory, parent: QWidget | None = None) -> None:
+        super().__init__(parent)
+        self.source = source
+        self.setWindowTitle("Link memory")
+        self.resize(520, 420)
+        lay = QVBoxLayout(self)
+        form = QFormLayout()
+        form.addRow("From", QLabel(source.title))
+        self.link_type = QComboBox()
+        self.link_type.setEditable(True)  # any type; the core normalises its spelling
+        self.link_type.addItems(LINK_TYPES)
+        form.addRow("Link type", self.link_type)
+        lay.addLayout(form)
+        self.picker = MemoryPicker(ctx, exclude=[source.id])
+        lay.addWidget(self.picker)
+        self.buttons = QDialogButtonBox(
+            QDialogButtonBox.StandardButton.Ok | QDialogButtonBox.StandardButton.Cancel
+        )
+        self.ok = self.buttons.button(QDialogButtonBox.StandardButton.Ok)
+        self.ok.setText("Link")
+        self.buttons.accepted.connect(self.accept)
+        self.buttons.rejected.connect(self.reject)
+        lay.addWidget(self.buttons)
+        self.picker.picked_changed.connect(lambda _: self._check())
+        self.link_type.editTextChanged.connect(lambda _: self._check())
+        self._check()
+
+    def choice(self) -> tuple[str, str] | None:
+        """``(target id, link type)``, or None while either is missing."""
+        target, kind = self.picker.picked, self.link_type.currentText().strip()
+        return (target, kind) if target and kind else None
+
+    def _check(self) -> None:
+        self.ok.setEnabled(self.choice() is not None)
+
+
+# -- the page ------------------------------------------------------------------------
+
+
+class MemoriesPage(QWidget):
+    """Search, filter, browse and change memories."""
+
+    #: The first time the table painted rows with their data (first-paint benchmark).
+    first_paint_done = Signal()
+    #: A query's ids are in the table: how many.
+    results_changed = Signal(int)
+
+    def __init__(self, ctx: AppContext, parent: QWidget | None = None) -> None:
+        super().__init__(parent)
+        self.ctx = ctx
+        self._seq = 0
+        self._query_running = False
+        self._query_waiting = False
+        self._pending_select: str | None = None
+        self._widened = False
+        self._dialog: QWidget | None = None
+        self._sized = False
+
+        self.model = MemoryTableModel(ctx.read, ctx.lm.memories_for, self)
+        self.view = MemoryTableView(self)
+        self.view.setModel(self.model)
+        self.detail = MemoryDetailPanel(ctx, self)
+
+        # -- search row
+        self.search_box = QLineEdit()
+        self.search_box.setPlaceholderText("Search memories (words or meaning)…")
+        self.search_box.setClearButtonEnabled(True)
+        self.search_box.installEventFilter(self)
+        self.sort_combo = _combo(
+            [(label, key) for key, label in SORTS],
+            "Sort order (relevance needs a search; without one, newest first)",
+        )
+        self.count_label = QLabel()
+        self.count_label.setProperty("role", "muted")
+        top = QHBoxLayout()
+        top.addWidget(self.search_box, 1)
+        top.addWidget(QLabel("Sort"))
+        top.addWidget(self.sort_combo)
+        top.addWidget(self.count_label)
+
+        # -- filter row
+        self.type_filter = _combo(
+            [("Any type", None), *((t.value, t.value) for t in MemoryType)], "Memory type"
+        )
+        self.status_filter = _combo(
+            [("Active", MemoryStatus.ACTIVE.value), ("Archived", MemoryStatus.ARCHIVED.value),
+             ("Superseded", MemoryStatus.SUPERSEDED.value), ("Any status", None)],
+            "Status (archived and superseded memories leave searches)",
+        )  # fmt: skip
+        self.source_filter = _combo(
+            [("Any source", None), *((s.value.replace("_", " "), s.value) for s in MemorySource)],
+            "Where the memory came from",
+        )
+        self.project_filter = QComboBox()
+        self.project_filter.setEditable(True)
+        self.project_filter.setInsertPolicy(QComboBox.InsertPolicy.NoInsert)
+        self.project_filter.setMinimumContentsLength(12)
+        line = self.project_filter.lineEdit()
+        if line is not None:
+            line.setPlaceholderText("Any project")
+        self.project_filter.setToolTip("Only memories of this project (type or pick one)")
+        self.pinned_filter = _combo(
+            [("Pinned or not", None), ("Pinned", True), ("Not pinned", False)], "Pinned state"
+        )
+        self.date_from = _date_edit("Created on or after this day")
+        self.date_to = _date_edit("Created on or before this day")
+        self.reset_button = QPushButton("Reset")
+        self.reset_button.setToolTip("Clear the search and every filter")
+        self.reset_button.clicked.connect(self.reset_filters)
+        filters = QHBoxLayout()
+        for w in (self.type_filter, self.status_filter, self.source_filter, self.project_filter,
+                  self.pinned_filter):  # fmt: skip
+            filters.addWidget(w)
+        filters.addWidget(QLabel("From"))
+        filters.addWidget(self.date_from)
+        filters.addWidget(QLabel("to"))
+        filters.addWidget(self.date_to)
+        filters.addWidget(self.reset_button)
+        filters.addStretch(1)
+
+        # -- actions, toolbar, status
+        self._make_actions()
+        self.toolbar = QToolBar()
+        self.toolbar.setToolButtonStyle(Qt.ToolButtonStyle.ToolButtonTextOnly)
+        for a in (self.act_pin, self.act_archive, self.act_restore, self.act_supersede,
+                  self.act_edit, self.act_type, self.act_link, self.act_copy, self.act_forget,
+                  None, self.act_undo):  # fmt: skip
+            if a is None:
+                self.toolbar.addSeparator()
+            else:
+                self.toolbar.addAction(a)
+        self.status_label = QLabel()
+        self.status_label.setWordWrap(False)
+        self._status_timer = QTimer(self)
+        self._status_timer.setSingleShot(True)
+        self._status_timer.timeout.connect(lambda: self.status_label.setText(""))
+
+        self.splitter = QSplitter(Qt.Orientation.Horizontal)
+        self.splitter.addWidget(self.view)
+        self.splitter.addWidget(self.detail)
+        self.splitter.setStretchFactor(0, 13)
+        self.splitter.setStretchFactor(1, 7)
+        self.splitter.setChildrenCollapsible(False)
+
+        lay = QVBoxLayout(self)
+        lay.setContentsMargins(6, 6, 6, 6)
+        lay.setSpacing(4)
+        lay.addLayout(top)
+        lay.addLayout(filters)
+        lay.addWidget(self.toolbar)
+        lay.addWidget(self.splitter, 1)
+        lay.addWidget(self.status_label)
+
+        # -- timers and wiring
+        self._debounce = QTimer(self)
+        self._debounce.setSingleShot(True)
+        self._debounce.setInterval(DEBOUNCE_MS)
+        self._debounce.timeout.connect(self._requery)
+        # Captures may arrive in bursts: one id query per burst.
+        self._changes_timer = QTimer(self)
+        self._changes_timer.setSingleShot(True)
+        self._changes_timer.setInterval(120)
+        self._changes_timer.timeout.connect(lambda: self._requery(quiet=True))
+        self._detail_timer = QTimer(self)
+        self._detail_timer.setSingleShot(True)
+        self._detail_timer.setInterval(60)  # holding an arrow key reads one detail, not fifty
+        self._detail_timer.timeout.connect(self._show_current)
+
+        self.search_box.textChanged.connect(lambda _: self._debounce.start())
+        self.search_box.returnPressed.connect(self._search_now)
+        self.project_filter.currentTextChanged.connect(lambda _: self._debounce.start())
+        for box in (self.type_filter, self.status_filter, self.source_filter, self.pinned_filter,
+                    self.sort_combo):  # fmt: skip
+            box.currentIndexChanged.connect(lambda _: self._requery())
+        for edit in (self.date_from, self.date_to):
+            edit.dateChanged.connect(lambda _: self._requery())
+        hh = self.view.horizontalHeader()
+        hh.sectionClicked.connect(self._header_clicked)
+        self.view.customContextMenuRequested.connect(self._context_menu)
+        self.view.first_rows_painted.connect(self.first_paint_done)
+        self.view.doubleClicked.connect(lambda _: self.detail.focus_editor())
+        sel = self.view.selectionModel()
+        sel.selectionChanged.connect(lambda *_: self._update_actions())
+        sel.currentRowChanged.connect(lambda *_: self._detail_timer.start())
+        self.model.rows_arrived.connect(self._update_actions)
+        self.model.fetch_failed.connect(self.show_error)
+        self.detail.memory_activated.connect(self.select)
+        ctx.hub.changed.connect(self._on_changed)
+        ctx.hub.error.connect(self.show_error)
+        ctx.hub.undo_changed.connect(self._undo_changed)
+        self._undo_changed(ctx.undo_entry.label if ctx.undo_entry else "")
+
+        self._update_sort_indicator()
+        self._update_actions()
+        self._load_projects()
+        self._requery()
+
+    # -- public API ------------------------------------------------------------------
+
+    def focus_search(self) -> None:
+        """Put the cursor in the search box, its text selected."""
+        self.search_box.setFocus(Qt.FocusReason.ShortcutFocusReason)
+        self.search_box.selectAll()
+
+    def set_query(self, text: str) -> None:
+        """Search for ``text`` now (no debounce)."""
+        self.search_box.setText(text)
+        self._search_now()
+
+    def select(self, memory_id: str) -> None:
+        """Show a memory: select its row, or widen the filters until it is listed."""
+        self._pending_select = None
+        self.detail.show_memory(memory_id)
+        row = self.model.row_of(memory_id)
+        if row is not None:
+            self._select_row(row)
+            return
+        self._pending_select, self._widened = memory_id, False
+        if not self._query_running:
+            self._widen()
+
+    def actions(self) -> list[QAction]:  # type: ignore[override]
+        """The page's actions, for the main window's Edit menu (separators included).
+
+        Their shortcuts work while the focus is in this page, so Delete on another tab
+        archives nothing here.
+        """
+        return list(self._menu_actions)
+
+    def selected_ids(self) -> list[str]:
+        """The selected memories' ids, in row order."""
+        out = []
+        for r in self._selected_rows():
+            mid = self.model.id_at(r)
+            if mid is not None:
+                out.append(mid)
+        return out
+
+    def current_filter(self) -> MemoryFilter:
+        """The filter the controls describe."""
+        mtype = self.type_filter.currentData()
+        status = self.status_filter.currentData()
+        source = self.source_filter.currentData()
+        project = self.project_filter.currentText().strip()
+        after = before = None
+        if self.date_from.date() > _ANY_DATE:
+            after = _day_start(self.date_from.date())
+        if self.date_to.date() > _ANY_DATE:
+            before = _day_start(self.date_to.date()) + timedelta(days=1)  # the whole day
+        return MemoryFilter(
+            project=project or None,
+            type=MemoryType(mtype) if mtype else None,
+            status=MemoryStatus(status) if status else None,
+            source=MemorySource(source) if source else None,
+            pinned=self.pinned_filter.currentData(),
+            created_after=after,
+            created_before=before,
+        )
+
+    def current_sort(self) -> str:
+        """The sort in effect: relevance needs a query; without one, newest first."""
+        key = str(self.sort_combo.currentData())
+        if key == "relevance" and not self.search_box.text().strip():
+            return "created"
+        return key
+
+    def reset_filters(self) -> None:
+        """Clear the search and every filter (one query, not one per control)."""
+        self._set_controls(query="", status=MemoryStatus.ACTIVE.value)
+        self._requery()
+
+    @property
+    def busy(self) -> bool:
+        """Something is being read or about to be: a query (or a keystroke's debounce,
+        a change's re-query), rows, or the detail of the current memory."""
+        return (
+            self._query_running
+            or self._query_waiting
+            or self._debounce.isActive()
+            or self._changes_timer.isActive()
+            or self._detail_timer.isActive()
+            or self.model.busy
+        )
+
+    @property
+    def dialog(self) -> QWidget | None:
+        """The dialog an action opened and that is still open (tests drive it)."""
+        return self._dialog
+
+    def show_error(self, text: str) -> None:
+        self._status(text, error=True)
+
+    # -- querying ----------------------------------------------------------------------
+
+    def _search_now(self) -> None:
+        self._debounce.stop()
+        self._requery()
+
+    def _requery(self, *, quiet: bool = False) -> None:
+        """Ask for the ids the search box and filters describe (newest request wins)."""
+        self._debounce.stop()
+        self._seq += 1
+        if self._query_running:
+            self._query_waiting = True  # run once the current one returns
+            return
+        seq, query = self._seq, self.search_box.text().strip()
+        flt, sort, lm = self.current_filter(), self.current_sort(), self.ctx.lm
+        self._query_running = True
+        self._update_sort_indicator()
+        if not quiet:
+            self.count_label.setText("Searching…" if query else "Loading…")
+        base = self.model.snapshot()  # the diff against it is planned off the UI thread
+
+        def work() -> tuple[list[SearchHit] | None, IdPlan]:
+            if query:
+                found = lm.search(query, flt, limit=SEARCH_LIMIT, record_access=False)
+                hits = _sorted_hits(found.hits, sort)
+                return hits, plan_ids(base, [h.memory.id for h in hits])
+            return None, plan_ids(base, lm.store.list_ids(flt, sort=sort))
+
+        if not submit_read(
+            self.ctx.read,
+            work,
+            lambda result: self._arrived(seq, *result),
+            lambda exc: self._query_failed(seq, exc),
+        ):
+            self._query_running = False
+
+    def _finish_query(self) -> bool:
+        """A query returned; True when a newer one waited (this answer is then stale)."""
+        self._query_running = False
+        if self._query_waiting:
+            self._query_waiting = False
+            self._requery(quiet=True)
+            return True
+        return False
+
+    def _query_failed(self, seq: int, exc: BaseException) -> None:
+        if not alive(self) or self._finish_query() or seq != self._seq:
+            return
+        self.count_label.setText("")
+        self.show_error(str(exc))
+
+    def _arrived(self, seq: int, hits: list[SearchHit] | None, plan: IdPlan) -> None:
+        """A query's answer: ``hits`` for a search (None for a plain list) and the plan
+        that turns the table's ids into the answer's."""
+        if not alive(self) or self._finish_query() or seq != self._seq:
+            return  # stale: an older keystroke's answer
+        if hits is not None:
+            self.model.set_ids(
+                plan.ids,
+                memories=[h.memory for h in hits],
+                scores={h.memory.id: h.score for h in hits},
+                plan=plan,
+            )
+            n = len(hits)
+            more = " (the best)" if n >= SEARCH_LIMIT else ""
+            self.count_label.setText(f"{n:,} match{'es' if n != 1 else ''}{more}")
+        else:
+            self.model.set_ids(plan.ids, plan=plan)
+            n = len(plan.ids)
+            self.count_label.setText(f"{n:,} memor{'ies' if n != 1 else 'y'}")
+        self._after_ids()
+        self.results_changed.emit(n)
+
+    def _after_ids(self) -> None:
+        pending = self._pending_select
+        if pending is not None:
+            row = self.model.row_of(pending)
+            if row is not None:
+                self._pending_select = None
+                self._select_row(row)
+            elif not self._widened:
+                self._widen()
+            else:
+                self._pending_select = None
+                self._status(f"Memory {pending[:8]} is not in the store.", error=True)
+        self._update_actions()
+
+    def _widen(self) -> None:
+        """The memory to show is filtered out: list every memory, of any status."""
+        self._widened = True
+        self._set_controls(query="", status=None)
+        self._status("Search and filters cleared to show that memory")
+        self._requery()
+
+    def _set_controls(self, *, query: str, status: str | None) -> None:
+        widgets = (
+            self.search_box, self.type_filter, self.status_filter, self.source_filter,
+            self.project_filter, self.pinned_filter, self.date_from, self.date_to,
+        )  # fmt: skip
+        for w in widgets:
+            w.blockSignals(True)
+        try:
+            self.search_box.setText(query)
+            self.type_filter.setCurrentIndex(0)
+            self.status_filter.setCurrentIndex(self.status_filter.findData(status))
+            self.source_filter.setCurrentIndex(0)
+            self.project_filter.setCurrentIndex(-1)
+            self.project_filter.setEditText("")
+            self.pinned_filter.setCurrentIndex(0)
+            self.date_from.setDate(_ANY_DATE)
+            self.date_to.setDate(_ANY_DATE)
+        finally:
+            for w in widgets:
+                w.blockSignals(False)
+        self._debounce.stop()
+
+    def _load_projects(self) -> None:
+        lm = self.ctx.lm
+
+        def work() -> list[str]:
+            table = lm.store.scan_arrow("project IS NOT NULL", ["project"])
+            return sorted({str(p) for p in table.column("project").to_pylist() if p})
+
+        # A missing project list only leaves the combo without suggestions.
+        submit_read(self.ctx.read, work, self._show_projects, lambda exc: None)
+
+    def _show_projects(self, projects: list[str]) -> None:
+        if not alive(self):
+            return
+        box = self.project_filter
+        text = box.currentText()
+        box.blockSignals(True)
+        try:
+            box.clear()
+            box.addItems(projects)
+            box.setCurrentIndex(-1)
+            box.setEditText(text)
+        finally:
+            box.blockSignals(False)
+
+    # -- changes -------------------------------------------------------------------------
+
+    def _on_changed(self, changes: UiChanges) -> None:
+        m = changes.memories
+        if m.updated:
+            self.model.mark_stale(m.updated)  # re-read in place, old row shown meanwhile
+        if m.created or m.deleted or m.updated or m.counts:
+            # Membership or order may have changed (a new capture, an archived row under
+            # the "active" filter, a new salience): re-query ids, applied as a diff.
+            self._changes_timer.start()
+        if m.created or m.deleted:
+            self._load_projects()
+
+    def _undo_changed(self, label: str) -> None:
+        self.act_undo.setText(label or "Undo")
+        self.act_undo.setEnabled(bool(label))
+
+    # -- selection -------------------------------------------------------------------------
+
+    def _selected_rows(self) -> list[int]:
+        rows: set[int] = set()
+        selection = self.view.selectionModel().selection()
+        for i in range(selection.count()):
+            rng = selection.at(i)
+            rows.update(range(rng.top(), rng.bottom() + 1))
+        return sorted(rows)
+
+    def _select_row(self, row: int) -> None:
+        index = self.model.index(row, 0)
+        flags = (
+            QItemSelectionModel.SelectionFlag.ClearAndSelect
+            | QItemSelectionModel.SelectionFlag.Rows
+        )
+        self.view.selectionModel().setCurrentIndex(index, flags)
+        self.view.scrollTo(index, QAbstractItemView.ScrollHint.PositionAtCenter)
+        self._detail_timer.stop()
+        self._show_current()
+
+    def _show_current(self) -> None:
+        index = self.view.selectionModel().currentIndex()
+        mid = self.model.id_at(index.row()) if index.isValid() else None
+        if mid is not None:
+            self.detail.show_memory(mid)
+
+    # -- actions -----------------------------------------------------------------------------
+
+    def _action(
+        self, text: str, slot: Callable[[], None], shortcut: QKeySequence | str | None, tip: str
+    ) -> QAction:
+        a = QAction(text, self)
+        if shortcut is not None:
+            a.setShortcut(QKeySequence(shortcut))
+        a.setShortcutContext(Qt.ShortcutContext.WidgetWithChildrenShortcut)
+        a.setToolTip(f"{tip} ({a.shortcut().toString()})" if shortcut is not None else tip)
+        a.setStatusTip(tip)
+        a.triggered.connect(lambda _=False: slot())
+        self.addAction(a)
+        return a
+
+    def _make_actions(self) -> None:
+        key = QKeySequence.StandardKey
+        self.act_pin = self._action("Pin", self.toggle_pin, "Ctrl+P", "Pin or unpin the selection")
+        self.act_archive = self._action(
+            "Archive", self.archive_selected, "Delete", "Archive: leaves searches, can be restored"
+        )
+        self.act_restore = self._action(
+            "Restore", self.restore_selected, "Ctrl+Shift+R", "Make archived or superseded active"
+        )
+        self.act_supersede = self._action(
+            "Supersede…", self.supersede_selected, "Ctrl+Shift+S", "Replace by a newer version"
+        )
+        self.act_edit = self._action("Edit", self.edit_selected, "F2", "Edit the content")
+        self.act_link = self._action(
+            "Link…", self.link_selected, "Ctrl+L", "Link to another memory"
+        )
+        self.act_forget = self._action(
+            "Forget…", self.forget_selected, "Shift+Delete", "Delete for good (cannot be undone)"
+        )
+        self.act_copy = self._action(
+            "Copy as Markdown", self.copy_markdown, "Ctrl+Shift+C", "Copy as Markdown"
+        )
+        self.act_undo = self._action(
+            "Undo", self.undo, QKeySequence(key.Undo), "Undo the last action"
+        )
+        self.act_refresh = self._action("Refresh", self.refresh, "F5", "Read everything again")
+        self.type_menu = QMenu("Change type", self)
+        self.type_actions: dict[str, QAction] = {}
+        for t in MemoryType:
+            a = self.type_menu.addAction(type_icon(t.value), t.value)
+            a.triggered.connect(lambda _=False, v=t.value: self.set_type_selected(v))
+            self.type_actions[t.value] = a
+        self.act_type = self.type_menu.menuAction()
+        self.act_type.setToolTip("Change the type of the selection")
+        sep1, sep2, sep3 = (QAction(self) for _ in range(3))
+        for sep in (sep1, sep2, sep3):
+            sep.setSeparator(True)
+        self._menu_actions = [
+            self.act_undo, sep1,
+            self.act_pin, self.act_archive, self.act_restore, self.act_supersede,
+            self.act_edit, self.act_type, self.act_link, sep2,
+            self.act_copy, self.act_forget, sep3, self.act_refresh,
+        ]  # fmt: skip
+
+    def _update_actions(self) -> None:
+        # Runs after every batch of rows: with all 100,000 selected, look at a sample.
+        n, rows = 0, list[int]()
+        selection = self.view.selectionModel().selection()
+        for i in range(selection.count()):
+            rng = selection.at(i)
+            n += rng.bottom() - rng.top() + 1
+            rows.extend(range(rng.top(), min(rng.bottom() + 1, rng.top() + 500 - len(rows))))
+        cached = [self.model.memory(self.model.id_at(r) or "") for r in rows[:500]]
+        known = [m for m in cached if m is not None]
+        statuses = {m.status for m in known}
+        unknown = len(known) < n
+        for a in (self.act_pin, self.act_archive, self.act_restore, self.act_forget,
+                  self.act_copy, self.act_type):  # fmt: skip
+            a.setEnabled(n > 0)
+        self.act_archive.setEnabled(n > 0 and (unknown or MemoryStatus.ACTIVE in statuses))
+        self.act_restore.setEnabled(n > 0 and (unknown or bool(statuses - {MemoryStatus.ACTIVE})))
+        for a in (self.act_supersede, self.act_edit, self.act_link):
+            a.setEnabled(n == 1)
+        unpin = bool(known) and not unknown and all(m.pinned for m in known)
+        self.act_pin.setText("Unpin" if unpin else "Pin")
+
+    def toggle_pin(self) -> None:
+        ids = self.selected_ids()
+        if not ids:
+            return
+        known = [self.model.memory(i) for i in ids]
+        unpin = all(m is not None and m.pinned for m in known)
+        ops.pin(self.ctx, ids, not unpin, on_done=lambda c: self._done(
+            ("Unpinned " if unpin else "Pinned ") + _count(len(ids))
+        ))  # fmt: skip
+
+    def archive_selected(self) -> None:
+        ids = self.selected_ids()
+        if ids:
+            ops.archive(
+                self.ctx, ids, on_done=lambda c: self._done(f"Archived {_count(len(c.updated))}")
+            )
+
+    def restore_selected(self) -> None:
+        ids = self.selected_ids()
+        if ids:
+            ops.restore(
+                self.ctx, ids, on_done=lambda c: self._done(f"Restored {_count(len(c.updated))}")
+            )
+
+    def set_type_selected(self, mtype: str) -> None:
+        ids = self.selected_ids()
+        if ids:
+            ops.set_type(self.ctx, ids, mtype, on_done=lambda c: self._done(f"Now {mtype}"))
+
+    def edit_selected(self) -> None:
+        ids = self.selected_ids()
+        if len(ids) == 1:
+            self.detail.show_memory(ids[0])
+            self.detail.focus_editor()
+
+    def supersede_selected(self) -> None:
+        """Open the supersede dialog for the selected memory."""
+        self._with_one(self._open_supersede)
+
+    def link_selected(self) -> None:
+        """Open the link dialog for the selected memory."""
+        self._with_one(self._open_link)
+
+    def _with_one(self, then: Callable[[Memory], None]) -> None:
+        ids = self.selected_ids()
+        if len(ids) != 1:
+            return
+        cached = self.model.memory(ids[0])
+        if cached is not None:
+            then(cached)
+            return
+        lm = self.ctx.lm
+        submit_read(
+            self.ctx.read,
+            lambda: lm.get(ids[0]),
+            lambda m: then(m) if alive(self) else None,
+            lambda exc: self.show_error(str(exc)) if alive(self) else None,
+        )
+
+    def _open_supersede(self, old: Memory) -> None:
+        dlg = SupersedeDialog(self.ctx, old, self)
+
+        def accepted() -> None:
+            by, text = dlg.choice()
+            ops.supersede(
+                self.ctx,
+                old.id,
+                by=by,
+                with_text=None if by else text,
+                on_done=lambda c: self._done("Superseded; undo puts it back"),
+            )
+
+        self._open(dlg, accepted)
+
+    def _open_link(self, source: Memory) -> None:
+        dlg = LinkDialog(self.ctx, source, self)
+
+        def accepted() -> None:
+            choice = dlg.choice()
+            if choice is not None:
+                target, kind = choice
+                ops.link(self.ctx, source.id, target, kind, on_done=lambda c: self._done("Linked"))
+
+        self._open(dlg, accepted)
+
+    def forget_selected(self) -> None:
+        """Ask, then delete the selected memories for good."""
+        ids = self.selected_ids()
+        if not ids:
+            return
+        what = "this memory" if len(ids) == 1 else f"these {len(ids)} memories"
+        box = QMessageBox(
+            QMessageBox.Icon.Warning,
+            "Forget memories",
+            f"Forget {what}?\n\nThey are deleted with their links and history, "
+            "and this cannot be undone.",
+            QMessageBox.StandardButton.Cancel,
+            self,
+        )
+        yes = box.addButton("Forget", QMessageBox.ButtonRole.DestructiveRole)
+        box.setDefaultButton(QMessageBox.StandardButton.Cancel)
+
+        def finished() -> None:
+            if box.clickedButton() is yes:
+                ops.forget(
+                    self.ctx, ids, on_done=lambda c: self._done(f"Forgot {_count(len(ids))}")
+                )
+
+        self._open(box, finished, on_finished=True)
+
+    def _open(self, dlg: QDialog, then: Callable[[], None], *, on_finished: bool = False) -> None:
+        """Open a dialog window-modally without a nested event loop (``open``, not ``exec``)."""
+        self._dialog = dlg
+        dlg.setAttribute(Qt.WidgetAttribute.WA_DeleteOnClose)
+
+        def closed() -> None:
+            if self._dialog is dlg:
+                self._dialog = None
+
+        if on_finished:
+            dlg.finished.connect(lambda _: then())
+        else:
+            dlg.accepted.connect(then)
+        dlg.finished.connect(lambda _: closed())
+        dlg.open()
+
+    def copy_markdown(self) -> None:
+        """Copy the selected memories to the clipboard as Markdown."""
+        ids = self.selected_ids()
+        if not ids:
+            return
+        lm = self.ctx.lm
+
+        def done(memories: list[Memory]) -> None:
+            if not alive(self):
+                return
+            text = "\n".join(memory_markdown(m) for m in memories)
+            QApplication.clipboard().setText(text)
+            self._done(f"Copied {_count(len(memories))} as Markdown")
+
+        submit_read(
+            self.ctx.read, lambda: lm.memories_for(ids), done, lambda e: self.show_error(str(e))
+        )
+
+    def undo(self) -> None:
+        label = self.act_undo.text()
+        if ops.undo(self.ctx, on_done=lambda c: self._done(label.replace("Undo", "Undid", 1))):
+            return
+        self._status("Nothing to undo")
+
+    def refresh(self) -> None:
+        """Read the ids and every shown row again."""
+        self.model.invalidate()
+        self._load_projects()
+        self.detail.reload()
+        self._requery()
+
+    # -- small things ------------------------------------------------------------------
+
+    def _done(self, text: str) -> None:
+        self._status(text)
+
+    def _status(self, text: str, *, error: bool = False) -> None:
+        if not alive(self):
+            return  # an operation finished after the page closed (the app quitting)
+        self.status_label.setText(text)
+        self.status_label.setProperty("role", "" if error else "muted")
+        # An error in red, readable on both themes; information in the muted colour.
+        self.status_label.setStyleSheet("color: #e03131;" if error else "")
+        self.status_label.style().unpolish(self.status_label)
+        self.status_label.style().polish(self.status_label)
+        self._status_timer.start(15_000 if error else 6_000)
+
+    def _header_clicked(self, section: int) -> None:
+        key = SORTABLE_COLUMNS.get(section)
+        if key is not None:
+            self.sort_combo.setCurrentIndex(self.sort_combo.findData(key))
+        # The header flips its own indicator on a click; put back the sort in effect.
+        QTimer.singleShot(0, self._update_sort_indicator)
+
+    def _update_sort_indicator(self) -> None:
+        sort = self.current_sort()
+        hh = self.view.horizontalHeader()
+        section = next((i for i, k in SORTABLE_COLUMNS.items() if k == sort), -1)
+        hh.setSortIndicator(section, Qt.SortOrder.DescendingOrder)
+
+    def _context_menu(self, pos: QPoint) -> None:
+        if not self.view.indexAt(pos).isValid():
+            return
+        menu = QMenu(self)
+        for a in (self.act_pin, self.act_archive, self.act_restore, self.act_supersede,
+                  self.act_edit, self.act_type, self.act_link, None, self.act_copy,
+                  self.act_forget, None, self.act_undo):  # fmt: skip
+            if a is None:
+                menu.addSeparator()
+            else:
+                menu.addAction(a)
+        menu.popup(self.view.viewport().mapToGlobal(pos))
+
+    def showEvent(self, event: QShowEvent) -> None:
+        super().showEvent(event)
+        if not self._sized:  # the first time only: later the person's split stands
+            self._sized = True
+            width = max(self.splitter.width(), 600)
+            self.splitter.setSizes([int(width * 0.64), width - int(width * 0.64)])
+
+    def eventFilter(self, watched: QObject, event: QEvent) -> bool:
+        # Down from the search box goes to the results, as in a launcher.
+        if watched is self.search_box and event.type() == QEvent.Type.KeyPress:
+            assert isinstance(event, QKeyEvent)
+            if event.key() == Qt.Key.Key_Down and self.model.rowCount():
+                self.view.setFocus(Qt.FocusReason.OtherFocusReason)
+                if not self.view.selectionModel().hasSelection():
+                    self._select_row(0)
+                return True
+        return super().eventFilter(watched, event)
+
+
+def _sorted_hits(hits: list[SearchHit], sort: str) -> list[SearchHit]:
+    """A search's hits in its own order (relevance) or by one of the store's sorts."""
+    keys: dict[str, Callable[[SearchHit], Any]] = {
+        "salience": lambda h: h.memory.salience,
+        "created": lambda h: h.memory.created_at,
+        "accessed": lambda h: h.memory.last_accessed_at,
+    }
+    key = keys.get(sort)
+    return sorted(hits, key=key, reverse=True) if key is not None else list(hits)
+
+
+def _count(n: int) -> str:
+    return "1 memory" if n == 1 else f"{n} memories"
