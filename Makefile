@@ -1,17 +1,14 @@
-# Shortcuts for ./dev (which sets up .venv on first use).
-.PHONY: run test bench lint screenshots
-
+# Convenience wrappers around ./dev (which is what the README documents).
+.PHONY: run test bench lint setup screenshots
 run:
 	./dev run
-
 test:
 	./dev test
-
 bench:
 	./dev bench
-
 lint:
 	./dev lint
-
+setup:
+	./dev setup
 screenshots:
 	./dev screenshots --out build/screenshots
