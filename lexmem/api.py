@@ -120,6 +120,7 @@ class Lexmem:
         )
         self.encoder = MemoryEncoder(self.embedder, options=EncoderOptions(), llm=llm)
         self.searcher = Searcher(self.store, self.embedder, settings.search)
+        self._journal: Journal | None = None
 
     @classmethod
     def open(
@@ -466,13 +467,26 @@ class Lexmem:
         limit: int = 200,
     ) -> list[AuditEntry]:
         """What capture saved, skipped or reinforced, and why; newest first."""
-        return Journal(self.store).audit_entries(
+        return self.journal.audit_entries(
             decision=decision, session_id=session_id, memory_id=memory_id, limit=limit
         )
 
     def sessions(self, status: str | None = None, limit: int = 100) -> list[Session]:
         """Agent sessions seen by capture, newest first."""
-        return Journal(self.store).sessions(status, limit=limit)
+        return self.journal.sessions(status, limit=limit)
+
+    @property
+    def journal(self) -> Journal:
+        """The capture journal (sessions, audit log, reviews) beside the memories."""
+        if self._journal is None:
+            self._journal = Journal(self.store)
+        return self._journal
+
+    def insights(self, days: int = 30) -> dict[str, Any]:
+        """Memories per day by type and source, top projects, skip reasons (DuckDB)."""
+        from .lens import insights
+
+        return insights(self.store, days=days)
 
     def review_queue(self, limit: int | None = None) -> list[str]:
         """Ids of memories captured automatically and not reviewed yet, newest first."""

@@ -163,6 +163,10 @@ class Journal:
             return
         from lancedb.index import BTree
 
+        # Reads need no lock once the tables exist (the common case after the first run).
+        if set(_schemas()) <= set(self.store.list_tables()):
+            self._ensured = True
+            return
         with self.store.writing():
             existing = set(self.store.list_tables())
             for name, schema in _schemas().items():

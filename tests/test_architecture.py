@@ -72,3 +72,26 @@ def test_each_core_module_declares_its_public_names() -> None:
             and any(getattr(t, "id", "") == "__all__" for t in n.targets)
         ]
         assert declared, f"{path.name} has no __all__"
+
+
+def test_the_desktop_layer_uses_the_cores_public_api_not_its_store() -> None:
+    """DESIGN.md: ``ui/`` calls ``Lexmem``'s methods, never the store or the journal."""
+    offenders = []
+    for path in (ROOT / "ui").rglob("*.py"):
+        for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+            reaches_store = (
+                isinstance(node, ast.Attribute)
+                and node.attr in ("store", "searcher", "journal")
+                and (
+                    (isinstance(node.value, ast.Name) and node.value.id == "lm")
+                    or (isinstance(node.value, ast.Attribute) and node.value.attr == "lm")
+                )
+            )
+            builds_journal = (
+                isinstance(node, ast.Call)
+                and isinstance(node.func, ast.Name)
+                and node.func.id in ("Journal", "MemoryStore")
+            )
+            if reaches_store or builds_journal:
+                offenders.append(f"{path.relative_to(ROOT)}:{node.lineno}")
+    assert offenders == []

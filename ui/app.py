@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import signal
 import sys
 import threading
 import time
@@ -691,6 +692,10 @@ def main(
         show_window = True  # the person was in the settings: bring the browser back
 
 
+def _noop() -> None:
+    pass
+
+
 def _qt_app(argv: Sequence[str] | None) -> QApplication:
     existing = QApplication.instance()
     qt_app = existing if isinstance(existing, QApplication) else QApplication(
@@ -720,6 +725,13 @@ def _run(
         # Qt drives this loop (qasync): coroutines and Qt signals share one thread.
         closing = asyncio.Event()
         qt_app.aboutToQuit.connect(closing.set)
+        # A logout or `kill` sends SIGTERM: quit as the menu's Quit does (pending writes
+        # finish, the service lets go of the folder). The ticker lets Python see it.
+        signal.signal(signal.SIGTERM, lambda *_: qt_app.quit())
+        signal.signal(signal.SIGINT, lambda *_: qt_app.quit())
+        ticker = QTimer()
+        ticker.start(500)
+        ticker.timeout.connect(_noop)
         try:
             app.start(show_window=show_window)
             if on_started is not None:

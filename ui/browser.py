@@ -590,7 +590,7 @@ class MemoriesPage(QWidget):
                 found = lm.search(query, flt, limit=SEARCH_LIMIT, record_access=False)
                 hits = _sorted_hits(found.hits, sort)
                 return hits, plan_ids(base, [h.memory.id for h in hits])
-            return None, plan_ids(base, lm.store.list_ids(flt, sort=sort))
+            return None, plan_ids(base, lm.list_ids(flt, sort=sort))
 
         if not submit_read(
             self.ctx.read,
@@ -684,8 +684,7 @@ class MemoriesPage(QWidget):
         lm = self.ctx.lm
 
         def work() -> list[str]:
-            table = lm.store.scan_arrow("project IS NOT NULL", ["project"])
-            return sorted({str(p) for p in table.column("project").to_pylist() if p})
+            return lm.projects()
 
         # A missing project list only leaves the combo without suggestions.
         submit_read(self.ctx.read, work, self._show_projects, lambda exc: None)

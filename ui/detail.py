@@ -47,7 +47,7 @@ from PySide6.QtWidgets import (
 )
 
 from lexmem.errors import NotFoundError
-from lexmem.journal import AuditEntry, Journal
+from lexmem.journal import AuditEntry
 from lexmem.models import Memory, MemoryType
 
 from . import ops
@@ -70,12 +70,12 @@ class DetailData:
     audit: list[AuditEntry] = field(default_factory=list)
 
 
-def load_detail(lm: Lexmem, journal: Journal, memory_id: str) -> DetailData:
+def load_detail(lm: Lexmem, memory_id: str) -> DetailData:
     """Read a memory, its links (with the other ends' titles), chain and audit entries."""
     detail = lm.detail(memory_id)
     others = {lk.to_id for lk in detail.links_from} | {lk.from_id for lk in detail.links_to}
     titles = {m.id: m.title for m in lm.memories_for(sorted(others))}
-    audit = journal.audit_entries(memory_id=detail.memory.id, limit=50)
+    audit = lm.audit_entries(memory_id=detail.memory.id, limit=50)
     return DetailData(detail, titles, audit)
 
 
@@ -222,7 +222,6 @@ class MemoryDetailPanel(QWidget):
         self._base_title = ""
         # One journal for the panel's life: opening its tables the first time takes the
         # store's write lock, which a read on every click should not.
-        self._journal = Journal(ctx.lm.store)
 
         self.stack = QStackedWidget(self)
         outer = QVBoxLayout(self)
@@ -378,10 +377,10 @@ class MemoryDetailPanel(QWidget):
             return
         self._seq += 1
         seq = self._seq
-        lm, journal = self.ctx.lm, self._journal
+        lm = self.ctx.lm
         submit_read(
             self.ctx.read,
-            lambda: load_detail(lm, journal, mid),
+            lambda: load_detail(lm, mid),
             lambda data: self._show(seq, data),
             lambda exc: self._failed(seq, mid, exc),
         )

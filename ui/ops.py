@@ -75,8 +75,8 @@ def _plural(n: int, what: str) -> str:
 
 
 def _memories(ctx: AppContext, ids: Sequence[str]) -> list[Memory]:
-    ctx.lm.store.refresh()
-    return ctx.lm.store.get_many([ctx.lm.resolve(i) for i in ids])
+    ctx.lm.refresh()
+    return ctx.lm.memories_for([ctx.lm.resolve(i) for i in ids])
 
 
 # -- remembering ----------------------------------------------------------------------
@@ -278,8 +278,7 @@ def link(
     def work() -> tuple[Changes, UndoEntry | None]:
         a_id, b_id = ctx.lm.resolve(a), ctx.lm.resolve(b)
         existed = any(
-            lk.to_id == b_id and lk.link_type == link_type
-            for lk in ctx.lm.store.get_links_from(a_id)
+            lk.to_id == b_id and lk.link_type == link_type for lk in ctx.lm.detail(a_id).links_from
         )
         changes = ctx.writer.link(a_id, b_id, link_type)
         entry = None if existed else UndoEntry(

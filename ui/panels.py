@@ -66,8 +66,7 @@ from PySide6.QtWidgets import (
 )
 from shiboken6 import isValid
 
-from lexmem.journal import AuditEntry, Journal, Session
-from lexmem.lens import insights
+from lexmem.journal import AuditEntry, Session
 from lexmem.models import Changes, Memory, MemorySource, MemoryStatus, MemoryType
 from lexmem.service import review_queue
 from lexmem.store import MemoryFilter
@@ -519,7 +518,7 @@ class ReviewPanel(_Panel):
 
         def fetch() -> tuple[list[str], list[Memory]]:
             ids = review_queue(lm)
-            return ids, lm.store.get_many(ids[: self.SHOWN])
+            return ids, lm.memories_for(ids[: self.SHOWN])
 
         self._read("queue", fetch, self._apply)
 
@@ -701,7 +700,6 @@ class AuditPanel(_Panel):
 
     def __init__(self, ctx: AppContext, parent: QWidget | None = None) -> None:
         super().__init__(ctx, parent, eager=False)
-        self._journal = Journal(ctx.lm.store)  # built here, first touches the store in a read
         self._entries: list[AuditEntry] = []
         self._remembered: set[str] = set()  # entry ids remembered from this panel
 
@@ -777,12 +775,12 @@ class AuditPanel(_Panel):
         return changes.audit or changes.review or bool(changes.memories)
 
     def _load(self) -> None:
-        journal, decision, limit = self._journal, self.decision, self.LIMIT
+        lm, decision, limit = self.ctx.lm, self.decision, self.LIMIT
 
         def fetch() -> list[AuditEntry]:
             if decision:
-                return journal.audit_entries(decision=decision, limit=limit)
-            entries = journal.audit_entries(limit=limit * 2)
+                return lm.audit_entries(decision=decision, limit=limit)
+            entries = lm.audit_entries(limit=limit * 2)
             return [e for e in entries if e.kind != "memory_op"][:limit]
 
         self._read("audit", fetch, self._apply)
@@ -905,7 +903,6 @@ class SessionsPanel(_Panel):
 
     def __init__(self, ctx: AppContext, parent: QWidget | None = None) -> None:
         super().__init__(ctx, parent, eager=False)
-        self._journal = Journal(ctx.lm.store)
         self._open: Session | None = None
         self._open_id: str | None = None
 
@@ -988,8 +985,8 @@ class SessionsPanel(_Panel):
         return changes.sessions or bool(changes.memories)
 
     def _load(self) -> None:
-        journal, limit = self._journal, self.LIMIT
-        self._read("sessions", lambda: journal.sessions(limit=limit), self._apply)
+        lm, limit = self.ctx.lm, self.LIMIT
+        self._read("sessions", lambda: lm.sessions(limit=limit), self._apply)
         if self._open_id is not None:
             self._load_timeline(self._open_id)
 
@@ -1189,8 +1186,8 @@ class InsightsPanel(_Panel):
         return changes.audit or changes.review or bool(changes.memories)
 
     def _load(self) -> None:
-        store, days = self.ctx.lm.store, self.days
-        self._read("insights", lambda: insights(store, days=days), self._apply)
+        lm, days = self.ctx.lm, self.days
+        self._read("insights", lambda: lm.insights(days=days), self._apply)
 
     def _apply(self, data: dict[str, Any]) -> None:
         self._data = data
