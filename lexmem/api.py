@@ -22,6 +22,7 @@ from .embedder import Embedder
 from .encoder import EncoderOptions, LlmClassifier, MemoryEncoder
 from .errors import InvalidInputError
 from .journal import AuditEntry, Journal, Session
+from .licence import ENCODER, LicenceService
 from .models import (
     Changes,
     ConfidencePoint,
@@ -107,9 +108,12 @@ class Lexmem:
         *,
         llm: LlmClassifier | None = None,
         embedder: Embedder | None = None,
+        licence: LicenceService | None = None,
     ) -> None:
         self.paths = paths
         self.settings = settings
+        # Only the composition root (or a test) chooses the licence's trust roots.
+        self._licence = licence
         # An embedder may be shared (one loaded model serving several stores in one process).
         self.embedder = embedder or Embedder(settings.embedding, paths.models)
         self.store = MemoryStore(
@@ -118,7 +122,9 @@ class Lexmem:
             space_id=self.embedder.space_id,
             settings=settings.store,
         )
-        self.encoder = MemoryEncoder(self.embedder, options=EncoderOptions(), llm=llm)
+        self.encoder = MemoryEncoder(self.embedder, options=EncoderOptions(), llm=None)
+        if llm is not None and self.licence.is_enabled(ENCODER):  # the encoder gate, once
+            self.encoder = MemoryEncoder(self.embedder, options=EncoderOptions(), llm=llm)
         self.searcher = Searcher(self.store, self.embedder, settings.search)
         self._journal: Journal | None = None
 
@@ -130,12 +136,15 @@ class Lexmem:
         settings: Settings | None = None,
         llm: LlmClassifier | None = None,
         embedder: Embedder | None = None,
+        licence: LicenceService | None = None,
     ) -> Lexmem:
         """Open (creating if needed) the data folder: ``home``, else ``LEXMEM_HOME``, else the platform's."""
         paths = Paths(Path(home).expanduser().absolute()) if home is not None else resolve_paths()
         tighten_umask()
         paths.ensure()
-        lm = cls(paths, settings or load_settings(paths), llm=llm, embedder=embedder)
+        lm = cls(
+            paths, settings or load_settings(paths), llm=llm, embedder=embedder, licence=licence
+        )
         lm.store.open()
         return lm
 
@@ -148,6 +157,18 @@ class Lexmem:
 
     def __exit__(self, *exc: object) -> None:
         self.close()
+
+    @property
+    def licence(self) -> LicenceService:
+        """The tier this data folder runs as, and its gates (built when first asked)."""
+        if self._licence is None:
+            self._licence = LicenceService(self.paths)
+        return self._licence
+
+    def check_storage(self, adding: int = 1) -> None:
+        """The storage gate: Core keeps up to 1,000 active memories."""
+        if adding > 0:
+            self.licence.check_storage(self.store.count(MemoryFilter()), adding)
 
     # -- ids ----------------------------------------------------------------
 
@@ -206,6 +227,7 @@ class Lexmem:
             cls_ = TypeClassification(
                 type, 1.0, memories[0].classification_method, "given by the caller"
             )
+        self.check_storage(1)
         if memory_id is not None:
             if self.store.get_optional(memory_id, with_embedding=False) is not None:
                 raise InvalidInputError(f"a memory with id {memory_id} already exists")

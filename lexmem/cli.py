@@ -244,6 +244,10 @@ def usage_error(exc: click.ClickException) -> NoReturn:
 class LexmemGroup(click.Group):
     """Turns lexmem's errors, and click's, into one line and an exit code."""
 
+    def get_command(self, ctx: click.Context, cmd_name: str) -> click.Command | None:
+        # Both spellings are the same command.
+        return super().get_command(ctx, "licence" if cmd_name == "license" else cmd_name)
+
     def make_context(
         self,
         info_name: str | None,
@@ -1075,9 +1079,12 @@ def watch() -> None:
 @pass_ctx
 def watch_add(c: Ctx, path: str) -> None:
     """Watch the folder PATH (recursively) for .md notes."""
+    from .licence import CAPTURE
+
+    c.lm().licence.require(CAPTURE)  # watched notes are automatic capture
     target = _edit_folders(c, "watch", path, True, must_exist=True)
     click.echo(
-        f"Watching {target} (the service picks it up when it next starts; `lexmem watch scan` reads it now)."
+        f"Watching {target} (a running service picks it up at once; `lexmem watch scan` reads it now)."
     )
 
 
@@ -1175,6 +1182,85 @@ def doctor(ctx: click.Context, fix: bool, as_json: bool) -> None:
             click.echo(f"{mark}  {ch.name:<12}{ch.detail}")
     if any(ch.state == "fail" for ch in checks):
         ctx.exit(1)
+
+
+@cli.group(cls=LexmemGroup)
+def licence() -> None:
+    """Your tier (Core or Writer Pro) and licence key (`license` works too)."""
+
+
+def _licence_lines(st: Any) -> list[str]:
+    from .keystore import backend_available
+    from .licence import GATES
+
+    lines = [f"Tier       {st.tier_name}" + (" (trial)" if st.source == "trial" else "")]
+    lic = st.licence
+    if lic is not None:
+        lines.append(f"Licensee   {lic.licensee} <{lic.email}>")
+        lines.append(
+            f"Expires    {lic.expires.date().isoformat() if lic.expires else 'never (perpetual)'}"
+        )
+        lines.append(f"Key        {lic.key_id}, from {st.source.removeprefix('key ').strip('()')}")
+    elif st.source == "trial":
+        day = "day" if st.trial_days_left == 1 else "days"
+        lines.append(
+            f"Trial      {st.trial_days_left} {day} left (ends {st.trial_ends.date().isoformat()})"
+        )
+    for gate, what in GATES.items():
+        mark = "yes" if st.is_enabled(gate) else "no "
+        lines.append(f"  {mark}  {gate}: {what}")
+    if st.problem:
+        lines.append(f"Problem    {st.problem}")
+    ok, why = backend_available()
+    if not ok:
+        lines.append(
+            f"Keyring    unavailable ({why}); pass a key in LEXMEM_LICENCE, or in a file "
+            "only you can read named by LEXMEM_LICENCE_FILE"
+        )
+    return lines
+
+
+@licence.command("show")
+@json_option
+@pass_ctx
+def licence_show(c: Ctx, as_json: bool) -> None:
+    """The tier in effect, what it enables, and the trial's days left."""
+    st = c.lm().licence.status()
+    if as_json:
+        emit_json(st.to_dict())
+        return
+    if st.notice:
+        click.echo(st.notice, err=True)
+    click.echo("\n".join(_licence_lines(st)))
+
+
+@licence.command("activate")
+@click.argument("key")
+@json_option
+@pass_ctx
+def licence_activate(c: Ctx, key: str, as_json: bool) -> None:
+    """Check KEY and keep it in the OS keyring (`-` reads it from standard input)."""
+    if key == "-":
+        key = sys.stdin.read()
+    lic = c.lm().licence.activate(key)
+    if as_json:
+        emit_json(lic.to_dict())
+        return
+    until = lic.expires.date().isoformat() if lic.expires else "no end date"
+    name = "Writer Pro" if lic.tier == "writer_pro" else "Core"
+    click.echo(f"Activated {name} for {lic.licensee} ({until}); the key is in the OS keyring.")
+
+
+@licence.command("remove")
+@json_option
+@pass_ctx
+def licence_remove(c: Ctx, as_json: bool) -> None:
+    """Remove the key from the OS keyring (what you stored stays yours)."""
+    removed = c.lm().licence.remove()
+    if as_json:
+        emit_json({"removed": removed})
+    else:
+        click.echo("Removed the licence key." if removed else "There was no licence key to remove.")
 
 
 def main(argv: Sequence[str] | None = None) -> None:

@@ -33,6 +33,7 @@ from .extract import Candidate, Extractor, confirmations
 from .hook import capture_mode, is_paused
 from .inbox import BadEvent, Inbox
 from .journal import AuditEntry, Journal, Session, SessionStatus
+from .licence import CAPTURE, CORE_ACTIVE_LIMIT, STORAGE
 from .locks import FileLock, LockTimeout
 from .models import Changes, Memory, MemoryContext, MemoryLink, MemorySource, fingerprint, utcnow
 from .redact import redact
@@ -67,6 +68,8 @@ WINDOWED = {
     "session_end",
 }
 BOUNDARY = {"response", "stop", "session_end", "compact"}
+# What the capture gate covers: everything lexmem learns without being asked.
+AUTOMATIC = WINDOWED | {"config_change", "correction"}
 MAX_BUFFER = 60
 OPTIMIZE_EVERY_S = 600.0
 _NS = uuid.UUID("5b0c5e1e-7c1a-4f0e-9d7e-6c657865d001")  # lexmem's namespace for derived ids
@@ -150,6 +153,7 @@ class CaptureService:
         # Called (on the service's thread) when a second launch asks the app to show itself.
         self.on_show: Callable[[], None] | None = None
         self._rejected: list[dict[str, Any]] | None = None
+        self._gate_checked: tuple[float, bool] = (-1e9, True)
 
     # -- the lock -------------------------------------------------------------------
 
@@ -221,6 +225,10 @@ class CaptureService:
             event["_seq"] = f"{path.name}"
             fresh.append(event)
         report.events += len(fresh)
+        gated = self._gate(fresh)
+        if gated:
+            fresh = [e for e in fresh if e["event_type"] not in AUTOMATIC]
+            report.skipped += len(gated)
         touched = self._sessions(fresh)
         for _, event in parsed:
             if event["event_id"] in seen and event["event_type"] in WINDOWED:
@@ -231,7 +239,7 @@ class CaptureService:
             if event["event_type"] not in WINDOWED and event["event_type"] != "explicit":
                 report.add(self._direct(event))
         buffered = [e for e in fresh if e["event_type"] in WINDOWED]
-        self.journal.take_in(fresh, buffered)
+        self.journal.take_in([*fresh, *gated], buffered)
         for path, _ in parsed:
             self.inbox.remove(path)
         for session_id, types in touched.items():
@@ -240,6 +248,24 @@ class CaptureService:
                 report.add(self._window(session_id, final=final))
         self.metrics["events"] += report.events
         return report
+
+    def _gate(self, events: Sequence[dict[str, Any]]) -> list[dict[str, Any]]:
+        """The capture gate, asked once per batch: under Core, automatic events are
+        skipped, with one audit entry per session rather than one per event."""
+        automatic = [e for e in events if e["event_type"] in AUTOMATIC]
+        if not automatic or self.lm.licence.is_enabled(CAPTURE):
+            return []
+        entries = {}
+        for e in automatic:
+            sid = e["session_id"]
+            entries[sid] = AuditEntry(
+                id=derived_id("gate", CAPTURE, sid), timestamp=utcnow(), session_id=sid,
+                candidate_id=sid, decision="skipped", reason="automatic capture needs Writer Pro",
+                confidence=0.0, rule=CAPTURE, kind="licence", project=e.get("project"),
+            )  # fmt: skip
+        known = {i for i in entries if self.journal.audit_entry(derived_id("gate", CAPTURE, i))}
+        self.journal.audit([a for sid, a in entries.items() if sid not in known])
+        return automatic
 
     def _quarantine(self, path: Any, reason: str) -> None:
         target = self.inbox.quarantine_file(path, reason, redact=lambda t: redact(t).text)
@@ -332,6 +358,10 @@ class CaptureService:
         ]  # fmt: skip
         if not todo:
             return report
+        todo, over = self._storage_gate(todo)
+        report.skipped += len(over)
+        if not todo:
+            return report
         requests = []
         for e in todo:
             meta = e.get("metadata") or {}
@@ -369,6 +399,31 @@ class CaptureService:
         report.memory_ids.extend(m.id for m in memories)
         self.bus.publish(MemoryCaptured(None, MemorySource.EXPLICIT, tuple(report.memory_ids)))
         return report
+
+    def _storage_gate(
+        self, events: list[dict[str, Any]]
+    ) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
+        """Core keeps up to 1,000 active memories: the rest are set aside, their text kept
+        in the audit log so they can be remembered once there is room."""
+        from .licence import LicenceRequiredError
+
+        try:
+            self.lm.check_storage(len(events))
+            return events, []
+        except LicenceRequiredError as exc:
+            reason = str(exc)
+        room = max(0, CORE_ACTIVE_LIMIT - self.lm.store.count(MemoryFilter()))
+        kept, over = events[:room], events[room:]
+        self.journal.audit([
+            AuditEntry(
+                id=derived_id("audit", derived_id("explicit", e["event_id"])), timestamp=utcnow(),
+                session_id=e["session_id"], candidate_id=derived_id("explicit", e["event_id"]),
+                decision="skipped", reason=reason, confidence=1.0, rule=STORAGE, kind="explicit",
+                project=e.get("project"), text=e.get("content"),
+            )
+            for e in over
+        ])  # fmt: skip
+        return kept, over
 
     def _memory_op(self, event: dict[str, Any]) -> DrainReport:
         """A change a client asked for (pin, archive, edit, …), applied by the single writer.
@@ -689,6 +744,13 @@ class CaptureService:
     def wake(self) -> None:
         self._wake.set()
 
+    def _may_capture(self) -> bool:
+        """The capture gate for the Markdown watcher (asked at most once a minute)."""
+        now = time.monotonic()
+        if now - self._gate_checked[0] > 60:
+            self._gate_checked = (now, self.lm.licence.is_enabled(CAPTURE))
+        return self._gate_checked[1]
+
     def run(
         self,
         stop: threading.Event,
@@ -720,7 +782,7 @@ class CaptureService:
                 if on_report and (report.events or report.quarantined):
                     on_report(report)
                 busy = False
-                if notes is not None and not is_paused(self.settings):
+                if notes is not None and not is_paused(self.settings) and self._may_capture():
                     notes.step()
                     busy = notes.scanning
                 if time.monotonic() - last_maintenance > 60:
@@ -1015,6 +1077,7 @@ def remember_through_inbox(
     body = scrub(text)
     if not body:
         raise InvalidInputError("nothing to remember: the text is empty")
+    lm.check_storage(1)  # say so now, rather than leave the person waiting on a skip
     meta: dict[str, Any] = {"pin": pin}
     if mtype:
         meta["type"] = mtype
