@@ -9,7 +9,10 @@ from pathlib import Path
 # Constraint: Qt reads the platform when it is first imported; set it before any test imports it.
 os.environ.setdefault("QT_QPA_PLATFORM", "offscreen")
 
+import keyring
 import pytest
+from keyring.backend import KeyringBackend
+from keyring.errors import PasswordDeleteError
 
 from lexmem.api import Lexmem
 from lexmem.config import EmbeddingSettings, Paths
@@ -29,6 +32,41 @@ def _isolate(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     # No display: a bare `lexmem` prints its status rather than opening the app.
     monkeypatch.delenv("DISPLAY", raising=False)
     monkeypatch.delenv("WAYLAND_DISPLAY", raising=False)
+    # Licence keys come from the test's own keyring (below), never from the environment;
+    # subprocesses get the null keyring backend, never the user's.
+    monkeypatch.delenv("LEXMEM_LICENCE", raising=False)
+    monkeypatch.delenv("LEXMEM_LICENCE_FILE", raising=False)
+    monkeypatch.setenv("PYTHON_KEYRING_BACKEND", "keyring.backends.null.Keyring")
+
+
+class MemoryKeyring(KeyringBackend):
+    """A real keyring backend that keeps secrets in a dict (never the user's keyring)."""
+
+    priority = 1  # type: ignore[assignment]
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.secrets: dict[tuple[str, str], str] = {}
+
+    def get_password(self, service: str, username: str) -> str | None:
+        return self.secrets.get((service, username))
+
+    def set_password(self, service: str, username: str, password: str) -> None:
+        self.secrets[(service, username)] = password
+
+    def delete_password(self, service: str, username: str) -> None:
+        if self.secrets.pop((service, username), None) is None:
+            raise PasswordDeleteError(username)
+
+
+@pytest.fixture(autouse=True)
+def memory_keyring() -> Iterator[MemoryKeyring]:
+    """Every test in this process gets an empty in-memory keyring."""
+    before = keyring.get_keyring()
+    backend = MemoryKeyring()
+    keyring.set_keyring(backend)
+    yield backend
+    keyring.set_keyring(before)
 
 
 @pytest.fixture(scope="session")
