@@ -333,11 +333,13 @@ def status(c: Ctx, as_json: bool) -> None:
     """Where the data lives, what it holds, and how to start."""
     lm = c.lm()
     counts = lm.status_counts()
+    st = lm.licence.status()
     info = {
         "version": __version__,
         "data_folder": str(lm.paths.home),
         "memories": counts,
         "embedding_model": lm.embedder.model_name,
+        "tier": st.tier,
     }
     if as_json:
         emit_json(info)
@@ -348,6 +350,13 @@ def status(c: Ctx, as_json: bool) -> None:
         f"  memories      {counts['active']} active, {counts['archived']} archived, {counts['superseded']} superseded"
     )
     click.echo(f"  model         {lm.embedder.model_name} (embedded, offline)")
+    tier = st.tier_name + (
+        f" (trial, {st.trial_days_left} days left)" if st.source == "trial" else ""
+    )
+    click.echo(f"  tier          {tier}   (lexmem licence show)")
+    if st.notice:
+        click.echo(st.notice, err=True)
+        lm.licence.acknowledge_notice()
     click.echo("")
     click.echo("Try:")
     click.echo('  lexmem remember "The project uses PostgreSQL for data storage" --project demo')
@@ -1231,6 +1240,7 @@ def licence_show(c: Ctx, as_json: bool) -> None:
         return
     if st.notice:
         click.echo(st.notice, err=True)
+        c.lm().licence.acknowledge_notice()
     click.echo("\n".join(_licence_lines(st)))
 
 

@@ -409,9 +409,14 @@ class LicenceService:
                 "stored stays yours; automatic capture needs a Writer Pro key "
                 "(`lexmem licence activate KEY`)."
             )
+        return LicenceStatus(CORE, "core", None, 0, ends, problem, notice)
+
+    def acknowledge_notice(self) -> None:
+        """The person has seen that the trial ended: do not say it again."""
+        trial = self._trial()
+        if not trial.get("ended_notice"):
             trial["ended_notice"] = True
             self._save_trial(trial)
-        return LicenceStatus(CORE, "core", None, 0, ends, problem, notice)
 
     @property
     def tier(self) -> str:

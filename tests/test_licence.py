@@ -224,6 +224,8 @@ def test_a_first_run_starts_a_fourteen_day_trial_then_core_with_one_notice(
     st = svc.status()
     assert st.tier == CORE and not st.is_enabled(CAPTURE) and not st.is_enabled(STORAGE)
     assert "trial has ended" in st.notice
+    assert "trial has ended" in service_for().status().notice  # until someone has seen it
+    svc.acknowledge_notice()
     assert service_for().status().notice == ""  # said once, for this data folder
     with pytest.raises(LicenceRequiredError, match=r"\[Agents\.Memory\.Capture\]"):
         svc.require(CAPTURE)
