@@ -6,7 +6,8 @@ It fills a temporary data folder with realistic memories through lexmem's own pa
 (explicit remembers, agent sessions captured by the real service, a supersede, links,
 reinforcement), opens the real app on it (offscreen unless a display is asked for),
 and saves: the tray menu, quick-remember, the browser with a memory's detail, the
-review, audit, sessions and insights tabs, and every settings tab.
+review, audit, sessions and insights tabs, every settings tab, the licence window and
+the upgrade prompt.
 """
 
 from __future__ import annotations
@@ -88,7 +89,7 @@ def main(argv: list[str] | None = None) -> int:
     args.out.mkdir(parents=True, exist_ok=True)
 
     from PySide6.QtCore import QEventLoop, QTimer
-    from PySide6.QtWidgets import QApplication, QMenu, QWidget
+    from PySide6.QtWidgets import QApplication, QMenu, QMessageBox, QWidget
 
     qt = QApplication.instance() or QApplication(sys.argv[:1])
     assert isinstance(qt, QApplication)
@@ -101,6 +102,7 @@ def main(argv: list[str] | None = None) -> int:
         populate(home)
 
         from lexmem.api import Lexmem
+        from lexmem.licence import CAPTURE
         from ui.app import App
         from ui.theme import apply_theme
 
@@ -176,6 +178,23 @@ def main(argv: list[str] | None = None) -> int:
                 name = dialog.tabs.tabText(i).lower().replace(" ", "-").replace("&", "")
                 save(dialog, f"settings-{i}-{name}", theme)
             dialog.hide()
+
+            app.open_licence()
+            licence = app._licence_dialog
+            settle(lambda: app._licence_dialog.status is not None)
+            save(licence, "licence", theme)
+            licence.close()
+
+            app.menu.licence_required.emit(
+                CAPTURE,
+                "Capture mode Full is saved and starts as soon as a Writer Pro key is active. "
+                "Until then lexmem keeps only what you ask it to remember.",
+            )
+            settle()
+            prompt = window.findChild(QMessageBox, "upgradePrompt")
+            save(prompt, "upgrade-prompt", theme)
+            prompt.close()
+            settle()
 
         app.stop()
         lm.close()

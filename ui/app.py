@@ -39,10 +39,12 @@ from PySide6.QtWidgets import (
 from lexmem import __version__
 from lexmem.api import Lexmem
 from lexmem.hook import is_paused
+from lexmem.licence import CAPTURE, LicenceStatus
 from lexmem.locks import FileLock, LockTimeout
 from lexmem.service import CaptureService, DrainReport, ServiceBusyError
 
 from .context import AppContext, UiChanges
+from .licence_dialog import open_licence_dialog, tier_text, upgrade_prompt
 from .theme import apply_theme, icon, tray_icon
 
 __all__ = ["App", "CaptureMenu", "MainWindow", "ServiceThread", "main", "send_show"]
@@ -150,6 +152,9 @@ class CaptureMenu(QObject):
     open_browser = Signal()
     open_review = Signal()
     open_settings = Signal()
+    open_licence = Signal()
+    #: A chosen action needs a gate this tier lacks: (gate, one line on what happened).
+    licence_required = Signal(str, str)
     quit_requested = Signal()
 
     def __init__(self, ctx: AppContext, parent: QObject | None = None) -> None:
@@ -157,6 +162,8 @@ class CaptureMenu(QObject):
         self.ctx = ctx
         self.review_count = 0
         self.repositories: list[str] = []  # every repository seen in captured sessions
+        # The tier, read off the UI thread by the app (None until the first answer).
+        self.licence: LicenceStatus | None = None
 
         self.remember_action = QAction("Quick remember…", self)
         self.remember_action.setShortcut(QKeySequence("Ctrl+Shift+M"))
@@ -192,6 +199,8 @@ class CaptureMenu(QObject):
 
         self.settings_action = QAction("Settings…", self)
         self.settings_action.triggered.connect(self.open_settings)
+        self.licence_action = QAction("Licence…", self)
+        self.licence_action.triggered.connect(self.open_licence)
         self.quit_action = QAction("Quit lexmem", self)
         self.quit_action.setShortcut(QKeySequence.StandardKey.Quit)
         self.quit_action.triggered.connect(self.quit_requested)
@@ -215,6 +224,7 @@ class CaptureMenu(QObject):
         menu.addMenu(self.repos_menu)
         menu.addSeparator()
         menu.addAction(self.settings_action)
+        menu.addAction(self.licence_action)
         menu.addSeparator()
         menu.addAction(self.quit_action)
 
@@ -235,6 +245,19 @@ class CaptureMenu(QObject):
             )  # fmt: skip
         n = self.review_count
         self.review_action.setText(f"Review queue ({n})")
+        gated = self.capture_gated
+        for mode in ("assist", "full"):
+            label = mode.capitalize()
+            self.mode_actions[mode].setText(f"{label} (needs Writer Pro)" if gated else label)
+
+    @property
+    def capture_gated(self) -> bool:
+        """Automatic capture is known to be outside this tier."""
+        return self.licence is not None and not self.licence.is_enabled(CAPTURE)
+
+    def set_licence(self, status: LicenceStatus) -> None:
+        self.licence = status
+        self.sync()
 
     def _on_changed(self, changes: UiChanges) -> None:
         if changes.settings or changes.state:
@@ -293,7 +316,16 @@ class CaptureMenu(QObject):
         self.pause(None)
 
     def set_mode(self, mode: str) -> None:
+        """Save the capture mode. Under Core, Assist and Full are saved too (a key may come
+        later and they take effect then), and :attr:`licence_required` says why nothing
+        is captured yet."""
         self.ctx.update_settings(lambda s: setattr(s.capture, "mode", mode))
+        if mode != "off" and self.capture_gated:
+            self.licence_required.emit(
+                CAPTURE,
+                f"Capture mode {mode.capitalize()} is saved and starts as soon as a Writer Pro "
+                "key is active. Until then lexmem keeps only what you ask it to remember.",
+            )
 
     def pause(self, duration: timedelta | None) -> None:
         until = PAUSE_FOREVER if duration is None else _stamp(datetime.now(UTC) + duration)
@@ -464,12 +496,16 @@ class App(QObject):
         self.problem = ""
         self._quick: Any = None  # QuickRememberDialog, built on first use
         self._settings: Any = None  # SettingsDialog, built on first use
+        self._licence_dialog: Any = None  # LicenceDialog, while it is open
+        self._notice_said = False  # "the trial has ended", said once
         self.restart = False  # main() reopens the core and starts again
 
         self.menu.quick_remember.connect(self.quick_remember)
         self.menu.open_browser.connect(self.window.bring_up)
         self.menu.open_review.connect(self.open_review)
         self.menu.open_settings.connect(self.open_settings)
+        self.menu.open_licence.connect(self.open_licence)
+        self.menu.licence_required.connect(self._licence_required)
         self.menu.quit_requested.connect(self.quit)
         self.window.review.count_changed.connect(self._on_review_count)
         self.ctx.hub.changed.connect(self._on_changed)
@@ -492,7 +528,10 @@ class App(QObject):
         self._clock = QTimer(self)
         self._clock.setInterval(60_000)
         self._clock.timeout.connect(self._refresh_state)
+        # The trial's days run out and keys expire: read the tier each minute too.
+        self._clock.timeout.connect(self.load_licence)
         self._refresh_state()
+        self.load_licence()
 
     # -- lifecycle -----------------------------------------------------------------------
 
@@ -541,6 +580,12 @@ class App(QObject):
         self._settings.show()
         self._settings.raise_()
         self._settings.activateWindow()
+
+    def open_licence(self) -> None:
+        self._licence_dialog = open_licence_dialog(self.ctx, self.window)
+
+    def _licence_required(self, gate: str, detail: str) -> None:
+        upgrade_prompt(self.window, gate, ctx=self.ctx, detail=detail)
 
     def _data_folder_moved(self, where: str) -> None:
         self._restart(f"lexmem now keeps its memories in {where}; it restarts there.")
@@ -594,6 +639,28 @@ class App(QObject):
     def _on_changed(self, changes: UiChanges) -> None:
         if changes.settings or changes.state:
             self._refresh_state()
+        if changes.state:
+            self.load_licence()  # a key activated or removed, the service restarted …
+
+    @property
+    def licence(self) -> LicenceStatus | None:
+        """The tier as last read (None until the first read answers)."""
+        return self.menu.licence
+
+    def load_licence(self) -> None:
+        """Read the tier off the UI thread (it may touch the keyring and a file)."""
+        self.ctx.read(self.lm.licence.status, on_done=self._on_licence, on_error=self._no_licence)
+
+    def _on_licence(self, status: LicenceStatus) -> None:
+        self.menu.set_licence(status)
+        self._refresh_state()
+        if status.notice and not self._notice_said:
+            self._notice_said = True
+            self.ctx.hub.notify.emit("lexmem is now Core", status.notice)
+            self.ctx.read(self.lm.licence.acknowledge_notice)
+
+    def _no_licence(self, exc: BaseException) -> None:
+        log.warning("[MEM:UI] the licence status could not be read: %s", exc)
 
     def _notify(self, title: str, message: str) -> None:
         if self.tray is not None:
@@ -603,7 +670,7 @@ class App(QObject):
         capture = self.lm.settings.capture
         if self.problem or self.service_state == "error":
             return "error"
-        if capture.mode == "off":
+        if capture.mode == "off" or self.menu.capture_gated:
             return "off"
         if is_paused(capture):
             return "paused"
@@ -612,10 +679,13 @@ class App(QObject):
     def status_text(self) -> str:
         state = self.tray_state()
         capture = self.lm.settings.capture
+        off = "Capture off"
+        if capture.mode != "off" and self.menu.capture_gated:
+            off = "Capture off: automatic capture needs Writer Pro"
         words = {
             "capturing": f"Capturing ({capture.mode})",
             "paused": "Capture paused",
-            "off": "Capture off",
+            "off": off,
             "error": self.problem or "Capture stopped",
         }[state]
         if self.service_state == "elsewhere":
@@ -623,6 +693,8 @@ class App(QObject):
         n = self.menu.review_count
         if n:
             words += f" · {n} to review"
+        if self.licence is not None:
+            words += f" · {tier_text(self.licence)}"
         return words
 
     def _refresh_state(self) -> None:

@@ -4,7 +4,8 @@ Enter saves, Shift+Enter starts a new line, Esc cancels. While the person types,
 classifier's guess shows under the text ("auto → procedural (0.82)"), computed off the
 UI thread a moment after the typing stops. Saving goes through :func:`ui.ops.remember`
 (the inbox and the single writer, like every write); the box closes on success and keeps
-the text, with the one-line reason, on failure.
+the text, with the one-line reason, on failure (and, where Core's limit on active
+memories refused it, the upgrade prompt of :mod:`ui.licence_dialog`).
 """
 
 from __future__ import annotations
@@ -28,10 +29,12 @@ from PySide6.QtWidgets import (
     QWidget,
 )
 
+from lexmem.licence import LicenceRequiredError
 from lexmem.models import Changes, TypeClassification
 
 from . import ops
 from .context import AppContext
+from .licence_dialog import upgrade_prompt
 
 __all__ = ["TYPES", "QuickRememberDialog"]
 
@@ -248,6 +251,12 @@ class QuickRememberDialog(QDialog):
                 return
             self._set_saving(False)
             self._show_error(str(exc).strip().splitlines()[0] if str(exc).strip() else repr(exc))
+            if isinstance(exc, LicenceRequiredError):  # Core's cap on active memories
+                upgrade_prompt(
+                    self, exc.gate, ctx=self.ctx,
+                    detail="Nothing was saved: your text stays in the box. Archive or forget "
+                    "some memories to make room, or enter a Writer Pro key.",
+                )  # fmt: skip
 
         ops.remember(
             self.ctx, text, mtype=None if chosen == "auto" else chosen,

@@ -60,10 +60,12 @@ from PySide6.QtWidgets import (
 from lexmem import desktop, keystore
 from lexmem.config import CAPTURE_MODES, DEFAULT_MODEL, Settings
 from lexmem.errors import InvalidInputError, LexmemError
+from lexmem.licence import CAPTURE, ENCODER, LicenceStatus
 from lexmem.models import Changes
 
 from . import theme
 from .context import AppContext, UiChanges
+from .licence_dialog import open_licence_dialog, upgrade_prompt, weakly
 
 __all__ = ["SettingsDialog", "check_url"]
 
@@ -176,6 +178,7 @@ class SettingsDialog(QDialog):
         self.ctx = ctx
         self._busy: str = ""  # a long task that must finish before the window closes
         self._key_available = False
+        self._licence: LicenceStatus | None = None  # read off the UI thread
         self.setWindowTitle("Settings — lexmem")
         self.setMinimumSize(700, 500)
 
@@ -220,6 +223,7 @@ class SettingsDialog(QDialog):
         self._polled: Path | None = None
         self.reload()
         self._check_keyring()
+        self._load_licence()
 
     # == building the tabs ================================================================
 
@@ -395,6 +399,13 @@ class SettingsDialog(QDialog):
         form.addRow("Model", self.llm_model)
         form.addRow("Timeout", self.llm_timeout)
         v.addLayout(form)
+        self.llm_licence_note = QLabel("")
+        self.llm_licence_note.setObjectName("llmLicenceNote")
+        self.llm_licence_note.setWordWrap(True)
+        self.llm_licence_note.setTextFormat(Qt.TextFormat.RichText)
+        self.llm_licence_note.linkActivated.connect(self._open_licence)
+        self.llm_licence_note.hide()
+        v.addWidget(self.llm_licence_note)
         key = QGroupBox("API key")
         kv = QVBoxLayout(key)
         row = QHBoxLayout()
@@ -568,6 +579,7 @@ class SettingsDialog(QDialog):
             self.llm_url.setText(s.llm.url)
         if not self.llm_model.hasFocus():
             self.llm_model.setText(s.llm.model)
+        self._show_llm_licence()
         for ispin, ivalue in (
             (self.retention, s.store.retention_days), (self.digest, s.context.digest_bytes),
         ):  # fmt: skip
@@ -646,6 +658,31 @@ class SettingsDialog(QDialog):
     def _on_changed(self, changes: UiChanges) -> None:
         if changes.settings and shiboken6.isValid(self):
             self.reload()
+        if changes.state and shiboken6.isValid(self):
+            self._load_licence()  # a key activated or removed
+
+    def _load_licence(self) -> None:
+        self.ctx.read(self.ctx.lm.licence.status, on_done=weakly(self._licence_loaded))
+
+    def _licence_loaded(self, status: LicenceStatus) -> None:
+        self._licence = status
+        self._show_llm_licence()
+
+    def _open_licence(self, _link: str = "") -> None:
+        open_licence_dialog(self.ctx, self)
+
+    def _show_llm_licence(self) -> None:
+        """Under Core an endpoint is kept but not used: say so under it."""
+        gated = self._licence is not None and not self._licence.is_enabled(ENCODER)
+        if gated and self.ctx.settings.llm.url:
+            self.llm_licence_note.setText(
+                "LLM-assisted encoding needs Writer Pro: under Core the endpoint is kept but "
+                "not used, and the rules classify alone. "
+                "<a href='licence'>Enter a licence key…</a>"
+            )
+            self.llm_licence_note.show()
+        else:
+            self.llm_licence_note.hide()
 
     # -- the widgets' slots ------------------------------------------------------------------
     # Constraint: Qt signals connect to bound methods, never to lambdas holding ``self``:
@@ -832,6 +869,22 @@ class SettingsDialog(QDialog):
             self._fail(_one_line(exc))
             return
         self._clear_error()
+        # The gate is asked off the UI thread: the status may read the keyring and a file.
+        lm = self.ctx.lm
+        self.ctx.read(
+            lambda: lm.licence.is_enabled(CAPTURE),
+            on_done=weakly(self._watch_licensed, folder),
+            on_error=weakly(self._gate_failed),
+        )
+
+    def _watch_licensed(self, folder: Path, enabled: bool) -> None:
+        if not enabled:  # watched Markdown folders are automatic capture: add nothing
+            upgrade_prompt(
+                self, CAPTURE, ctx=self.ctx,
+                detail=f"{folder} was not added: watching a folder of notes is automatic "
+                "capture. Notes can still be kept one at a time with Quick remember.",
+            )  # fmt: skip
+            return
 
         def mutate(s: Settings) -> None:
             s.capture.watch = sorted([*s.capture.watch, str(folder)])
@@ -841,6 +894,9 @@ class SettingsDialog(QDialog):
                 self._first_scan(folder)
 
         self.ctx.update_settings(mutate, on_done=saved)
+
+    def _gate_failed(self, exc: BaseException) -> None:
+        self._fail(_one_line(exc))
 
     def _first_scan(self, folder: Path) -> None:
         from lexmem.hook import service_running
