@@ -817,15 +817,19 @@ def _emit(out: Any, text: str) -> None:
 def _print_digest(paths: Paths, project: str | None, out: Any, log: _Log) -> None:
     if not project:
         return
-    file = digest_path(paths, project)
-    try:
-        with open(file, "rb") as fh:
-            text = fh.read(DIGEST_MAX_BYTES).decode("utf-8", errors="replace")
-    except FileNotFoundError:
-        return
-    except OSError as exc:
-        log.write(f"digest unreadable: {exc}")
-        return
+    # The project's own digest; in a folder with no memories yet, the general one
+    # (memories kept with no project: the person's preferences and habits).
+    text = ""
+    for file in (digest_path(paths, project), digest_path(paths, None)):
+        try:
+            with open(file, "rb") as fh:
+                text = fh.read(DIGEST_MAX_BYTES).decode("utf-8", errors="replace")
+            break
+        except FileNotFoundError:
+            continue
+        except OSError as exc:
+            log.write(f"digest unreadable: {exc}")
+            return
     if not text.strip():
         return
     try:

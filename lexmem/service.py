@@ -28,6 +28,7 @@ from datetime import datetime, timedelta
 from typing import Any
 
 from .api import Lexmem
+from .digest import DigestKeeper
 from .errors import InvalidInputError
 from .extract import Candidate, Extractor, confirmations
 from .hook import capture_mode, is_paused
@@ -154,6 +155,8 @@ class CaptureService:
         self.on_show: Callable[[], None] | None = None
         self._rejected: list[dict[str, Any]] | None = None
         self._gate_checked: tuple[float, bool] = (-1e9, True)
+        # The projects' context digests, rewritten after changes (the hook only reads them).
+        self.digests = DigestKeeper(lm)
 
     # -- the lock -------------------------------------------------------------------
 
@@ -179,6 +182,8 @@ class CaptureService:
         return report
 
     def release(self) -> None:
+        # A one-shot drain (the CLI acting as the service) leaves the digests current too.
+        self.digests.flush(force=True)
         self._lock.release()
 
     def __enter__(self) -> CaptureService:
@@ -198,6 +203,7 @@ class CaptureService:
             files = files[:max_events]
         for start in range(0, len(files), batch):
             report.add(self._batch(files[start : start + batch]))
+        self.digests.flush()
         return report
 
     def _batch(self, files: Sequence[Any]) -> DrainReport:
@@ -247,6 +253,10 @@ class CaptureService:
             if final or types & BOUNDARY or len(self.journal.buffered(session_id)) >= MAX_BUFFER:
                 report.add(self._window(session_id, final=final))
         self.metrics["events"] += report.events
+        if any(e["event_type"] == "memory_op" for e in fresh):
+            self.digests.mark_all()  # an op names a memory by id, not its project
+        elif report.saved or report.reinforced:
+            self.digests.mark(e.get("project") for e in fresh)
         return report
 
     def _gate(self, events: Sequence[dict[str, Any]]) -> list[dict[str, Any]]:
@@ -714,6 +724,8 @@ class CaptureService:
     def maintain(self) -> None:
         """Background upkeep: compact, fold new rows into the indices, build the vector
         index once the store is large enough (captures wait in the inbox meanwhile)."""
+        # Recency and use move the digests' ranking even without a change: refresh them all.
+        self.digests.mark_all()
         try:
             self.forget_expired()
             self.lm.store.optimize()
@@ -769,6 +781,7 @@ class CaptureService:
         watching: list[str] = []
         last_maintenance = 0.0
         last_optimize = time.monotonic()
+        self.digests.mark_all()  # digests written by an older version, or never
         try:
             while not stop.is_set():
                 if list(self.settings.watch) != watching:  # folders added or removed meanwhile
@@ -791,6 +804,7 @@ class CaptureService:
                 if time.monotonic() - last_optimize > OPTIMIZE_EVERY_S:
                     self.maintain()
                     last_optimize = time.monotonic()
+                self.digests.flush()
                 self._wake.wait(0.25 if busy or (notes and notes._pending) else poll)
                 self._wake.clear()
         finally:

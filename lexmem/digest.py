@@ -1,0 +1,314 @@
+"""Context digests: per project, the memories an agent should see when a session starts.
+
+The service rewrites a project's digest after changes (:class:`DigestKeeper`), so the
+SessionStart hook only reads a small file: no model, no database, a few milliseconds.
+A digest is Markdown a person and an agent both read at a glance::
+
+    # lexmem · shop
+    Memories for this project, most useful first. [id] opens one: `lexmem show ID`, or search_memory.
+
+    ## Pinned
+    - [3f2a9c1e] To deploy, first run 'npm build', then 'npm deploy'
+    ## Facts and decisions
+    - [0b7d4411] The project uses PostgreSQL for data storage
+
+Pinned memories come first, then the rest by usefulness (salience, how recently they
+were used or reinforced, how often), grouped by type; repeats are left out (the same
+fingerprint, the same text, or one chunk per document); the whole stays within
+``[context] digest_bytes`` (6 KB by default: Claude Code shows injected context past
+~10 KB as a preview only). Memories with no project are the person's general ones
+(preferences, habits): they appear in every project's digest, a little behind that
+project's own.
+"""
+
+from __future__ import annotations
+
+import logging
+import math
+import os
+import re
+import time
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from .config import secure_umask
+from .hook import digest_path
+from .models import MemoryType, utcnow
+from .store import q
+
+if TYPE_CHECKING:
+    from .api import Lexmem
+
+__all__ = [
+    "DEFAULT_DIGEST_BYTES",
+    "DigestKeeper",
+    "DigestLine",
+    "rank_for_digest",
+    "render_digest",
+    "write_digest",
+]
+
+log = logging.getLogger("lexmem.digest")
+
+DEFAULT_DIGEST_BYTES = 6144
+MIN_DIGEST_BYTES = 512
+POOL = 300  # the best this many by the cheap columns are read in full and deduplicated
+LINE_CHARS = 280  # a memory longer than this shows its first words and "…"
+GENERAL_WEIGHT = 0.8  # a memory with no project ranks a little behind the project's own
+RECENCY_HALF_LIFE_DAYS = 14.0
+SECTIONS = (
+    ("pinned", "Pinned"),
+    (MemoryType.SEMANTIC.value, "Facts and decisions"),
+    (MemoryType.PROCEDURAL.value, "Procedures"),
+    (MemoryType.EPISODIC.value, "Recent events"),
+)
+_RANK_COLUMNS = (
+    "id", "type", "salience", "pinned", "created_at", "last_accessed_at", "access_count",
+    "last_reinforced_at", "project", "fingerprint", "source_document",
+)  # fmt: skip
+_SPACE = re.compile(r"\s+")
+
+
+@dataclass(frozen=True, slots=True)
+class DigestLine:
+    """One memory as the digest shows it."""
+
+    id: str
+    section: str  # "pinned" or a memory type
+    text: str
+    score: float
+
+    def render(self) -> str:
+        return f"- [{self.id[:8]}] {self.text}\n"
+
+
+def _aware(value: Any) -> datetime | None:
+    if not isinstance(value, datetime):
+        return None
+    return value if value.tzinfo else value.replace(tzinfo=UTC)
+
+
+def _score(row: dict[str, Any], project: str | None, now: datetime) -> float:
+    """Usefulness: salience, then how recently it was used or reinforced, then how often."""
+    created = _aware(row.get("created_at")) or now
+    used = [created, _aware(row.get("last_reinforced_at"))]
+    if int(row.get("access_count") or 0) > 0:
+        used.append(_aware(row.get("last_accessed_at")))
+    latest = max(t for t in used if t is not None)
+    days = max(0.0, (now - latest).total_seconds() / 86400)
+    recency = 0.5 ** (days / RECENCY_HALF_LIFE_DAYS)
+    use = min(1.0, math.log1p(int(row.get("access_count") or 0)) / math.log(10))
+    score = 0.5 * float(row.get("salience") or 0.0) + 0.3 * recency + 0.2 * use
+    if project is not None and row.get("project") is None:
+        score *= GENERAL_WEIGHT
+    return score
+
+
+def _one_line(text: str) -> str:
+    line = _SPACE.sub(" ", text).strip()
+    if len(line) <= LINE_CHARS:
+        return line
+    cut = line[: LINE_CHARS - 1]
+    space = cut.rfind(" ")
+    return (cut[:space] if space > LINE_CHARS // 2 else cut).rstrip(" ,;:.-") + "…"
+
+
+def rank_for_digest(
+    lm: Lexmem, project: str | None, *, now: datetime | None = None
+) -> list[DigestLine]:
+    """The digest's candidates, best first, repeats removed (no size cap applied yet)."""
+    now = now or utcnow()
+    where = "status = 'active'"
+    if project is not None:
+        where += f" AND (project = {q(project)} OR project IS NULL)"
+    else:
+        where += " AND project IS NULL"
+    table = lm.store.scan_arrow(where, list(_RANK_COLUMNS))
+    if table.num_rows == 0:
+        return []
+    rows = table.to_pylist()
+    for row in rows:
+        row["_score"] = _score(row, project, now)
+    # Pinned first, then by score; the id breaks ties so equal inputs give equal digests.
+    rows.sort(key=lambda r: (not r["pinned"], -r["_score"], r["id"]))
+    seen_fp: set[str] = set()
+    seen_doc: set[str] = set()
+    pool: list[dict[str, Any]] = []
+    for row in rows:
+        fp, doc = row.get("fingerprint") or "", row.get("source_document") or ""
+        if (fp and fp in seen_fp) or (doc and doc in seen_doc):
+            continue
+        seen_fp.add(fp)
+        if doc:
+            seen_doc.add(doc)  # one chunk of a long document is enough to point at it
+        pool.append(row)
+        if len(pool) >= POOL:
+            break
+    memories = {m.id: m for m in lm.store.get_many([r["id"] for r in pool])}
+    lines: list[DigestLine] = []
+    seen_text: set[str] = set()
+    for row in pool:
+        m = memories.get(row["id"])
+        if m is None:
+            continue
+        text = _one_line(m.content) or _one_line(m.title)
+        key = text.casefold()
+        if not text or key in seen_text:
+            continue
+        seen_text.add(key)
+        section = "pinned" if m.pinned else str(m.type)
+        lines.append(DigestLine(m.id, section, text, row["_score"]))
+    return lines
+
+
+def _project_name(project: str) -> str:
+    name = Path(project).name if os.sep in project or "/" in project else project
+    return name or project
+
+
+def render_digest(
+    lm: Lexmem,
+    project: str | None,
+    *,
+    max_bytes: int | None = None,
+    now: datetime | None = None,
+) -> str:
+    """The project's digest as Markdown within ``max_bytes`` (UTF-8); "" with no memories.
+
+    ``max_bytes`` defaults to ``[context] digest_bytes``.
+    """
+    cap = max_bytes if max_bytes is not None else lm.settings.context.digest_bytes
+    cap = max(MIN_DIGEST_BYTES, int(cap or DEFAULT_DIGEST_BYTES))
+    lines = rank_for_digest(lm, project, now=now)
+    if not lines:
+        return ""
+    title = _project_name(project) if project else "general"
+    whose = "this project" if project else "every project"
+    head = (
+        f"# lexmem · {title}\n"
+        f"Memories for {whose}, most useful first. [id] opens one: "
+        "`lexmem show ID`, or the search_memory tool.\n"
+    )
+    used = len(head.encode("utf-8"))
+    chosen: dict[str, list[DigestLine]] = {key: [] for key, _ in SECTIONS}
+    headings = {key: f"\n## {name}\n" for key, name in SECTIONS}
+    for line in lines:
+        section = line.section if line.section in chosen else MemoryType.SEMANTIC.value
+        cost = len(line.render().encode("utf-8"))
+        if not chosen[section]:
+            cost += len(headings[section].encode("utf-8"))
+        if used + cost > cap:
+            continue  # a shorter memory further down may still fit
+        chosen[section].append(line)
+        used += cost
+    if not any(chosen.values()):
+        return ""
+    parts = [head]
+    for key, _ in SECTIONS:
+        if chosen[key]:
+            parts.append(headings[key])
+            parts.extend(line.render() for line in chosen[key])
+    return "".join(parts)
+
+
+def write_digest(lm: Lexmem, project: str | None) -> Path | None:
+    """Render ``project``'s digest and replace its file atomically (owner-only).
+
+    ``None`` is the general digest (memories with no project): the hook shows it in a
+    folder that has no memories of its own yet.
+
+    Returns the file, or ``None`` when the project has nothing to show (its old file,
+    if any, is removed so a session does not start with memories since forgotten).
+    """
+    path = digest_path(lm.paths, project)
+    text = render_digest(lm, project)
+    if not text:
+        path.unlink(missing_ok=True)
+        return None
+    with secure_umask():
+        path.parent.mkdir(parents=True, exist_ok=True)
+        tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
+        try:
+            with open(tmp, "w", encoding="utf-8", newline="\n") as fh:
+                fh.write(text)
+            os.replace(tmp, path)
+        except BaseException:
+            tmp.unlink(missing_ok=True)
+            raise
+    return path
+
+
+class DigestKeeper:
+    """Keeps the digests current for the service: changes mark projects stale, and
+    :meth:`flush` rewrites those, at most once every ``interval`` seconds unless forced.
+
+    A change to a memory with no project, or one whose project is unknown (a pin or an
+    edit by id), marks every project: general memories appear in all digests.
+    """
+
+    def __init__(self, lm: Lexmem, *, interval: float = 1.0) -> None:
+        self.lm = lm
+        self.interval = interval
+        self._stale: set[str] = set()
+        self._all = False
+        self._last = -1e9
+        self.written = 0  # digests written since start (for tests and the log)
+
+    @property
+    def pending(self) -> bool:
+        return self._all or bool(self._stale)
+
+    def mark(self, projects: Iterable[str | None]) -> None:
+        for p in projects:
+            if p is None:
+                self._all = True
+            else:
+                self._stale.add(p)
+
+    def mark_all(self) -> None:
+        self._all = True
+
+    def flush(self, *, force: bool = False) -> int:
+        """Rewrite the stale digests; returns how many were written. Never raises: a
+        digest that cannot be written is logged and tried again at the next flush."""
+        if not self.pending or (not force and time.monotonic() - self._last < self.interval):
+            return 0
+        self._last = time.monotonic()
+        every = self._all
+        try:
+            projects: list[str | None] = (
+                [None, *self.lm.projects()] if every else sorted(self._stale)
+            )
+        except Exception:  # a digest must never stop capture; retried later
+            log.exception("[MEM:DIGEST] could not list the projects")
+            return 0
+        self._all, self._stale = False, set()
+        written = 0
+        for project in projects:
+            try:
+                if write_digest(self.lm, project) is not None:
+                    written += 1
+            except Exception:  # as above: log, keep it stale, go on
+                log.exception("[MEM:DIGEST] could not write the digest of %s", project)
+                self.mark([project])
+        if every:
+            self._prune(projects)
+        self.written += written
+        if written:
+            log.info("[MEM:DIGEST] Rewrote %d context digests", written)
+        return written
+
+    def _prune(self, projects: Sequence[str | None]) -> None:
+        """Remove digests of projects that no longer have memories."""
+        keep = {digest_path(self.lm.paths, p).name for p in projects}
+        folder = self.lm.paths.digests
+        try:
+            names = os.listdir(folder)
+        except FileNotFoundError:
+            return
+        for name in names:
+            if name.endswith(".md") and name not in keep:
+                (folder / name).unlink(missing_ok=True)
