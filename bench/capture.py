@@ -82,9 +82,12 @@ def hook_latency(home: Path, repo: Path, runs: int) -> dict[str, Any]:
     paths.ensure()
     digest = digest_path(paths, str(repo))
     digest.parent.mkdir(parents=True, exist_ok=True)
-    digest.write_text(
-        "# lexmem context\n\n" + "\n".join(f"- memory {i}: a pinned fact" for i in range(60))
-    )
+    # A digest at its default cap (6 KB), as the service writes it for a busy project.
+    lines = [
+        f"- [{i:08x}] memory {i}: a fact about the deploy pipeline, the database, its port"
+        for i in range(60)
+    ]
+    digest.write_text("# lexmem · shop\n\n## Pinned\n" + "\n".join(lines) + "\n")
     # Hold the service lock so SessionStart does not start a real service.
     lock = FileLock(paths.service_lock, timeout=0)
     lock.acquire()

@@ -15,11 +15,11 @@ import uuid
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any, TypeGuard
 
 from .config import Paths, Settings, load_settings, resolve_paths, secure_umask, tighten_umask
 from .embedder import Embedder
-from .encoder import EncoderOptions, LlmClassifier, MemoryEncoder
+from .encoder import EncoderOptions, LlmClassifier, LlmSummariser, MemoryEncoder
 from .errors import InvalidInputError
 from .journal import AuditEntry, Journal, Session
 from .licence import ENCODER, LicenceService
@@ -38,6 +38,9 @@ from .models import (
 )
 from .search import Searcher, SearchResult
 from .store import MemoryFilter, MemoryStore
+
+if TYPE_CHECKING:
+    from .llm import LlmClient
 
 __all__ = ["Lexmem", "MemoryDetail", "RememberResult", "normalise_link_type", "scrub"]
 
@@ -90,6 +93,13 @@ def scrub(text: str) -> str:
     return redact(text).text.strip()
 
 
+def _is_client(llm: object) -> TypeGuard[LlmClient]:
+    """Whether ``llm`` is lexmem's own client (a test may pass any classifier)."""
+    from .llm import LlmClient
+
+    return isinstance(llm, LlmClient)
+
+
 def normalise_link_type(text: str) -> str:
     """One spelling per link type: "Depends On", "depends-on" and "depends_on" agree."""
     kind = re.sub(r"[\s\-]+", "_", text.strip().lower()).strip("_")
@@ -123,8 +133,19 @@ class Lexmem:
             settings=settings.store,
         )
         self.encoder = MemoryEncoder(self.embedder, options=EncoderOptions(), llm=None)
+        # The optional LLM (seeds 000 and 001), used only when [llm] names an endpoint and
+        # the tier includes LLM-assisted encoding; the capture service takes it from here.
+        self.llm: LlmClient | None = None
+        if llm is None and settings.llm.url.strip():
+            from .llm import LlmClient
+
+            llm = LlmClient(settings.llm, paths)
         if llm is not None and self.licence.is_enabled(ENCODER):  # the encoder gate, once
-            self.encoder = MemoryEncoder(self.embedder, options=EncoderOptions(), llm=llm)
+            summariser = llm if isinstance(llm, LlmSummariser) else None
+            self.encoder = MemoryEncoder(
+                self.embedder, options=EncoderOptions(), llm=llm, summariser=summariser
+            )
+            self.llm = llm if _is_client(llm) else None
         self.searcher = Searcher(self.store, self.embedder, settings.search)
         self._journal: Journal | None = None
 
@@ -436,6 +457,15 @@ class Lexmem:
             "classifications_by_method": dict(self.encoder.classifications_by_method),
         }
         return data
+
+    def llm_status(self) -> dict[str, Any]:
+        """The optional LLM today: calls and tokens against the budget, the breaker, the
+        last failure, and whether it is used (configured, and in the tier)."""
+        from .llm import LlmClient
+
+        figures = (self.llm or LlmClient(self.settings.llm, self.paths)).status()
+        figures["enabled"] = self.llm is not None
+        return figures
 
     def export(self, out: Path, fmt: str = "jsonl") -> dict[str, int]:
         from .lens import export_store

@@ -340,6 +340,7 @@ def status(c: Ctx, as_json: bool) -> None:
         "memories": counts,
         "embedding_model": lm.embedder.model_name,
         "tier": st.tier,
+        "llm": lm.llm_status(),
     }
     if as_json:
         emit_json(info)
@@ -354,6 +355,9 @@ def status(c: Ctx, as_json: bool) -> None:
         f" (trial, {st.trial_days_left} days left)" if st.source == "trial" else ""
     )
     click.echo(f"  tier          {tier}   (lexmem licence show)")
+    from .llm import status_line
+
+    click.echo(f"  llm           {status_line(info['llm'])}")
     if st.notice:
         click.echo(st.notice, err=True)
         lm.licence.acknowledge_notice()
@@ -844,6 +848,50 @@ def stats(c: Ctx, as_json: bool) -> None:
             )
 
 
+@cli.group(name="llm")
+def llm_group() -> None:
+    """The optional LLM endpoint ([llm] in settings.toml): its budget today, and a test."""
+
+
+@llm_group.command(name="status")
+@json_option
+@pass_ctx
+def llm_status(c: Ctx, as_json: bool) -> None:
+    """Calls and tokens today against the daily budget, and whether the LLM is paused."""
+    from .llm import status_line
+
+    figures = c.lm().llm_status()
+    if as_json:
+        emit_json(figures)
+        return
+    click.echo(f"llm          {status_line(figures)}")
+    if figures["configured"] and figures["failures"]:
+        failed = ", ".join(f"{v} {k}" for k, v in sorted(figures["failures"].items()))
+        click.echo(f"failures     {failed} today; last: {figures['last_error']}")
+
+
+@llm_group.command(name="test")
+@json_option
+@pass_ctx
+def llm_test(c: Ctx, as_json: bool) -> None:
+    """Send the endpoint one fixed prompt (no memory leaves this machine) and time it."""
+    from .licence import ENCODER
+
+    lm = c.lm()
+    if not lm.settings.llm.url.strip():
+        raise InvalidInputError(
+            "no LLM endpoint is configured: set [llm] url in settings.toml "
+            "(e.g. http://localhost:11434/v1 for a local Ollama)"
+        )
+    if lm.llm is None:
+        lm.licence.require(ENCODER)
+    result = lm.llm.test()
+    if as_json:
+        emit_json(result)
+        return
+    click.echo(f"The LLM at {result['url']} answered in {result['seconds']:.2f} s.")
+
+
 @cli.command(name="export")
 @click.argument("out", type=click.Path(path_type=Path))
 @click.option(
@@ -970,6 +1018,38 @@ def ingest(c: Ctx, as_json: bool) -> None:
         click.echo(f"Ingested {report.events} events: {report.saved} memories saved, {report.skipped} skipped, "
                    f"{report.reinforced} reinforced, {report.duplicates} duplicates, "
                    f"{report.quarantined} quarantined, {report.sessions_closed} sessions closed.")  # fmt: skip
+
+
+@cli.command()
+@pass_ctx
+def mcp(c: Ctx) -> None:
+    """Serve lexmem to an agent over MCP (stdio): search, save, correct and forget memories."""
+    from .mcp_server import run_stdio
+
+    run_stdio(c.home)
+
+
+@cli.command()
+@click.option("--project", help="A project (default: the repository or folder you are in).")
+@click.option("--bytes", "max_bytes", type=click.IntRange(512, 1_000_000),
+              help="The size cap (default: [context] digest_bytes).")  # fmt: skip
+@json_option
+@pass_ctx
+def digest(c: Ctx, project: str | None, max_bytes: int | None, as_json: bool) -> None:
+    """The context an agent's session starts with here: pinned and most useful memories."""
+    from .digest import render_digest
+    from .hook import project_root
+
+    where = project if project is not None else project_root(os.getcwd())
+    text = render_digest(c.lm(), where or None, max_bytes=max_bytes)
+    if as_json:
+        emit_json({"project": where, "bytes": len(text.encode("utf-8")), "digest": text})
+    elif text:
+        click.echo(text, nl=False)
+    else:
+        click.echo(
+            f"No memories for {where or 'this folder'} yet: its sessions start with nothing."
+        )
 
 
 @cli.command()
@@ -1168,12 +1248,65 @@ def reembed(c: Ctx, as_json: bool) -> None:
         click.echo(f"Re-embedded {n} memories with {c.lm().embedder.model_name}.")
 
 
+def _integrate(c: Ctx, action: str, agent: str, scope: str, dry_run: bool) -> None:
+    """Install or uninstall lexmem in an agent; --dry-run prints the diff and writes nothing."""
+    from .config import Paths, resolve_paths
+    from .integrations import apply_plan, plan
+
+    paths = Paths(Path(c.home).expanduser().absolute()) if c.home else resolve_paths()
+    result = plan(agent, action, scope=scope, paths=paths)
+    if dry_run:
+        click.echo(result.diff(), nl=False)
+    else:
+        for line in apply_plan(result, paths):
+            click.echo(line)
+    for note in result.notes:
+        click.echo(f"note: {note}")
+    if not result.changes:
+        click.echo(f"nothing to change: lexmem is already {action}ed for {agent} ({scope})")
+    elif dry_run:
+        click.echo(f"dry run: {len(result.changes)} files would change; nothing was written")
+
+
+_SCOPE_OPTIONS = (
+    click.option("--user", "scope", flag_value="user", default=True,
+                 help="Your own settings, for every project (the default)."),
+    click.option("--project", "scope", flag_value="project",
+                 help="This project's settings (Claude Code: .claude/settings.json and .mcp.json)."),
+    click.option("--dry-run", is_flag=True, help="Print the changes as a diff; write nothing."),
+)  # fmt: skip
+
+
+def _scoped(f: F) -> F:
+    for option in reversed(_SCOPE_OPTIONS):
+        f = option(f)
+    return f
+
+
+@cli.command()
+@click.argument("agent", type=click.Choice(["claude", "codex"]))
+@_scoped
+@pass_ctx
+def install(c: Ctx, agent: str, scope: str, dry_run: bool) -> None:
+    """Set lexmem up in AGENT: its capture hooks and the `lexmem mcp` server."""
+    _integrate(c, "install", agent, scope, dry_run)
+
+
+@cli.command()
+@click.argument("agent", type=click.Choice(["claude", "codex"]))
+@_scoped
+@pass_ctx
+def uninstall(c: Ctx, agent: str, scope: str, dry_run: bool) -> None:
+    """Remove exactly what `lexmem install AGENT` added, leaving the rest as it was."""
+    _integrate(c, "uninstall", agent, scope, dry_run)
+
+
 @cli.command()
 @click.option("--fix", is_flag=True, help="Tighten loose permissions in the data folder.")
 @json_option
 @click.pass_context
 def doctor(ctx: click.Context, fix: bool, as_json: bool) -> None:
-    """Check the model, the data folder, permissions and the keyring."""
+    """Check the model, the data folder, permissions, the keyring, the agents and the hook."""
     from .doctor import run_checks
 
     obj = ctx.find_object(Ctx)
@@ -1188,7 +1321,7 @@ def doctor(ctx: click.Context, fix: bool, as_json: bool) -> None:
                 "warn": click.style("warn", fg="yellow"),
                 "fail": click.style("FAIL", fg="red"),
             }[ch.state]
-            click.echo(f"{mark}  {ch.name:<12}{ch.detail}")
+            click.echo(f"{mark}  {ch.name:<15}{ch.detail}")
     if any(ch.state == "fail" for ch in checks):
         ctx.exit(1)
 

@@ -311,7 +311,9 @@ _SECTIONS: dict[str, dict[str, Any]] = {
         "window_turns": 6, "abandon_after_minutes": 120, "watch": [], "paused_until": "",
     },
     "context": {"digest_bytes": 6144},
-    "llm": {"url": "", "model": "", "timeout_s": 30.0},
+    "llm": {
+        "url": "", "model": "", "timeout_s": 30.0, "calls_per_day": 500, "tokens_per_day": 200_000,
+    },
     "ui": {"theme": "system"},
 }  # fmt: skip
 _SETTINGS_CLASSES = frozenset(

@@ -104,7 +104,7 @@ def _score(row: dict[str, Any], project: str | None, now: datetime) -> float:
     score = 0.5 * float(row.get("salience") or 0.0) + 0.3 * recency + 0.2 * use
     if project is not None and row.get("project") is None:
         score *= GENERAL_WEIGHT
-    return score
+    return float(score)
 
 
 def _one_line(text: str) -> str:
@@ -280,7 +280,7 @@ class DigestKeeper:
         every = self._all
         try:
             projects: list[str | None] = (
-                [None, *self.lm.projects()] if every else sorted(self._stale)
+                [None, *self.lm.projects()] if every else [*sorted(self._stale)]
             )
         except Exception:  # a digest must never stop capture; retried later
             log.exception("[MEM:DIGEST] could not list the projects")

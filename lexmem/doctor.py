@@ -64,19 +64,16 @@ def _check_permissions(paths: Paths, fix: bool, loose_before: list[Path]) -> Che
 
 
 def _check_keyring() -> Check:
-    try:
-        import keyring
-        from keyring.backends import fail
-    except ImportError:  # pragma: no cover - a dependency
-        return Check("keyring", "warn", "the keyring package is missing; licence keys need it")
-    backend = keyring.get_keyring()
-    name = f"{type(backend).__module__}.{type(backend).__name__}"
-    if isinstance(backend, fail.Keyring):
-        return Check(
-            "keyring", "warn",
-            "no OS keyring available (headless?): keys that belong in one cannot be kept",
-        )  # fmt: skip
-    return Check("keyring", "ok", name)
+    from . import keystore
+
+    ok, detail = keystore.backend_available()
+    if ok:
+        return Check("keyring", "ok", detail)
+    return Check(
+        "keyring", "warn",
+        f"{detail}: a licence key can come from LEXMEM_LICENCE or LEXMEM_LICENCE_FILE instead, "
+        "and an LLM endpoint's API key cannot be kept",
+    )  # fmt: skip
 
 
 def run_checks(home: str | None = None, *, fix: bool = False) -> list[Check]:
@@ -152,4 +149,21 @@ def run_checks(home: str | None = None, *, fix: bool = False) -> list[Check]:
             Check("store", "fail", f"cannot open the store ({type(exc).__name__}: {exc})")
         )
     checks.append(_check_keyring())
+    checks.extend(_check_integrations(paths, embedder))
+    return checks
+
+
+def _check_integrations(paths: Paths, embedder: Any) -> list[Check]:
+    """Where lexmem is set up in the agents, whether the service runs, and whether the hook works."""
+    from .api import Lexmem
+    from .integrations import check_hook, installed, service_state
+
+    checks = [Check(f.name, f.state, f.detail) for f in (*installed(), service_state(paths))]
+    try:
+        hook = check_hook(paths, lambda: Lexmem.open(paths.home, embedder=embedder))
+        checks.append(Check(hook.name, hook.state, hook.detail))
+    except Exception as exc:  # noqa: BLE001 - a broken store must still produce a report
+        checks.append(
+            Check("hook", "fail", f"could not test the hook ({type(exc).__name__}: {exc})")
+        )
     return checks

@@ -7,7 +7,12 @@ result stands.
 
 Content longer than ``max_content_length`` is split by seed 002's
 :class:`~lexmem.chunker.TextChunker` into overlapping chunks, each its own memory
-with chunk metadata, rather than truncated or summarised away.
+with chunk metadata, rather than truncated or summarised away. With an LLM
+(:class:`LlmSummariser`), seed 001's summary of the whole text becomes the chunks'
+title and their ``summary`` metadata; the chunks keep every word.
+
+When the LLM fails, the rule result (or the plain title) stands and the memory's
+``llm_notes`` metadata says why, for the capture service's audit entry.
 """
 
 from __future__ import annotations
@@ -17,7 +22,7 @@ import time
 from collections import Counter
 from collections.abc import Sequence
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Protocol
+from typing import TYPE_CHECKING, Protocol, runtime_checkable
 
 from .chunker import TextChunker
 from .classify import RuleBasedClassifier
@@ -34,7 +39,7 @@ from .models import (
 if TYPE_CHECKING:
     from .embedder import Embedder
 
-__all__ = ["EncoderOptions", "EncodingRequest", "LlmClassifier", "MemoryEncoder"]
+__all__ = ["EncoderOptions", "EncodingRequest", "LlmClassifier", "LlmSummariser", "MemoryEncoder"]
 
 log = logging.getLogger("lexmem.encoder")
 
@@ -43,6 +48,13 @@ class LlmClassifier(Protocol):
     """What the encoder asks of an LLM: a classification, or ``None`` when it has none."""
 
     def classify(self, content: str) -> TypeClassification | None: ...
+
+
+@runtime_checkable
+class LlmSummariser(Protocol):
+    """What the encoder asks of an LLM for over-long content: its key facts."""
+
+    def summarise(self, content: str) -> str: ...
 
 
 @dataclass(frozen=True, slots=True)
@@ -73,12 +85,16 @@ class MemoryEncoder:
         classifier: RuleBasedClassifier | None = None,
         llm: LlmClassifier | None = None,
         chunker: TextChunker | None = None,
+        summariser: LlmSummariser | None = None,
     ) -> None:
         self.embedder = embedder
         self.options = options or EncoderOptions()
         self.classifier = classifier or RuleBasedClassifier()
         self.llm = llm
         self.chunker = chunker or TextChunker()
+        self.summariser = summariser
+        # Why the LLM's answer was not used, per content, until the draft records it.
+        self._llm_notes: dict[str, list[str]] = {}
         self.encoded_by_type: Counter[str] = Counter()
         self.classifications_by_method: Counter[str] = Counter()
         self.latency_ms: list[float] = []
@@ -98,6 +114,7 @@ class MemoryEncoder:
                 log.warning(
                     "[MEM:ENCODE] LLM classification failed (%s); keeping the rule result", exc
                 )
+                self._note(content, f"classification: {exc}; the rules decided")
                 answer = None
             if answer is not None:
                 result = answer
@@ -107,6 +124,24 @@ class MemoryEncoder:
             result.type, int(result.confidence * 100), result.method,
         )  # fmt: skip
         return result
+
+    def _note(self, content: str, note: str) -> None:
+        notes = self._llm_notes.setdefault(content.strip(), [])
+        if note not in notes:
+            notes.append(note)
+        while len(self._llm_notes) > 64:  # a classification preview that was never encoded
+            del self._llm_notes[next(iter(self._llm_notes))]
+
+    def _summary(self, text: str) -> str | None:
+        """Seed 001's summary of over-long content, or None (no LLM, or it failed)."""
+        if self.summariser is None or not self.options.use_llm_fallback:
+            return None
+        try:
+            return self.summariser.summarise(text)
+        except Exception as exc:  # noqa: BLE001 - an LLM failure must never lose the memory
+            log.warning("[MEM:ENCODE] LLM summary failed (%s); keeping the plain title", exc)
+            self._note(text, f"summary: {exc}; the chunks keep their plain title")
+            return None
 
     def encode(self, content: str, context: MemoryContext | None = None) -> list[Memory]:
         """Classify, then encode (one memory, or one per chunk of over-long content)."""
@@ -178,6 +213,10 @@ class MemoryEncoder:
         meta = dict(ctx.metadata)
         if cls.rationale:
             meta.setdefault("classification", cls.rationale)
+        summary = self._summary(text) if len(text) > o.max_content_length else None
+        notes = self._llm_notes.pop(text, None)
+        if notes:
+            meta["llm_notes"] = notes
         if len(text) <= o.max_content_length:
             return [
                 Memory(
@@ -186,7 +225,9 @@ class MemoryEncoder:
                 )
             ]  # fmt: skip
         chunks = self.chunker.chunk_text(text, ctx.source_document or "")
-        base_title = ctx.title or make_title(text, limit=64)
+        base_title = ctx.title or make_title(summary or text, limit=64)
+        if summary:
+            meta["summary"] = summary
         out = []
         for ch in chunks:
             n, total = ch.metadata.chunk_index + 1, ch.metadata.total_chunks

@@ -421,9 +421,10 @@ CLAUDE_EVENTS = {
 IGNORED_EVENTS = frozenset(
     {"Notification", "PermissionRequest", "SubagentStart", "PostCompact", "StopFailure"}
 )
-# What a wrapper may send through ``lexmem-hook event``: seed 003's four and the lifecycle.
+# What a wrapper may send through ``lexmem-hook event``: seed 003's four and the lifecycle,
+# and ``probe`` (``lexmem doctor``'s test event: the service records it, nothing else).
 GENERIC_EVENT_TYPES = frozenset(
-    {"prompt", "response", "tool_call", "tool_result", "session_start", "session_end"}
+    {"prompt", "response", "tool_call", "tool_result", "session_start", "session_end", "probe"}
 )
 _GENERIC_ID_NAMESPACE = "5c1d0b3e-3f0e-4b5e-9a59-6c65786d656d"  # uuid5 namespace
 

@@ -46,6 +46,7 @@ EVENT_TYPES = frozenset(
         "session_start", "session_end", "stop", "compact",         # agent lifecycle
         "explicit", "config_change", "search_confirmation",        # seed 000 capture points
         "correction", "memory_op", "show_app",                     # user actions from CLI/MCP/tray
+        "probe",                                                   # `lexmem doctor`: recorded only
     }
 )  # fmt: skip
 _NAME = r"^\d{20}-[0-9a-f-]{36}\.json$"  # compiled by the first read (``re`` caches it)

@@ -25,7 +25,7 @@ from collections import Counter
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from .api import Lexmem
 from .digest import DigestKeeper
@@ -35,10 +35,23 @@ from .hook import capture_mode, is_paused
 from .inbox import BadEvent, Inbox
 from .journal import AuditEntry, Journal, Session, SessionStatus
 from .licence import CAPTURE, CORE_ACTIVE_LIMIT, STORAGE
+from .llm import LlmError
 from .locks import FileLock, LockTimeout
-from .models import Changes, Memory, MemoryContext, MemoryLink, MemorySource, fingerprint, utcnow
+from .models import (
+    Changes,
+    Memory,
+    MemoryContext,
+    MemoryLink,
+    MemorySource,
+    fingerprint,
+    make_title,
+    utcnow,
+)
 from .redact import redact
 from .store import MemoryFilter, q
+
+if TYPE_CHECKING:
+    from .llm import LlmClient
 
 __all__ = [
     "CaptureService",
@@ -48,6 +61,7 @@ __all__ = [
     "MemoryCaptured",
     "Remembered",
     "ServiceBusyError",
+    "drain_if_no_service",
     "remember_through_inbox",
 ]
 
@@ -341,11 +355,17 @@ class CaptureService:
             )  # fmt: skip
             return self._admit([cand], event["session_id"], event.get("project"))
         if kind == "correction":
+            original = str(meta.get("original", ""))
+            corrected = str(meta.get("corrected", event.get("content", "")))
+            context = str(meta.get("context", ""))
             cand_or_none = self.extractor.correction(
-                str(meta.get("original", "")), str(meta.get("corrected", event.get("content", ""))),
-                str(meta.get("context", "")), session_id=event["session_id"], project=event.get("project"),
-                event_ids=(event["event_id"],),
+                original, corrected, context, session_id=event["session_id"],
+                project=event.get("project"), event_ids=(event["event_id"],),
             )  # fmt: skip
+            if cand_or_none is not None:
+                cand_or_none = self._improve_correction(
+                    cand_or_none, original, corrected, context, event.get("project")
+                )
             return self._admit(
                 [cand_or_none] if cand_or_none else [], event["session_id"], event.get("project")
             )
@@ -399,6 +419,7 @@ class CaptureService:
                 candidate_id=memory_id, decision="saved", reason="explicit", confidence=1.0,
                 rule="explicit", kind="explicit", memory_id=memory_id, title=first.title,
                 project=e.get("project"),
+                metadata={"llm_notes": first.metadata["llm_notes"]} if first.metadata.get("llm_notes") else {},
             ))  # fmt: skip
         store.store_many(memories)
         for prev, nxt in itertools.pairwise(memories):
@@ -488,6 +509,8 @@ class CaptureService:
         cand = self.extractor.correction(
             original, corrected, context, session_id="app", project=project
         )
+        if cand is not None:
+            cand = self._improve_correction(cand, original, corrected, context, project)
         return self._memories(self._admit([cand] if cand else [], "app", project))
 
     def capture_configuration_change(
@@ -502,6 +525,11 @@ class CaptureService:
     ) -> list[Memory]:
         """CaptureWorkflowPatternAsync: >= 3 actions within 30 minutes become a procedure."""
         cand = self.extractor.workflow(actions, session_id="app", project=project)
+        if cand is not None:
+            steps = [_action_line(a) for a in actions if isinstance(a, dict)]
+            cand = self._llm_improve(
+                cand, "workflow", lambda llm: llm.workflow([s for s in steps if s]), project
+            )
         return self._memories(self._admit([cand] if cand else [], "app", project))
 
     def capture_search_confirmation(self, query: str, memory_id: str) -> None:
@@ -512,6 +540,101 @@ class CaptureService:
 
     def _memories(self, report: DrainReport) -> list[Memory]:
         return self.lm.store.get_many(report.memory_ids)
+
+    # -- the optional LLM (seeds 000 and 001): in addition to the rules, never instead --------
+
+    def _llm_fallback(
+        self, use: str, exc: LlmError, session_id: str, project: str | None, *key: str
+    ) -> None:
+        """One audit note for an LLM answer that could not be used (the rules' result stands)."""
+        # A spent budget or an open circuit says so once per session a day, not per window.
+        quiet = exc.reason in ("budget", "circuit-open")
+        parts = (exc.reason, time.strftime("%Y-%m-%d")) if quiet else (use, *key)
+        entry_id = derived_id("llm", session_id, *parts)
+        self.journal.audit([AuditEntry(
+            id=entry_id, timestamp=utcnow(), session_id=session_id, candidate_id=entry_id,
+            decision="fallback", reason=f"{exc}; the rules' result stands", confidence=0.0,
+            rule=f"llm.{use}", kind="llm", project=project, metadata={"llm_error": exc.reason},
+        )])  # fmt: skip
+        self.metrics[f"llm.fallback.{exc.reason}"] += 1
+
+    def _llm_extract(
+        self, events: Sequence[dict[str, Any]], found: Sequence[Candidate], session_id: str,
+        project: str | None,
+    ) -> list[Candidate]:  # fmt: skip
+        """Seed 000's extraction of memorable content from the window's conversation, less
+        what the rules found already."""
+        from .extract import CandidateKind, trigger_phrases
+
+        llm = self.lm.llm
+        talk = [e for e in events if e["event_type"] in ("prompt", "response")]
+        talk = [e for e in talk if (e.get("content") or "").strip()]
+        if llm is None or not talk or capture_mode(project, self.settings) == "off":
+            return []
+        speaker = {"prompt": "User", "response": "Assistant"}
+        conversation = "\n\n".join(
+            f"{speaker[e['event_type']]}: {redact(e['content']).text.strip()}" for e in talk
+        )
+        ids = tuple(e["event_id"] for e in talk)
+        try:
+            found_by_llm = llm.extract(
+                conversation, turns=sum(e["event_type"] == "prompt" for e in talk)
+            )
+        except LlmError as exc:
+            self._llm_fallback("extract", exc, session_id, project, *ids)
+            return []
+        kinds = {"semantic": CandidateKind.CONSTRAINT, "procedural": CandidateKind.PROCEDURE,
+                 "episodic": CandidateKind.DECISION}  # fmt: skip
+        seen = [(_words(c.text), _particulars(c.text)) for c in found]
+        out: list[Candidate] = []
+        for x in found_by_llm:
+            words, particulars = _words(x.content), _particulars(x.content)
+            if not words or any(
+                _overlap(words, w) >= 0.6 and particulars == p for w, p in seen
+            ):  # the rules (or an earlier answer) have it already; "port 5433" is not "5434"
+                continue
+            seen.append((words, particulars))
+            kind = CandidateKind(x.kind) if x.kind else kinds[x.type.value]
+            out.append(Candidate(
+                kind=kind, title=make_title(x.content), text=x.content, type=x.type,
+                confidence=round(x.confidence, 4), source=MemorySource.CONVERSATION, event_ids=ids,
+                project=project, session_id=session_id, trigger=bool(trigger_phrases(x.content)),
+                rule="llm-extraction", metadata={"candidate_kind": str(kind), "reinforce": False},
+            ))  # fmt: skip
+        return out
+
+    def _improve_correction(
+        self, cand: Candidate, original: str, corrected: str, context: str, project: str | None
+    ) -> Candidate:
+        def ask(llm: LlmClient) -> str:
+            clean = [redact(t).text for t in (original, corrected, context)]
+            return llm.correction(*clean)
+
+        return self._llm_improve(cand, "correction", ask, project)
+
+    def _llm_improve(
+        self, cand: Candidate, use: str, ask: Callable[[LlmClient], str | None], project: str | None
+    ) -> Candidate:
+        """Seed 000's correction and workflow synthesis: the LLM's wording when it answers,
+        the rule's otherwise."""
+        import dataclasses
+
+        llm = self.lm.llm
+        if llm is None:
+            return cand
+        try:
+            text = ask(llm)
+        except LlmError as exc:
+            self._llm_fallback(use, exc, cand.session_id, project, cand.rule, *cand.event_ids,
+                               cand.text)  # fmt: skip
+            return cand
+        if not text or len(text.split()) < 3:
+            return cand  # "none", or too little to stand on its own: the rule's text is better
+        prefix = cand.title.split(": ", 1)[0] + ": " if ": " in cand.title else ""
+        return dataclasses.replace(
+            cand, text=text, title=prefix + make_title(text, limit=80 - len(prefix)),
+            metadata={**cand.metadata, "synthesised_by": "llm", "rule_text": cand.text},
+        )  # fmt: skip
 
     # -- windows ------------------------------------------------------------------------
 
@@ -525,6 +648,7 @@ class CaptureService:
             project = s.project if s else None
         if events:
             candidates = self.extractor.extract(events, final=final)
+            candidates += self._llm_extract(events, candidates, session_id, project)
         else:
             candidates = self.extractor.finish(session_id) if final else []
         report = self._admit(candidates, session_id, project)
@@ -609,6 +733,8 @@ class CaptureService:
                 title=cand.title, project=project,
             )  # fmt: skip
             head = group[0]
+            if head.metadata.get("llm_notes"):  # the LLM failed; the rules' result stands
+                entry.metadata = {"llm_notes": head.metadata["llm_notes"]}
             if self._was_rejected(head, project):
                 entry.decision, entry.reason = "skipped", "rejected in review before"
                 report.skipped += 1
@@ -974,7 +1100,7 @@ class InboxWriter:
         Inbox(self.lm.paths.inbox).write(event)
         if self.notify is not None:
             self.notify()
-        _drain_if_no_service(self.lm)
+        drain_if_no_service(self.lm)
         journal = Journal(self.lm.store)
         entry_id = derived_id("op", event["event_id"])
         deadline = time.monotonic() + self.wait
@@ -1044,7 +1170,9 @@ class InboxWriter:
         return self._changes(self._run("unsupersede", old=old, drop=drop))
 
 
-def _drain_if_no_service(lm: Lexmem) -> None:
+def drain_if_no_service(lm: Lexmem) -> None:
+    """With no service running, this process is the service for a moment (as the CLI
+    is): it takes the lock, drains the inbox, and lets go."""
     from .hook import service_running
 
     if service_running(lm.paths):
@@ -1109,7 +1237,7 @@ def remember_through_inbox(
     if notify is not None:
         notify()
     memory_id = derived_id("explicit", event["event_id"])
-    _drain_if_no_service(lm)
+    drain_if_no_service(lm)
     deadline = time.monotonic() + wait
     while True:
         lm.store.refresh()
@@ -1125,6 +1253,25 @@ def remember_through_inbox(
         if time.monotonic() >= deadline:
             return Remembered(event["event_id"], [], queued=True)
         time.sleep(0.05)
+
+
+def _words(text: str) -> frozenset[str]:
+    return frozenset(w for w in re.findall(r"[a-z0-9_.-]+", text.lower()) if len(w) > 2)
+
+
+def _overlap(a: frozenset[str], b: frozenset[str]) -> float:
+    """How much two statements share, 0 to 1 (of the shorter one's words)."""
+    return len(a & b) / min(len(a), len(b)) if a and b else 0.0
+
+
+def _action_line(action: dict[str, Any]) -> str:
+    """A seed-000 ``UserAction`` (or a tool-call event) as one line for the LLM, redacted."""
+    meta = action.get("metadata") if isinstance(action.get("metadata"), dict) else {}
+    kind = action.get("action_type") or action.get("ActionType") or action.get("event_type") or ""
+    what = (action.get("description") or action.get("Description") or action.get("content")
+            or (meta or {}).get("command") or "")  # fmt: skip
+    line = f"{kind}: {what}" if kind and what else str(kind or what)
+    return redact(line.strip()).text[:300]
 
 
 _PARTICULAR = re.compile(r"\d+(?:[.:]\d+)*|`[^`]+`|\b[\w.-]*[_./][\w./-]+\b")

@@ -93,6 +93,10 @@ class LlmSettings:
     url: str = ""
     model: str = ""
     timeout_s: float = 30.0
+    # The daily budget (0: no limit). When it is spent the rules work alone until tomorrow;
+    # the counters are in llm.json in the data folder (`lexmem llm status`).
+    calls_per_day: int = 500
+    tokens_per_day: int = 200_000
 
 
 @dataclass(slots=True)

@@ -230,3 +230,25 @@ def test_a_new_folder_starts_with_the_general_digest(
     fresh.mkdir()
     out = hook("SessionStart", fresh, source="startup").stdout.decode("utf-8")
     assert out.startswith("# lexmem · general") and "imperative" in out
+
+
+def test_lexmem_digest_shows_what_a_session_here_starts_with(lm: Lexmem, repo: Path) -> None:
+    cli = [str(Path(sys.executable).with_name("lexmem"))]
+    empty = subprocess.run([*cli, "digest"], cwd=repo, capture_output=True, text=True, check=False)
+    assert empty.returncode == 0 and "No memories for" in empty.stdout
+    mid = remember(lm, "The shop API listens on port 8080", project=str(repo))
+    lm.close()
+    out = subprocess.run([*cli, "digest"], cwd=repo, capture_output=True, text=True, check=False)
+    assert out.returncode == 0, out.stderr
+    assert out.stdout == digest_path(lm.paths, str(repo)).read_text(encoding="utf-8")
+    assert f"[{mid[:8]}] The shop API listens on port 8080" in out.stdout
+    data = json.loads(
+        subprocess.run(
+            [*cli, "digest", "--json", "--bytes", "600"],
+            cwd=repo,
+            capture_output=True,
+            text=True,
+            check=True,
+        ).stdout
+    )
+    assert data["project"] == str(repo) and data["bytes"] <= 600

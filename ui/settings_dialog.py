@@ -61,6 +61,7 @@ from lexmem import desktop, keystore
 from lexmem.config import CAPTURE_MODES, DEFAULT_MODEL, Settings
 from lexmem.errors import InvalidInputError, LexmemError
 from lexmem.licence import CAPTURE, ENCODER, LicenceStatus
+from lexmem.llm import status_line
 from lexmem.models import Changes
 
 from . import theme
@@ -378,8 +379,10 @@ class SettingsDialog(QDialog):
         v = QVBoxLayout(page)
         v.addWidget(
             _muted(
-                "An OpenAI-compatible endpoint (a local Ollama, for instance) helps classify "
-                "what the rules cannot. Empty: no LLM, and nothing leaves this machine."
+                "An OpenAI-compatible endpoint (a local Ollama, for instance) helps the rules: "
+                "it classifies what they cannot, finds what is worth keeping in conversations, "
+                "words corrections and workflows, and summarises long texts. Empty: no LLM, "
+                "and nothing leaves this machine. The budget resets each day."
             )
         )
         form = _form()
@@ -395,10 +398,29 @@ class SettingsDialog(QDialog):
         self.llm_timeout.setSuffix(" s")
         self.llm_timeout.setKeyboardTracking(False)
         self.llm_timeout.valueChanged.connect(self._timeout_edited)
+        self.llm_calls = QSpinBox()
+        self.llm_calls.setRange(0, 1_000_000)
+        self.llm_calls.setSingleStep(100)
+        self.llm_calls.setSuffix(" calls")
+        self.llm_calls.setSpecialValueText("no limit")
+        self.llm_calls.setKeyboardTracking(False)
+        self.llm_calls.valueChanged.connect(self._llm_calls_edited)
+        self.llm_tokens = QSpinBox()
+        self.llm_tokens.setRange(0, 100_000_000)
+        self.llm_tokens.setSingleStep(10_000)
+        self.llm_tokens.setSuffix(" tokens")
+        self.llm_tokens.setSpecialValueText("no limit")
+        self.llm_tokens.setKeyboardTracking(False)
+        self.llm_tokens.valueChanged.connect(self._llm_tokens_edited)
         form.addRow("Endpoint URL", self.llm_url)
         form.addRow("Model", self.llm_model)
         form.addRow("Timeout", self.llm_timeout)
+        form.addRow("Daily budget", self.llm_calls)
+        form.addRow("", self.llm_tokens)
         v.addLayout(form)
+        self.llm_usage = _muted("")
+        self.llm_usage.setObjectName("llmUsage")
+        v.addWidget(self.llm_usage)
         self.llm_licence_note = QLabel("")
         self.llm_licence_note.setObjectName("llmLicenceNote")
         self.llm_licence_note.setWordWrap(True)
@@ -580,8 +602,10 @@ class SettingsDialog(QDialog):
         if not self.llm_model.hasFocus():
             self.llm_model.setText(s.llm.model)
         self._show_llm_licence()
+        self.ctx.read(self.ctx.lm.llm_status, on_done=weakly(self._llm_usage_loaded))
         for ispin, ivalue in (
             (self.retention, s.store.retention_days), (self.digest, s.context.digest_bytes),
+            (self.llm_calls, s.llm.calls_per_day), (self.llm_tokens, s.llm.tokens_per_day),
         ):  # fmt: skip
             with QSignalBlocker(ispin):
                 ispin.setValue(ivalue)
@@ -726,6 +750,16 @@ class SettingsDialog(QDialog):
 
     def _timeout_edited(self, value: float) -> None:
         self._apply(lambda s: setattr(s.llm, "timeout_s", float(value)))
+
+    def _llm_calls_edited(self, value: int) -> None:
+        self._apply(lambda s: setattr(s.llm, "calls_per_day", int(value)))
+
+    def _llm_tokens_edited(self, value: int) -> None:
+        self._apply(lambda s: setattr(s.llm, "tokens_per_day", int(value)))
+
+    def _llm_usage_loaded(self, figures: dict[str, Any]) -> None:
+        line = status_line(figures)
+        self.llm_usage.setText(line if figures["configured"] else line.capitalize())
 
     def _retention_edited(self, value: int) -> None:
         self._apply(lambda s: setattr(s.store, "retention_days", int(value)))

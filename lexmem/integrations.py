@@ -1,0 +1,905 @@
+"""Setting lexmem up in Claude Code and Codex, taking it out again, and what doctor reports.
+
+Where each agent keeps what lexmem adds (checked against the agents' documentation):
+
+- Claude Code hooks: ``.claude/settings.json`` in the project, ``~/.claude/settings.json``
+  for the user (code.claude.com/docs/en/hooks: "Configuration"). MCP servers:
+  ``.mcp.json`` at the project root, ``mcpServers`` at the top of ``~/.claude.json`` for
+  the user (code.claude.com/docs/en/mcp: "MCP installation scopes").
+- Codex: hooks in ``$CODEX_HOME/hooks.json`` (``~/.codex`` by default), the same
+  event → matcher group → handler shape as Claude Code's (developers.openai.com/codex/hooks:
+  "Where Codex looks for hooks"); the MCP server as ``[mcp_servers.lexmem]`` in
+  ``config.toml`` (developers.openai.com/codex/config-reference); where the user turned
+  hooks off (``[features] hooks = false``, or the older ``codex_hooks``), the ``notify``
+  program instead, which reports each finished turn.
+
+Every edit keeps what is already there: other hooks on the same events, other servers,
+unknown keys and their order. JSON is re-serialised in the file's own indentation, so a
+file written by the agent (or by ``json.dumps(indent=2)``) comes back byte for byte
+apart from lexmem's entries; TOML is edited as text (lexmem's own table or line is
+inserted or cut) and the result is parsed with :mod:`tomllib` to check that it means
+exactly what was intended. A file is backed up beside itself (``NAME.lexmem-backup``)
+before it changes and written atomically (temporary file and rename) with its mode kept.
+lexmem's entries are recognised by their command (``lexmem-hook …``, ``lexmem mcp``),
+so uninstalling removes exactly them, whatever path they were installed with.
+"""
+
+from __future__ import annotations
+
+import copy
+import difflib
+import json
+import os
+import re
+import shlex
+import shutil
+import stat
+import sys
+import tempfile
+import time
+import tomllib
+import uuid
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from .config import Paths, load_capture_rules
+from .errors import InvalidInputError, LexmemError
+from .hook import capture_mode, is_paused, project_root, service_running
+
+__all__ = [
+    "AGENTS",
+    "Change",
+    "Finding",
+    "Plan",
+    "apply_plan",
+    "check_hook",
+    "executable",
+    "installed",
+    "plan",
+    "service_state",
+]
+
+AGENTS = ("claude", "codex")
+SCOPES = ("user", "project")
+BACKUP_SUFFIX = ".lexmem-backup"
+# Files lexmem created (so uninstalling removes them rather than leave an empty one).
+CREATED_RECORD = "integrations.json"
+# The hook returns in tens of milliseconds, but waits up to 3 s for an agent that is slow
+# to close stdin; 10 s leaves room without letting a stuck hook hold the agent for the
+# agents' default of 60-600 s.
+HOOK_TIMEOUT = 10
+# Codex caps its SessionEnd hook at 3 s and warns at every start about a longer one.
+CODEX_SESSION_END_TIMEOUT = 3
+# Tool events fire many times a turn: the tool-name matcher matches every tool.
+_TOOL_EVENTS = frozenset({"PreToolUse", "PostToolUse", "PostToolUseFailure"})
+# Claude Code runs these without waiting: lexmem only records them, and they are the
+# events that fire after every tool call, where waiting would slow the agent most.
+_ASYNC_EVENTS = frozenset({"PostToolUse", "PostToolUseFailure"})
+CLAUDE_HOOK_EVENTS = (
+    "SessionStart", "UserPromptSubmit", "PreToolUse", "PostToolUse", "PostToolUseFailure",
+    "Stop", "SubagentStop", "PreCompact", "SessionEnd",
+)  # fmt: skip
+# Codex's events that `lexmem-hook codex` turns into inbox events (it has no
+# PostToolUseFailure: a failed tool call arrives as PostToolUse).
+CODEX_HOOK_EVENTS = (
+    "SessionStart", "UserPromptSubmit", "PreToolUse", "PostToolUse", "Stop", "SubagentStop",
+    "PreCompact", "SessionEnd",
+)  # fmt: skip
+_MARK = "# lexmem: added by `lexmem install codex`; `lexmem uninstall codex` removes it"
+
+
+# -- what install writes --------------------------------------------------------------
+
+
+def executable(name: str) -> str:
+    """How an agent should call ``name``: the bare name when PATH finds this installation's
+    copy, else its absolute path beside this interpreter (a virtualenv the agent's shell
+    never activated), so the agent finds the same lexmem that installed it."""
+    exe = name + (".exe" if os.name == "nt" else "")
+    # Not resolved: a virtualenv's python is a symlink to the base interpreter, while its
+    # scripts live beside the link.
+    beside = Path(sys.executable).absolute().parent / exe
+    on_path = shutil.which(name)
+    if beside.exists():
+        if on_path and Path(on_path).resolve() == beside.resolve():
+            return name
+        return str(beside)
+    if on_path:
+        return name
+    raise InvalidInputError(
+        f"cannot find the `{name}` command beside {sys.executable} or on PATH; reinstall lexmem"
+    )
+
+
+def _hook_command(adapter: str) -> str:
+    return f"{shlex.quote(executable('lexmem-hook'))} {adapter}"
+
+
+def _hook_groups(agent: str) -> list[tuple[str, dict[str, Any]]]:
+    """(event, matcher group) for every event lexmem's hook handles for ``agent``."""
+    command = _hook_command(agent)
+    groups = []
+    for event in CLAUDE_HOOK_EVENTS if agent == "claude" else CODEX_HOOK_EVENTS:
+        handler: dict[str, Any] = {"type": "command", "command": command}
+        if agent == "codex" and event == "SessionEnd":
+            handler["timeout"] = CODEX_SESSION_END_TIMEOUT
+        else:
+            handler["timeout"] = HOOK_TIMEOUT
+        if agent == "claude" and event in _ASYNC_EVENTS:
+            handler["async"] = True
+        group: dict[str, Any] = {}
+        # Claude Code matches "*" as every tool; Codex reads the matcher as a regular
+        # expression (where "*" is invalid) and matches everything when it is left out.
+        if agent == "claude" and event in _TOOL_EVENTS:
+            group["matcher"] = "*"
+        group["hooks"] = [handler]
+        groups.append((event, group))
+    return groups
+
+
+def _mcp_entry(agent: str) -> dict[str, Any]:
+    command = executable("lexmem")
+    if agent == "claude":
+        return {"type": "stdio", "command": command, "args": ["mcp"]}
+    return {"command": command, "args": ["mcp"]}
+
+
+def _is_lexmem_hook(command: Any) -> bool:
+    if not isinstance(command, str):
+        return False
+    try:
+        parts = shlex.split(command)
+    except ValueError:
+        return False
+    return bool(parts) and Path(parts[0]).name in ("lexmem-hook", "lexmem-hook.exe")
+
+
+def _is_lexmem_server(entry: Any) -> bool:
+    if not isinstance(entry, dict) or not isinstance(entry.get("command"), str):
+        return False
+    return Path(entry["command"]).name in ("lexmem", "lexmem.exe") and entry.get("args") == ["mcp"]
+
+
+# -- editing JSON ---------------------------------------------------------------------------
+
+
+def _json_load(path: Path, text: str | None) -> dict[str, Any]:
+    if text is None or not text.strip():
+        return {}
+    try:
+        data = json.loads(text)
+    except json.JSONDecodeError as exc:
+        raise InvalidInputError(
+            f"{path} is not valid JSON (line {exc.lineno}, column {exc.colno}: {exc.msg}); "
+            "nothing was changed"
+        ) from exc
+    if not isinstance(data, dict):
+        raise InvalidInputError(
+            f"{path} holds a JSON {type(data).__name__}, not an object; nothing was changed"
+        )
+    return data
+
+
+def _json_dump(data: dict[str, Any], original: str | None) -> str:
+    """``data`` in the original file's indentation (two spaces for a new file)."""
+    indent: str | int | None = 2
+    separators: tuple[str, str] | None = None
+    newline = True
+    if original and original.strip():
+        newline = original.endswith("\n")
+        lines = original.strip().splitlines()
+        if len(lines) == 1:
+            indent = None
+            if not re.search(r"[,:] ", original):  # written compact: {"a":1,"b":2}
+                separators = (",", ":")
+        else:
+            found = re.match(r"[ \t]+", lines[1])
+            indent = found.group(0) if found else 0
+    text = json.dumps(data, indent=indent, separators=separators, ensure_ascii=False)
+    return text + "\n" if newline else text
+
+
+def _section(data: dict[str, Any], key: str, kind: type, path: Path) -> Any:
+    value = data.get(key)
+    if value is not None and not isinstance(value, kind):
+        raise InvalidInputError(
+            f"{path}: {key!r} is a JSON {type(value).__name__}, not an "
+            f"{'object' if kind is dict else 'array'}; nothing was changed"
+        )
+    return value
+
+
+def _add_hooks(data: dict[str, Any], agent: str, path: Path) -> None:
+    hooks = _section(data, "hooks", dict, path)
+    if hooks is None:
+        hooks = data["hooks"] = {}
+    for event, group in _hook_groups(agent):
+        groups = _section(hooks, event, list, path)
+        if groups is None:
+            groups = hooks[event] = []
+        handler = group["hooks"][0]
+        found = False
+        for g in groups:
+            handlers = g.get("hooks") if isinstance(g, dict) else None
+            if not isinstance(handlers, list):
+                continue
+            for i, h in enumerate(handlers):
+                if isinstance(h, dict) and _is_lexmem_hook(h.get("command")):
+                    # An older entry (pasted from the README, or another install path) is
+                    # brought up to date where it stands; the user's matcher stays theirs.
+                    if h != handler:
+                        handlers[i] = copy.deepcopy(handler)
+                    found = True
+                    break
+            if found:
+                break
+        if not found:
+            groups.append(copy.deepcopy(group))
+
+
+def _remove_hooks(data: dict[str, Any]) -> None:
+    hooks = data.get("hooks")
+    if not isinstance(hooks, dict):
+        return
+    removed = False
+    for event in list(hooks):
+        groups = hooks[event]
+        if not isinstance(groups, list):
+            continue
+        kept_groups = []
+        for g in groups:
+            handlers = g.get("hooks") if isinstance(g, dict) else None
+            if isinstance(handlers, list):
+                kept = [
+                    h for h in handlers if not (isinstance(h, dict) and _is_lexmem_hook(h.get("command")))
+                ]  # fmt: skip
+                if len(kept) != len(handlers):
+                    removed = True
+                    if not kept:
+                        continue  # the group held only lexmem's hook
+                    g = {k: (kept if k == "hooks" else v) for k, v in g.items()}
+            kept_groups.append(g)
+        if len(kept_groups) != len(groups) or kept_groups != groups:
+            if kept_groups:
+                hooks[event] = kept_groups
+            else:
+                del hooks[event]
+    if removed and not hooks:
+        del data["hooks"]
+
+
+def _add_server(data: dict[str, Any], agent: str, path: Path, notes: list[str]) -> None:
+    servers = _section(data, "mcpServers", dict, path)
+    if servers is None:
+        servers = data["mcpServers"] = {}
+    current = servers.get("lexmem")
+    if current is not None and not _is_lexmem_server(current):
+        notes.append(f"{path}: an MCP server named 'lexmem' runs something else; left as it is")
+        return
+    entry = _mcp_entry(agent)
+    if current is None:
+        servers["lexmem"] = entry
+    elif {k: current.get(k) for k in entry} != entry:
+        current.update(entry)  # the user's extra keys (env, …) stay
+
+
+def _remove_server(data: dict[str, Any]) -> None:
+    servers = data.get("mcpServers")
+    if isinstance(servers, dict) and _is_lexmem_server(servers.get("lexmem")):
+        del servers["lexmem"]
+        if not servers:
+            del data["mcpServers"]
+
+
+# -- editing TOML as text ------------------------------------------------------------------
+
+_HEADER = re.compile(r"^[ \t]*\[")
+_OUR_TABLE = re.compile(
+    r"""^[ \t]*\[[ \t]*mcp_servers[ \t]*\.[ \t]*("lexmem"|'lexmem'|lexmem)[ \t]*[\].]"""
+)
+_NOTIFY = re.compile(r"^[ \t]*notify[ \t]*=")
+
+
+def _toml_load(path: Path, text: str | None) -> dict[str, Any]:
+    try:
+        return tomllib.loads(text or "")
+    except tomllib.TOMLDecodeError as exc:
+        raise InvalidInputError(f"{path} is not valid TOML ({exc}); nothing was changed") from exc
+
+
+def _toml_str(value: str) -> str:
+    # A JSON string without ASCII escaping is a valid TOML basic string: both escape
+    # only quotes, backslashes and control characters, in the same notation.
+    return json.dumps(value, ensure_ascii=False)
+
+
+def _toml_array(values: list[str]) -> str:
+    return "[" + ", ".join(_toml_str(v) for v in values) + "]"
+
+
+def _append_block(text: str, block: str) -> str:
+    if not text:
+        return block
+    return text + ("\n" if text.endswith("\n") else "\n\n") + block
+
+
+def _cut_lines(text: str, start: int, end: int) -> str:
+    """``text`` without lines [start, end), lexmem's marker line just above them, and the
+    blank line install put between its block and the user's text (before a block it
+    appended, after a line it put at the top)."""
+    lines = text.splitlines(keepends=True)
+    if start > 0 and lines[start - 1].strip() == _MARK:
+        start -= 1
+    if end >= len(lines) and start > 0 and not lines[start - 1].strip():
+        start -= 1
+    elif start == 0 and end < len(lines) and not lines[end].strip():
+        end += 1
+    return "".join(lines[:start] + lines[end:])
+
+
+def _our_table_span(text: str) -> tuple[int, int] | None:
+    lines = text.splitlines(keepends=True)
+    for i, line in enumerate(lines):
+        if _OUR_TABLE.match(line):
+            end = i + 1
+            while end < len(lines) and not (
+                _HEADER.match(lines[end]) and not _OUR_TABLE.match(lines[end])
+            ):
+                end += 1
+            # Comments and blank lines that end the block belong to whatever comes next.
+            while end > i + 1 and (
+                not lines[end - 1].strip() or lines[end - 1].lstrip().startswith("#")
+            ):
+                end -= 1
+            return i, end
+    return None
+
+
+def _notify_span(text: str) -> tuple[int, int] | None:
+    lines = text.splitlines(keepends=True)
+    for i, line in enumerate(lines):
+        if _HEADER.match(line):
+            return None  # notify is a top-level key: only before the first table
+        if _NOTIFY.match(line) and line.rstrip().endswith("]"):
+            return i, i + 1
+    return None
+
+
+def _without(data: dict[str, Any], *keys: str) -> dict[str, Any]:
+    """``data`` without the dotted key (and a parent table it leaves empty)."""
+    out = copy.deepcopy(data)
+    node = out
+    for k in keys[:-1]:
+        node = node.get(k, {})
+    node.pop(keys[-1], None)
+    if len(keys) == 2 and out.get(keys[0]) == {}:
+        out.pop(keys[0])
+    return out
+
+
+def _verify(path: Path, new_text: str, expected: dict[str, Any]) -> str:
+    try:
+        got = tomllib.loads(new_text)
+    except tomllib.TOMLDecodeError as exc:
+        raise InvalidInputError(
+            f"{path}: lexmem's edit would not be valid TOML here ({exc}); nothing was changed"
+        ) from exc
+    if got != expected:
+        raise InvalidInputError(
+            f"{path}: lexmem's edit would change more than its own entries (is mcp_servers "
+            "written as an inline table?); nothing was changed"
+        )
+    return new_text
+
+
+def _codex_hooks_off(config: dict[str, Any]) -> bool:
+    features = config.get("features")
+    if not isinstance(features, dict):
+        return False
+    return features.get("hooks") is False or features.get("codex_hooks") is False
+
+
+def _codex_toml(path: Path, text: str | None, install: bool, notes: list[str]) -> str | None:
+    """config.toml with lexmem's MCP table (and notify line, where hooks are off) added or
+    removed; ``None`` when there is nothing to change."""
+    original = text or ""
+    data = _toml_load(path, original)
+    out = original
+    servers = data.get("mcp_servers")
+    current = servers.get("lexmem") if isinstance(servers, dict) else None
+    if current is not None and not _is_lexmem_server(current):
+        if install:
+            notes.append(f"{path}: [mcp_servers.lexmem] runs something else; left as it is")
+    else:
+        entry = _mcp_entry("codex") if install else {}
+        if current is not None and (not install or {k: current.get(k) for k in entry} != entry):
+            span = _our_table_span(out)
+            if span is None:
+                raise InvalidInputError(
+                    f"{path}: cannot find the text of [mcp_servers.lexmem] (written inline?); "
+                    "nothing was changed"
+                )
+            expected = _without(tomllib.loads(out), "mcp_servers", "lexmem")
+            out = _verify(path, _cut_lines(out, *span), expected)
+            current = None
+        if install and current is None:
+            block = (
+                f"{_MARK}\n[mcp_servers.lexmem]\ncommand = {_toml_str(entry['command'])}\n"
+                f"args = {_toml_array(entry['args'])}\n"
+            )
+            expected = tomllib.loads(out)
+            expected.setdefault("mcp_servers", {})["lexmem"] = entry
+            out = _verify(path, _append_block(out, block), expected)
+    # notify: Codex's program for each finished turn; lexmem's only where hooks are off.
+    notify = data.get("notify")
+    ours = (
+        isinstance(notify, list) and bool(notify) and _is_lexmem_hook(shlex.join(map(str, notify)))
+    )
+    if install and _codex_hooks_off(data):
+        if notify is None:
+            value = [executable("lexmem-hook"), "codex"]
+            expected = tomllib.loads(out)
+            expected["notify"] = value
+            top = f"{_MARK}\nnotify = {_toml_array(value)}\n" + ("\n" if out else "")
+            out = _verify(path, top + out, expected)
+            notes.append(f"{path}: Codex hooks are off there, so lexmem captures through notify")
+        elif not ours:
+            shown = notify[0] if isinstance(notify, list) and notify else notify
+            notes.append(
+                f"{path}: Codex hooks are off and notify already runs {shown!r}; left as it is, "
+                "so Codex sessions are not captured"
+            )
+    elif not install and ours:
+        span = _notify_span(out)
+        if span is not None:
+            out = _verify(path, _cut_lines(out, *span), _without(tomllib.loads(out), "notify"))
+    return out if out != original else None
+
+
+# -- plans -----------------------------------------------------------------------------------
+
+
+@dataclass(slots=True)
+class Change:
+    """One file's text before and after (``None``: the file is absent)."""
+
+    path: Path
+    before: str | None
+    after: str | None
+
+    def diff(self) -> str:
+        a = (self.before or "").splitlines(keepends=True)
+        b = (self.after or "").splitlines(keepends=True)
+        lines = difflib.unified_diff(
+            a, b,
+            fromfile=str(self.path) if self.before is not None else "/dev/null",
+            tofile=str(self.path) if self.after is not None else "/dev/null",
+        )  # fmt: skip
+        return "".join(line if line.endswith("\n") else line + "\n\\ No newline at end of file\n"
+                       for line in lines)  # fmt: skip
+
+
+@dataclass(slots=True)
+class Plan:
+    """What install or uninstall would change, and what it leaves alone (said in one line each)."""
+
+    agent: str
+    action: str
+    scope: str
+    changes: list[Change] = field(default_factory=list)
+    notes: list[str] = field(default_factory=list)
+    # Files that exist only because lexmem created them: removed when they empty again.
+    created: set[str] = field(default_factory=set)
+
+    def diff(self) -> str:
+        return "".join(c.diff() for c in self.changes)
+
+
+def _user_home() -> Path:
+    return Path(os.path.expanduser("~"))
+
+
+def _codex_home() -> Path:
+    env = os.environ.get("CODEX_HOME")
+    return Path(env).expanduser() if env else _user_home() / ".codex"
+
+
+def _claude_files(scope: str, cwd: Path | None) -> tuple[Path, Path]:
+    """(hooks file, MCP servers file) for a Claude Code scope."""
+    if scope == "user":
+        home = _user_home()
+        return home / ".claude" / "settings.json", home / ".claude.json"
+    root = Path(project_root(str(cwd or Path.cwd())) or Path.cwd())
+    return root / ".claude" / "settings.json", root / ".mcp.json"
+
+
+def _read(path: Path) -> str | None:
+    try:
+        with open(path, encoding="utf-8", newline="") as fh:
+            return fh.read()
+    except FileNotFoundError:
+        return None
+    except UnicodeDecodeError as exc:
+        raise InvalidInputError(f"{path} is not UTF-8 text; nothing was changed") from exc
+    except OSError as exc:
+        raise InvalidInputError(f"cannot read {path}: {exc.strerror}; nothing was changed") from exc
+
+
+def _created(paths: Paths) -> set[str]:
+    try:
+        data = json.loads((paths.home / CREATED_RECORD).read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return set()
+    return (
+        {p for p in data.get("created", []) if isinstance(p, str)}
+        if isinstance(data, dict)
+        else set()
+    )
+
+
+def _json_change(
+    path: Path, install: bool, edit: Callable[[dict[str, Any]], None], plan: Plan, created: set[str]
+) -> None:
+    before = _read(path)
+    data = _json_load(path, before)
+    original = copy.deepcopy(data)
+    edit(data)
+    if data == original:
+        return
+    if not install and not data and str(path) in created:
+        plan.changes.append(Change(path, before, None))
+        return
+    plan.changes.append(Change(path, before, _json_dump(data, before)))
+
+
+def plan(
+    agent: str, action: str, *, scope: str = "user", cwd: Path | None = None, paths: Paths
+) -> Plan:
+    """What ``lexmem install|uninstall AGENT`` would change; reads files, writes nothing.
+
+    Raises :class:`InvalidInputError` (one line) for an unknown agent or scope, or a file
+    it cannot safely edit (broken JSON or TOML, an unexpected shape).
+    """
+    if agent not in AGENTS:
+        raise InvalidInputError(f"unknown agent {agent!r} (use {' or '.join(AGENTS)})")
+    if action not in ("install", "uninstall"):
+        raise InvalidInputError(f"unknown action {action!r}")
+    if scope not in SCOPES:
+        raise InvalidInputError(f"unknown scope {scope!r} (use user or project)")
+    if agent == "codex" and scope != "user":
+        raise InvalidInputError(
+            "lexmem installs into Codex for the user only (~/.codex): a project's .codex "
+            "layer loads only in trusted projects"
+        )
+    install = action == "install"
+    result = Plan(agent, action, scope)
+    created = _created(paths)
+    if agent == "claude":
+        hooks_file, mcp_file = _claude_files(scope, cwd)
+        _json_change(
+            hooks_file, install,
+            (lambda d: _add_hooks(d, "claude", hooks_file)) if install else _remove_hooks,
+            result, created,
+        )  # fmt: skip
+        _json_change(
+            mcp_file, install,
+            (lambda d: _add_server(d, "claude", mcp_file, result.notes)) if install else _remove_server,
+            result, created,
+        )  # fmt: skip
+        return result
+    home = _codex_home()
+    config_file, hooks_file = home / "config.toml", home / "hooks.json"
+    config_text = _read(config_file)
+    config = _toml_load(config_file, config_text)
+    hooks_off = _codex_hooks_off(config)
+    if install and not hooks_off:
+        _json_change(
+            hooks_file, True, lambda d: _add_hooks(d, "codex", hooks_file), result, created
+        )
+        if isinstance(config.get("hooks"), dict):
+            result.notes.append(
+                f"{config_file} also has inline [hooks]: Codex loads both and warns once at start"
+            )
+    elif not install:
+        _json_change(hooks_file, False, _remove_hooks, result, created)
+    after = _codex_toml(config_file, config_text, install, result.notes)
+    if after is not None:
+        if not install and not after.strip() and str(config_file) in created:
+            result.changes.append(Change(config_file, config_text, None))
+        else:
+            result.changes.append(Change(config_file, config_text, after))
+    if install and not hooks_off and any(c.path == hooks_file for c in result.changes):
+        result.notes.append("Codex asks you to trust new hooks once: open /hooks in Codex")
+    return result
+
+
+# -- writing -----------------------------------------------------------------------------------
+
+
+def _backup(target: Path) -> Path:
+    backup = target.with_name(target.name + BACKUP_SUFFIX)
+    shutil.copy2(target, backup)  # keeps the mode: ~/.claude.json may hold tokens
+    return backup
+
+
+def _write_atomic(target: Path, text: str, mode: int) -> None:
+    target.parent.mkdir(parents=True, exist_ok=True)
+    fd, tmp = tempfile.mkstemp(prefix=f".{target.name}.", suffix=".tmp", dir=target.parent)
+    try:
+        with os.fdopen(fd, "w", encoding="utf-8", newline="") as fh:
+            fh.write(text)
+            fh.flush()
+            os.fsync(fh.fileno())
+        os.chmod(tmp, mode)
+        os.replace(tmp, target)
+    except BaseException:
+        Path(tmp).unlink(missing_ok=True)
+        raise
+
+
+def apply_plan(result: Plan, paths: Paths) -> list[str]:
+    """Write a plan's changes; returns one line per file said to the user."""
+    lines = []
+    created = _created(paths)
+    for change in result.changes:
+        # A settings file kept in a dotfiles repository is often a symlink: write through it.
+        target = Path(os.path.realpath(change.path))
+        backup = _backup(target) if target.exists() else None
+        note = f" (backup: {backup.name})" if backup else ""
+        if change.after is None:
+            target.unlink()
+            created.discard(str(change.path))
+            lines.append(f"removed {change.path}{note}")
+            continue
+        try:
+            mode = stat.S_IMODE(target.stat().st_mode)
+        except FileNotFoundError:
+            # New files: a project's files are shared (committed); the user's are theirs alone.
+            mode = 0o644 if result.scope == "project" else 0o600
+            created.add(str(change.path))
+        _write_atomic(target, change.after, mode)
+        lines.append(f"{'wrote' if backup else 'created'} {change.path}{note}")
+    record = paths.home / CREATED_RECORD
+    if created != _created(paths):
+        paths.ensure()
+        _write_atomic(record, json.dumps({"created": sorted(created)}, indent=2) + "\n", 0o600)
+    return lines
+
+
+# -- what is installed where (doctor) ------------------------------------------------------------
+
+
+@dataclass(frozen=True, slots=True)
+class Finding:
+    """One doctor line: a name, ok/warn/fail, and what it found."""
+
+    name: str
+    state: str
+    detail: str
+
+
+def _json_quiet(path: Path) -> dict[str, Any] | None:
+    try:
+        data = json.loads(path.read_text(encoding="utf-8"))
+    except FileNotFoundError:
+        return {}
+    except (OSError, ValueError):
+        return None
+    return data if isinstance(data, dict) else None
+
+
+def _hook_events(data: dict[str, Any]) -> set[str]:
+    hooks = data.get("hooks")
+    found = set()
+    if isinstance(hooks, dict):
+        for event, groups in hooks.items():
+            for g in groups if isinstance(groups, list) else []:
+                handlers = g.get("hooks") if isinstance(g, dict) else None
+                if isinstance(handlers, list) and any(
+                    isinstance(h, dict) and _is_lexmem_hook(h.get("command")) for h in handlers
+                ):
+                    found.add(event)
+    return found
+
+
+def _hooks_word(found: set[str], expected: tuple[str, ...]) -> str:
+    if not found:
+        return "hooks no"
+    missing = [e for e in expected if e not in found]
+    return "hooks yes" if not missing else f"hooks partly (missing {', '.join(missing)})"
+
+
+def _tilde(path: Path) -> str:
+    home = str(_user_home())
+    text = str(path)
+    return "~" + text[len(home) :] if text.startswith(home + os.sep) else text
+
+
+def installed(cwd: Path | None = None) -> list[Finding]:
+    """Where lexmem is set up: Claude Code (user, this project) and Codex, one line each."""
+    out = []
+    for scope in SCOPES:
+        hooks_file, mcp_file = _claude_files(scope, cwd)
+        hooks_data, mcp_data = _json_quiet(hooks_file), _json_quiet(mcp_file)
+        if hooks_data is None or mcp_data is None:
+            bad = hooks_file if hooks_data is None else mcp_file
+            out.append(
+                Finding(f"claude {scope}", "fail", f"{_tilde(bad)} is not a readable JSON object")
+            )
+            continue
+        events = _hook_events(hooks_data)
+        servers = mcp_data.get("mcpServers")
+        mcp = isinstance(servers, dict) and _is_lexmem_server(servers.get("lexmem"))
+        detail = (f"{_hooks_word(events, CLAUDE_HOOK_EVENTS)} ({_tilde(hooks_file)}), "
+                  f"MCP {'yes' if mcp else 'no'} ({_tilde(mcp_file)})")  # fmt: skip
+        complete = set(CLAUDE_HOOK_EVENTS) <= events and mcp
+        state = "ok" if complete or (not events and not mcp) else "warn"
+        if not events and not mcp:
+            detail = f"not installed (`lexmem install claude{' --project' if scope == 'project' else ''}`)"
+        out.append(Finding(f"claude {scope}", state, detail))
+    home = _codex_home()
+    config_file, hooks_file = home / "config.toml", home / "hooks.json"
+    try:
+        config = tomllib.loads(config_file.read_text(encoding="utf-8"))
+    except FileNotFoundError:
+        config = {}
+    except (OSError, ValueError):
+        out.append(Finding("codex", "fail", f"{_tilde(config_file)} is not readable TOML"))
+        return out
+    hooks_data = _json_quiet(hooks_file)
+    events = _hook_events(hooks_data or {})
+    servers = config.get("mcp_servers")
+    mcp = isinstance(servers, dict) and _is_lexmem_server(servers.get("lexmem"))
+    notify = config.get("notify")
+    by_notify = (
+        isinstance(notify, list) and bool(notify) and _is_lexmem_hook(shlex.join(map(str, notify)))
+    )
+    if not events and not mcp and not by_notify:
+        out.append(Finding("codex", "ok", "not installed (`lexmem install codex`)"))
+        return out
+    capture = (f"{_hooks_word(events, CODEX_HOOK_EVENTS)} ({_tilde(hooks_file)})" if events or not by_notify
+               else f"notify yes ({_tilde(config_file)})")  # fmt: skip
+    state = "ok" if (set(CODEX_HOOK_EVENTS) <= events or by_notify) and mcp else "warn"
+    if events and _codex_hooks_off(config):
+        state, capture = "warn", capture + ", but hooks are turned off in config.toml"
+    out.append(
+        Finding("codex", state, f"{capture}, MCP {'yes' if mcp else 'no'} ({_tilde(config_file)})")
+    )
+    return out
+
+
+def service_state(paths: Paths) -> Finding:
+    """Whether the capture service runs for this data folder (and its pid, from the lock file)."""
+    if not service_running(paths):
+        return Finding(
+            "service", "ok", "not running (the next SessionStart hook starts it, or `lexmem serve`)"
+        )
+    try:
+        pid = paths.service_lock.read_text(encoding="utf-8").strip()
+    except OSError:
+        pid = ""
+    return Finding("service", "ok", f"running (pid {pid})" if pid.isdigit() else "running")
+
+
+# -- does the hook run? -----------------------------------------------------------------------------
+
+
+def _hook_argv() -> tuple[list[str], str]:
+    """The real ``lexmem-hook`` command, and a note when only the module could be found."""
+    try:
+        return [executable("lexmem-hook")], ""
+    except InvalidInputError:
+        code = "import lexmem.hook as h; h.main()"
+        return [sys.executable, "-c", code], " (lexmem-hook is not installed; ran the module)"
+
+
+def _poll(done: Callable[[], bool], seconds: float) -> bool:
+    deadline = time.monotonic() + seconds
+    while True:
+        if done():
+            return True
+        if time.monotonic() >= deadline:
+            return False
+        time.sleep(0.1)
+
+
+def check_hook(paths: Paths, open_core: Callable[[], Any], wait: float = 5.0) -> Finding:
+    """Feed one test event through the real ``lexmem-hook event`` and find it processed.
+
+    The test event is a ``probe``: the hook handles it like any agent event (opt-out,
+    capture mode, redaction, the inbox), and the service records it as processed and
+    does nothing else, so it leaves no session, memory or audit line behind.
+    """
+    try:
+        rules = load_capture_rules(paths)
+    except LexmemError as exc:
+        return Finding("hook", "fail", f"settings unreadable: {exc}")
+    session = f"lexmem-doctor-{uuid.uuid4()}"
+    event_id = str(uuid.uuid4())
+    meta: dict[str, Any] = {"doctor": True}
+    if rules.allow_paths:
+        meta["cwd"] = rules.allow_paths[0]  # outside the allowed paths the hook writes nothing
+    payload = {"session_id": session, "event_id": event_id, "event_type": "probe",
+               "content": "", "metadata": meta}  # fmt: skip
+    argv, how = _hook_argv()
+    env = dict(os.environ, LEXMEM_HOME=str(paths.home))
+    log = paths.logs / "hook.log"
+    log_size = log.stat().st_size if log.exists() else 0
+    import subprocess
+
+    started = time.monotonic()
+    try:
+        done = subprocess.run(
+            [*argv, "event"], input=json.dumps(payload).encode(), env=env, cwd=str(paths.home),
+            capture_output=True, timeout=30, check=False,
+        )  # fmt: skip
+    except (OSError, subprocess.TimeoutExpired) as exc:
+        return Finding("hook", "fail", f"`{argv[0]} event` did not run: {exc}")
+    took = time.monotonic() - started
+    if done.returncode != 0:
+        return Finding("hook", "fail", f"`lexmem-hook event` exited {done.returncode}{how}")
+    written = any(event_id in p.name for p in _pending(paths))
+    if not written:
+        problem = _new_log_line(log, log_size)
+        if problem:
+            return Finding("hook", "fail", f"the hook ran but wrote nothing: {problem}")
+        project = meta.get("cwd")
+        if is_paused(rules) or capture_mode(project, rules) == "off":
+            return Finding(
+                "hook",
+                "warn",
+                f"the hook runs ({took:.2f}s){how}; capture is off or paused, so it wrote nothing",
+            )
+        return Finding("hook", "fail", f"the hook ran but wrote no event{how}")
+    processed = _processed(paths, open_core, event_id, wait)
+    if processed is None:
+        return Finding(
+            "hook",
+            "warn",
+            f"the hook runs ({took:.2f}s){how}; the service has not taken its event in within {wait:g}s",
+        )
+    return Finding(
+        "hook", "ok", f"a test event went through `lexmem-hook` ({took:.2f}s) into the store{how}"
+    )
+
+
+def _pending(paths: Paths) -> list[Path]:
+    from .inbox import Inbox
+
+    return Inbox(paths.inbox).pending()
+
+
+def _new_log_line(log: Path, offset: int) -> str:
+    try:
+        with open(log, "rb") as fh:
+            fh.seek(offset)
+            lines = fh.read().decode("utf-8", errors="replace").strip().splitlines()
+    except OSError:
+        return ""
+    return lines[-1].split(" ", 1)[-1] if lines else ""
+
+
+def _processed(
+    paths: Paths, open_core: Callable[[], Any], event_id: str, wait: float
+) -> bool | None:
+    """True once the service recorded the event as processed; None if not in time."""
+    from .journal import Journal
+
+    lm = open_core()
+    try:
+        return _processed_by(lm, Journal(lm.store), paths, event_id, wait)
+    finally:
+        lm.close()
+
+
+def _processed_by(lm: Any, journal: Any, paths: Paths, event_id: str, wait: float) -> bool | None:
+    from .service import drain_if_no_service
+
+    # No service: this process drains as `lexmem ingest` does (the inbox's other waiting
+    # events included: they were waiting for exactly this).
+    drain_if_no_service(lm)
+    if not _poll(lambda: bool(journal.seen([event_id])), wait):
+        return None
+    return True

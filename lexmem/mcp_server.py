@@ -1,0 +1,733 @@
+"""``lexmem mcp``: lexmem as an MCP server over stdio, for any agent that speaks MCP.
+
+Tools search, read, save, confirm, correct and forget memories; resources serve the
+projects' context digests. The server is a reader like any other process, and a
+producer like the CLI: every change is an inbox event for the single writer (the
+capture service). When no service runs, the server drains the inbox on the spot, as
+the CLI does; when one runs, it waits a moment (:data:`WAIT_S`) for the change to be
+committed and otherwise says, truthfully, that it is queued.
+
+Constraints:
+
+- Start fast: an agent spawns this process when a session starts and waits for
+  ``initialize``. Nothing here imports LanceDB or loads the model at import time; the
+  core is opened by the first call that needs it.
+- stdout is the protocol. Logging goes to stderr and, once the data folder exists,
+  to ``logs/lexmem.log`` (the SDK also points fd 1 at stderr while it serves, so a
+  stray ``print`` cannot corrupt the stream).
+- A missing data folder is not an error for a reader: searches come back empty and
+  nothing is created until something is saved.
+- Every failure an agent can cause comes back as a tool error with one line of text;
+  the server keeps serving.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import sys
+import threading
+import time
+from collections.abc import Callable, Sequence
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import TYPE_CHECKING, Annotated, Any, Literal, TypeVar
+
+from mcp.server.mcpserver import Context, MCPServer, ResourceSecurity
+from mcp.server.mcpserver.exceptions import ResourceError, ToolError, UnexpectedToolError
+from mcp_types import CallToolResult, InputRequiredResult, ToolAnnotations
+from pydantic import BaseModel, Field, ValidationError
+
+from . import __version__
+from .config import Paths, resolve_paths
+from .errors import InvalidInputError, LexmemError
+from .hook import digest_path, project_root
+
+if TYPE_CHECKING:
+    from .api import Lexmem
+    from .models import Memory
+    from .search import SearchHit
+
+__all__ = [
+    "WAIT_S",
+    "McpMemory",
+    "MemoryOut",
+    "MemoryTools",
+    "build_server",
+    "run_stdio",
+]
+
+log = logging.getLogger("lexmem.mcp")
+
+WAIT_S = 3.0  # how long a write waits for a running service before answering "queued"
+MAX_LIMIT = 100
+TYPES = ("semantic", "episodic", "procedural")
+T = TypeVar("T")
+
+INSTRUCTIONS = """\
+lexmem is the user's local long-term memory: decisions, fixes, constraints, preferences \
+and procedures kept across sessions. Search it (search_memory) before answering \
+questions about past decisions or how this project does things; save durable facts the \
+user states or that you establish (save_memory), not chit-chat. When a search result \
+helped, call confirm_memory on it; when one is wrong or outdated, call correct_memory \
+with the right text. Memory ids may be shortened to their first 8 characters. The \
+resource lexmem://digest is this project's context digest."""
+
+
+# -- what the tools return -------------------------------------------------------------
+
+
+class MemoryOut(BaseModel):
+    """One memory, as an agent needs it."""
+
+    id: str = Field(description="The memory's id (a unique prefix of 8+ characters works too).")
+    title: str
+    content: str
+    type: str = Field(description="semantic (a fact), episodic (an event) or procedural (how to).")
+    status: str = Field(description="active, archived or superseded.")
+    project: str | None = Field(description="A repository root or project name; null: general.")
+    pinned: bool
+    created: str = Field(description="When it was stored (ISO 8601, UTC).")
+    source: str = Field(description="How it was learned (explicit, correction, agent_response, …).")
+    salience: float
+    session_id: str | None
+    superseded_by: str | None = Field(description="The memory that replaced this one, if any.")
+
+
+class SearchHitOut(MemoryOut):
+    score: float = Field(
+        description="The final rank score (relevance blended with salience, recency, pin)."
+    )
+    relevance: float = Field(description="How well it matches the query, 0 to 1.")
+    keyword_rank: int | None = Field(description="Rank by keywords (BM25), if it matched them.")
+    similarity: float | None = Field(
+        description="Cosine similarity by meaning, if found by meaning."
+    )
+
+
+class SearchOut(BaseModel):
+    query: str
+    results: list[SearchHitOut] = Field(description="Best first; empty when nothing matches.")
+
+
+class MemoriesOut(BaseModel):
+    memories: list[MemoryOut]
+
+
+class SaveOut(BaseModel):
+    status: Literal["saved", "queued"] = Field(
+        description="saved: stored and searchable now; queued: the running lexmem service "
+        "has it and will store it shortly under `id`."
+    )
+    id: str = Field(description="The memory's id (the first chunk's, when a long text was split).")
+    ids: list[str] = Field(description="Every memory stored (one per chunk); empty while queued.")
+    type: str | None = Field(description="The type it was stored as; null while queued.")
+    project: str | None
+
+
+class TimelineItem(MemoryOut):
+    position: Literal["before", "anchor", "after"]
+
+
+class TimelineOut(BaseModel):
+    anchor: str = Field(description="The anchor: a memory id, or a time (ISO 8601).")
+    memories: list[TimelineItem] = Field(description="Oldest first.")
+
+
+class ChangeOut(BaseModel):
+    status: Literal["applied", "queued"] = Field(
+        description="applied: committed; queued: the running lexmem service will apply it shortly."
+    )
+    memory_id: str = Field(description="The memory the change was about (full id).")
+    new_id: str | None = Field(default=None, description="The replacement memory (correct_memory).")
+
+
+def _out(m: Memory) -> dict[str, Any]:
+    return {
+        "id": m.id, "title": m.title, "content": m.content, "type": str(m.type), "status": str(m.status),
+        "project": m.project, "pinned": m.pinned, "created": m.created_at.isoformat(),
+        "source": str(m.source), "salience": round(m.salience, 4), "session_id": m.session_id,
+        "superseded_by": m.superseded_by,
+    }  # fmt: skip
+
+
+def _hit(h: SearchHit) -> dict[str, Any]:
+    sim = None if h.similarity is None else round(h.similarity, 6)
+    return {**_out(h.memory), "score": round(h.score, 6), "relevance": round(h.relevance, 6),
+            "keyword_rank": h.bm25_rank, "similarity": sim}  # fmt: skip
+
+
+def _one_line(message: str) -> str:
+    """A message folded onto one line (every error an agent sees is one line)."""
+    return " ".join(message.split())
+
+
+# -- the tools, as plain Python --------------------------------------------------------
+
+
+class MemoryTools:
+    """What the MCP tools do, on one data folder, independent of the protocol.
+
+    Calls arrive on the SDK's worker threads; one lock serialises them, since one
+    core (one store handle, one model) serves them all.
+    """
+
+    def __init__(self, home: str | Path | None = None, *, cwd: str | None = None) -> None:
+        self.paths = Paths(Path(home).expanduser().absolute()) if home else resolve_paths()
+        self.project = project_root(cwd or os.getcwd())
+        self._lm: Lexmem | None = None
+        self._lock = threading.RLock()
+        self.wait = WAIT_S
+
+    # -- the core, opened when first needed -------------------------------------------
+
+    def core(self, *, create: bool) -> Lexmem | None:
+        """The opened core; ``None`` for a reader when there is no data folder (yet)."""
+        if self._lm is None:
+            if not create and not self.paths.store.is_dir():
+                return None  # a reader never creates the data folder
+            from .api import Lexmem
+
+            t0 = time.perf_counter()
+            self._lm = Lexmem.open(self.paths.home)
+            _log_to_file(self.paths.logs / "lexmem.log")
+            log.info(
+                "[MEM:MCP] opened %s in %.0f ms", self.paths.home, (time.perf_counter() - t0) * 1e3
+            )
+        else:
+            self._lm.refresh()  # another process (the service, the CLI) may have committed
+        return self._lm
+
+    def _writer_core(self) -> Lexmem:
+        lm = self.core(create=True)
+        assert lm is not None  # create=True always opens
+        return lm
+
+    def close(self) -> None:
+        with self._lock:
+            if self._lm is not None:
+                self._lm.close()
+                self._lm = None
+
+    # -- reading ----------------------------------------------------------------------------
+
+    def search(
+        self, query: str, *, project: str | None = None, type: str | None = None, limit: int = 10
+    ) -> dict[str, Any]:
+        from .models import MemoryType
+        from .store import MemoryFilter
+
+        if not query.strip():
+            raise InvalidInputError("the search query is empty")
+        _check_limit(limit)
+        with self._lock:
+            lm = self.core(create=False)
+            if lm is None:
+                return {"query": query, "results": []}
+            flt = MemoryFilter(project=project or None, type=MemoryType(type) if type else None)
+            result = lm.search(query, flt, limit=limit)
+        return {"query": query, "results": [_hit(h) for h in result.hits]}
+
+    def get(self, ids: str | Sequence[str]) -> dict[str, Any]:
+        wanted = [ids] if isinstance(ids, str) else list(ids)
+        wanted = [i.strip() for i in wanted]
+        if not wanted or not all(wanted):
+            raise InvalidInputError("give at least one memory id")
+        if len(wanted) > MAX_LIMIT:
+            raise InvalidInputError(f"at most {MAX_LIMIT} ids at a time, not {len(wanted)}")
+        with self._lock:
+            lm = self._reader_or_unknown(wanted[0])
+            full = [lm.resolve(i) for i in wanted]
+            found = {m.id: m for m in lm.memories_for(full)}
+        missing = [i for i, f in zip(wanted, full, strict=True) if f not in found]
+        if missing:
+            raise InvalidInputError(f"no memory with id {missing[0]}")
+        return {"memories": [_out(found[f]) for f in full]}
+
+    def recent(self, *, project: str | None = None, limit: int = 10) -> dict[str, Any]:
+        from .store import MemoryFilter
+
+        _check_limit(limit)
+        with self._lock:
+            lm = self.core(create=False)
+            if lm is None:
+                return {"memories": []}
+            memories = lm.list_memories(MemoryFilter(project=project or None), limit=limit)
+        return {"memories": [_out(m) for m in memories]}
+
+    def timeline(
+        self,
+        *,
+        anchor: str | None = None,
+        session_id: str | None = None,
+        project: str | None = None,
+        before: int = 5,
+        after: int = 5,
+    ) -> dict[str, Any]:
+        """Active memories around an anchor, oldest first.
+
+        The anchor is a memory id, or a time. Without one, a session's timeline starts
+        at its first memory (it reads the session from the start), and any other
+        timeline ends now (the latest memories).
+        """
+        from .store import MemoryFilter
+
+        for name, n in (("before", before), ("after", after)):
+            if not 0 <= n <= 50:
+                raise InvalidInputError(f"{name} must be between 0 and 50, not {n}")
+        flt = MemoryFilter(project=project or None, session_id=session_id or None)
+        with self._lock:
+            lm = self.core(create=False)
+            if lm is None:
+                if anchor and not _looks_like_time(anchor):
+                    raise InvalidInputError(f"no memory with id {anchor.strip()}")
+                return {"anchor": anchor or "now", "memories": []}
+            centre: Memory | None = None
+            if anchor and not _looks_like_time(anchor):
+                centre = lm.get(anchor.strip())
+                when = centre.created_at
+            elif anchor:
+                when = _parse_time(anchor)
+            elif session_id:
+                first = lm.list_ids(flt)[-1:]  # newest first: the last is the session's first
+                if not first:
+                    raise InvalidInputError(f"no memories in session {session_id}")
+                centre = lm.get(first[0])
+                when = centre.created_at
+            else:
+                when = datetime.now(UTC)
+            older = lm.list_ids(_with(flt, created_before=when))[:before][::-1]
+            newer_all = [
+                i
+                for i in lm.list_ids(_with(flt, created_after=when))
+                if centre is None or i != centre.id
+            ]
+            newer = newer_all[-after:][::-1] if after else []
+            items: list[dict[str, Any]] = []
+            for m in lm.memories_for(older):
+                items.append({**_out(m), "position": "before"})
+            if centre is not None:
+                items.append({**_out(centre), "position": "anchor"})
+            for m in lm.memories_for(newer):
+                items.append({**_out(m), "position": "after"})
+        return {"anchor": centre.id if centre is not None else when.isoformat(), "memories": items}
+
+    def _reader_or_unknown(self, ident: str) -> Lexmem:
+        """The core for a call that names a memory: with no data folder, no memory exists."""
+        lm = self.core(create=False)
+        if lm is None:
+            raise InvalidInputError(f"no memory with id {ident.strip()}")
+        return lm
+
+    # -- writing, through the inbox -----------------------------------------------------------
+
+    def save(
+        self,
+        text: str,
+        *,
+        type: str | None = None,
+        project: str | None = None,
+        title: str | None = None,
+        pin: bool = False,
+    ) -> dict[str, Any]:
+        from .service import derived_id, remember_through_inbox
+
+        if not text.strip():
+            raise InvalidInputError("nothing to remember: the text is empty")
+        if title is not None and not title.strip():
+            raise InvalidInputError("the title is empty (leave it out to use the first sentence)")
+        if type not in (None, "auto", *TYPES):
+            raise InvalidInputError(f"unknown type {type!r} (use auto, {', '.join(TYPES)})")
+        where = self.project if project is None else (project.strip() or None)
+        with self._lock:
+            done = remember_through_inbox(
+                self._writer_core(), text, mtype=None if type in (None, "auto") else type,
+                project=where, title=title.strip() if title else None, pin=pin, agent="mcp",
+                wait=self.wait,
+            )  # fmt: skip
+        if done.queued:
+            return {
+                "status": "queued", "id": derived_id("explicit", done.event_id), "ids": [],
+                "type": None, "project": where,
+            }  # fmt: skip
+        first = done.memories[0]
+        return {
+            "status": "saved", "id": first.id, "ids": [m.id for m in done.memories],
+            "type": str(first.type), "project": first.project,
+        }  # fmt: skip
+
+    def confirm(self, memory_id: str, query: str | None = None) -> dict[str, Any]:
+        """Seed 000's search confirmation: the memory answered a search, so it is reinforced."""
+        with self._lock:
+            mid = self._reader_or_unknown(memory_id).resolve(memory_id)
+            meta = {"memory_id": mid, "query": (query or "").strip()}
+            status, _ = self._send("search_confirmation", meta, acked_by="processed")
+        log.info("[MEM:CAPTURE] Search confirmation for memory %s (%s)", mid, status)
+        return {"status": status, "memory_id": mid}
+
+    def correct(self, memory_id: str, corrected_text: str) -> dict[str, Any]:
+        """Supersede a memory by a corrected text: the old one leaves active results."""
+        from .service import derived_id
+
+        if not corrected_text.strip():
+            raise InvalidInputError("the corrected text is empty (use forget_memory to delete)")
+        with self._lock:
+            lm = self._reader_or_unknown(memory_id)
+            mid = lm.resolve(memory_id)
+            status_now = lm.get(mid).status
+            if status_now != "active":
+                raise InvalidInputError(f"memory {mid[:8]} is not active (it is {status_now})")
+            op = {
+                "op": "supersede",
+                "kwargs": {"old": mid, "by": None, "with_text": _scrub(corrected_text)},
+            }
+            status, event_id = self._send("memory_op", op, acked_by="audit")
+        return {"status": status, "memory_id": mid, "new_id": derived_id("op", event_id, "memory")}
+
+    def forget(self, memory_id: str) -> dict[str, Any]:
+        """Delete a memory for good (its links and history too)."""
+        with self._lock:
+            mid = self._reader_or_unknown(memory_id).resolve(memory_id)
+            status, _ = self._send(
+                "memory_op", {"op": "forget", "kwargs": {"ident": mid}}, acked_by="audit"
+            )
+        return {"status": status, "memory_id": mid}
+
+    def _send(
+        self, event_type: str, metadata: dict[str, Any], *, acked_by: Literal["audit", "processed"]
+    ) -> tuple[Literal["applied", "queued"], str]:
+        """Write one event for the single writer and wait (briefly) until it is committed.
+
+        A memory operation is acknowledged by its audit entry (which also says whether it
+        failed); a search confirmation by the journal's record of the event.
+        """
+        from .inbox import Inbox, make_event
+        from .service import derived_id, drain_if_no_service
+
+        lm = self._writer_core()
+        event = make_event(event_type, "", session_id="mcp-ops", agent="mcp", metadata=metadata)
+        Inbox(lm.paths.inbox).write(event)
+        drain_if_no_service(lm)
+        event_id: str = event["event_id"]
+        entry_id = derived_id("op", event_id)
+        deadline = time.monotonic() + self.wait
+        while True:
+            lm.refresh()
+            if acked_by == "processed":
+                if lm.journal.seen([event_id]):
+                    return "applied", event_id
+            else:
+                found = lm.journal.audit_entry(entry_id)
+                if found is not None:
+                    if found.decision == "failed":
+                        raise LexmemError(found.reason)
+                    return "applied", event_id
+            if time.monotonic() >= deadline:
+                return "queued", event_id
+            time.sleep(0.05)
+
+    # -- the context digest -----------------------------------------------------------------
+
+    def digest(self, project: str | None) -> str:
+        """A project's context digest: the file the service keeps, else rendered now.
+
+        As the SessionStart hook does, a project with no digest of its own gets the
+        general one (memories kept with no project).
+        """
+        for key in (project, None) if project else (None,):
+            try:
+                text = digest_path(self.paths, key).read_text(encoding="utf-8", errors="replace")
+            except FileNotFoundError:
+                continue
+            if text.strip():
+                return text
+        with self._lock:
+            lm = self.core(create=False)
+            if lm is not None:
+                from .digest import render_digest
+
+                for key in (project, None) if project else (None,):
+                    text = render_digest(lm, key)
+                    if text.strip():
+                        return text
+        where = f"project {project}" if project else "any project"
+        return f"# lexmem\nNo memories for {where} yet: save_memory keeps one.\n"
+
+
+def _check_limit(limit: int) -> None:
+    if not 1 <= limit <= MAX_LIMIT:
+        raise InvalidInputError(f"limit must be between 1 and {MAX_LIMIT}, not {limit}")
+
+
+def _with(flt: Any, **changes: Any) -> Any:
+    import dataclasses
+
+    return dataclasses.replace(flt, **changes)
+
+
+def _looks_like_time(text: str) -> bool:
+    """A time starts with a four-digit year and a dash; an id prefix never has a dash there."""
+    t = text.strip()
+    return len(t) >= 10 and t[:4].isdigit() and t[4] == "-" and t[7] == "-"
+
+
+def _parse_time(text: str) -> datetime:
+    try:
+        value = datetime.fromisoformat(text.strip().replace("Z", "+00:00"))
+    except ValueError as exc:
+        raise InvalidInputError(
+            f"the anchor must be a memory id or a time like 2026-01-31T09:00, not {text!r}"
+        ) from exc
+    return value if value.tzinfo else value.replace(tzinfo=UTC)
+
+
+def _scrub(text: str) -> str:
+    """Secrets never reach the inbox, whoever writes the event."""
+    from .api import scrub
+
+    return scrub(text)
+
+
+def _log_to_file(path: Path) -> None:
+    """The [MEM:…] lines go to the data folder's log too (once it exists)."""
+    from logging.handlers import RotatingFileHandler
+
+    root = logging.getLogger("lexmem")
+    if any(getattr(h, "baseFilename", None) == str(path) for h in root.handlers):
+        return
+    try:
+        handler = RotatingFileHandler(path, maxBytes=5_000_000, backupCount=2, encoding="utf-8")
+    except OSError as exc:
+        log.warning("[MEM:MCP] cannot write %s: %s", path, exc)
+        return
+    handler.setFormatter(logging.Formatter("%(asctime)s %(levelname)s %(name)s %(message)s"))
+    root.addHandler(handler)
+
+
+# -- the protocol ------------------------------------------------------------------------
+
+
+class McpMemory(MCPServer[Any]):
+    """The SDK's server, with every tool failure reported as one line an agent can act on.
+
+    The SDK reports an argument that fails the schema with pydantic's multi-line
+    message; this folds it into ``name: problem`` pairs on one line.
+    """
+
+    async def call_tool(
+        self, name: str, arguments: dict[str, Any], context: Context[Any, Any] | None = None
+    ) -> CallToolResult | InputRequiredResult:
+        try:
+            return await super().call_tool(name, arguments, context)
+        except UnexpectedToolError:
+            raise
+        except ToolError as exc:
+            cause = exc.__cause__
+            if isinstance(cause, ValidationError):
+                problems = "; ".join(
+                    f"{'.'.join(str(p) for p in err['loc']) or 'arguments'}: {err['msg']}"
+                    for err in cause.errors()
+                )
+                raise ToolError(_one_line(f"{name}: bad arguments: {problems}")) from cause
+            # "Error executing tool X: why" becomes "X: why", like the argument errors above.
+            why = str(exc).removeprefix(f"Error executing tool {name}: ")
+            raise ToolError(_one_line(f"{name}: {why}")) from cause
+
+
+def _call(fn: Callable[[], T]) -> T:
+    """Run one tool body: lexmem's errors become tool errors; a crash becomes one line too."""
+    try:
+        return fn()
+    except LexmemError as exc:
+        raise ToolError(_one_line(str(exc))) from exc
+    except ValueError as exc:  # a value the core could not convert (a bad type name)
+        raise ToolError(_one_line(str(exc))) from exc
+    except Exception as exc:
+        log.exception("[MEM:MCP] tool failed")
+        first = (str(exc).strip().splitlines() or [""])[0]
+        raise ToolError(f"internal error: {type(exc).__name__}: {first}") from exc
+
+
+Limit = Annotated[int, Field(ge=1, le=MAX_LIMIT, description=f"How many, 1 to {MAX_LIMIT}.")]
+MemoryId = Annotated[
+    str, Field(min_length=1, description="A memory id, or a unique prefix of 8 or more characters.")
+]
+ProjectFilter = Annotated[
+    str | None,
+    Field(description="Only this project's memories (a repository root path or a project name)."),
+]
+TypeName = Literal["semantic", "episodic", "procedural"]
+
+READ = ToolAnnotations(read_only_hint=True, open_world_hint=False)
+
+
+def build_server(tools: MemoryTools) -> McpMemory:
+    """The MCP server over ``tools``: eight tools and the context-digest resources."""
+    server = McpMemory(
+        "lexmem", title="lexmem memory", version=__version__, instructions=INSTRUCTIONS
+    )
+
+    @server.tool(annotations=READ)
+    def search_memory(
+        query: Annotated[str, Field(min_length=1, description="What to look for, in words.")],
+        project: ProjectFilter = None,
+        type: Annotated[TypeName | None, Field(description="Only memories of this type.")] = None,
+        limit: Limit = 10,
+    ) -> SearchOut:
+        """Search the user's memories by keywords and meaning (hybrid), best first.
+
+        Use before answering questions about past decisions, fixes, preferences or how
+        this project does things. Only active memories are searched (superseded and
+        archived ones are left out). Without `project`, every project's memories and the
+        general ones are searched.
+        """
+        return SearchOut.model_validate(
+            _call(lambda: tools.search(query, project=project, type=type, limit=limit))
+        )
+
+    @server.tool(annotations=ToolAnnotations(read_only_hint=False, destructive_hint=False))
+    def save_memory(
+        text: Annotated[str, Field(min_length=1, description="The fact, decision or procedure to keep.")],
+        type: Annotated[
+            Literal["auto", "semantic", "episodic", "procedural"],
+            Field(description="auto (classified from the text), semantic (a fact or decision), "
+                  "episodic (an event) or procedural (steps to do something)."),
+        ] = "auto",
+        project: Annotated[
+            str | None,
+            Field(description="The project it belongs to; default: the current project "
+                  "(the repository this server runs in); \"\" for a general memory."),
+        ] = None,
+        title: Annotated[str | None, Field(description="A short title; default: the first sentence.")] = None,
+        pin: Annotated[bool, Field(description="Pin it: never decays, leads the project's digest.")] = False,
+    ) -> SaveOut:  # fmt: skip
+        """Remember something durable for later sessions; returns the new memory's id.
+
+        Save what the user asks to keep and facts worth knowing next time (decisions,
+        fixes and their causes, constraints, preferences, procedures), one fact per call.
+        Secrets are redacted before anything is stored. status "queued" means the running
+        lexmem service has it and will store it within moments under the returned id.
+        """
+        return SaveOut.model_validate(
+            _call(lambda: tools.save(text, type=type, project=project, title=title, pin=pin))
+        )
+
+    @server.tool(annotations=READ)
+    def get_memory(
+        ids: Annotated[
+            str | list[str],
+            Field(description="One memory id or a list of them (unique prefixes of 8+ characters work)."),
+        ],
+    ) -> MemoriesOut:  # fmt: skip
+        """Read whole memories by id (search results and digests show ids), in the order given."""
+        return MemoriesOut.model_validate(_call(lambda: tools.get(ids)))
+
+    @server.tool(annotations=READ)
+    def recent_memories(project: ProjectFilter = None, limit: Limit = 10) -> MemoriesOut:
+        """The most recently stored active memories, newest first."""
+        return MemoriesOut.model_validate(_call(lambda: tools.recent(project=project, limit=limit)))
+
+    @server.tool(annotations=READ)
+    def timeline(
+        anchor: Annotated[
+            str | None,
+            Field(description="A memory id, or a time (ISO 8601, e.g. 2026-01-31T09:00, UTC "
+                  "unless it says otherwise). Default: a session's first memory, else now."),
+        ] = None,
+        session_id: Annotated[str | None, Field(description="Only this agent session's memories.")] = None,
+        project: ProjectFilter = None,
+        before: Annotated[int, Field(ge=0, le=50, description="How many memories before the anchor.")] = 5,
+        after: Annotated[int, Field(ge=0, le=50, description="How many memories after the anchor.")] = 5,
+    ) -> TimelineOut:  # fmt: skip
+        """Active memories around a moment, oldest first: what was learned just before and
+        after a memory, a time, or in one agent session. Each item says whether it is
+        before, at (the anchor memory) or after the anchor."""
+        return TimelineOut.model_validate(
+            _call(lambda: tools.timeline(
+                anchor=anchor, session_id=session_id, project=project, before=before, after=after
+            ))
+        )  # fmt: skip
+
+    @server.tool(
+        annotations=ToolAnnotations(
+            read_only_hint=False, destructive_hint=False, idempotent_hint=False
+        )
+    )
+    def confirm_memory(
+        memory_id: MemoryId,
+        query: Annotated[
+            str | None, Field(description="The search it answered (optional).")
+        ] = None,
+    ) -> ChangeOut:
+        """Tell lexmem a memory was right and useful (it answered your search): it is
+        reinforced, so it ranks higher and decays slower."""
+        return ChangeOut.model_validate(_call(lambda: tools.confirm(memory_id, query)))
+
+    @server.tool(annotations=ToolAnnotations(read_only_hint=False, destructive_hint=False))
+    def correct_memory(
+        memory_id: MemoryId,
+        corrected_text: Annotated[
+            str, Field(min_length=1, description="The whole corrected text.")
+        ],
+    ) -> ChangeOut:
+        """Replace a wrong or outdated memory by a corrected text: a new memory (same type,
+        project and pin) supersedes it, and the old one leaves search results. Returns the
+        new memory's id."""
+        return ChangeOut.model_validate(_call(lambda: tools.correct(memory_id, corrected_text)))
+
+    @server.tool(annotations=ToolAnnotations(read_only_hint=False, destructive_hint=True))
+    def forget_memory(memory_id: MemoryId) -> ChangeOut:
+        """Delete a memory for good, with its links and history. Prefer correct_memory when
+        it is only wrong; forget what must not be kept at all."""
+        return ChangeOut.model_validate(_call(lambda: tools.forget(memory_id)))
+
+    @server.resource(
+        "lexmem://digest",
+        name="context-digest",
+        title="This project's context digest",
+        description="The pinned and most useful memories of the project this server runs in "
+        "(Markdown, size-capped), as an agent session starts with it.",
+        mime_type="text/markdown",
+    )
+    def current_digest() -> str:
+        return _read(lambda: tools.digest(tools.project))
+
+    @server.resource(
+        "lexmem://digest/{+project}",
+        name="project-context-digest",
+        title="A project's context digest",
+        description="The context digest of a named project: a project name, or a repository "
+        "root path (lexmem://digest//home/me/repo, or percent-encoded).",
+        mime_type="text/markdown",
+        # The project is a key (hashed to a file name), never a path that is opened.
+        security=ResourceSecurity(exempt_params={"project"}),
+    )
+    def project_digest(project: str) -> str:
+        return _read(lambda: tools.digest(project.strip() or None))
+
+    return server
+
+
+def _read(fn: Callable[[], str]) -> str:
+    try:
+        return fn()
+    except LexmemError as exc:
+        raise ResourceError(_one_line(str(exc))) from exc
+
+
+def run_stdio(home: str | None = None) -> None:
+    """Serve MCP on stdin/stdout until the client closes the stream."""
+    # Before the SDK configures logging (it only adds a handler when there is none):
+    # plain lines on stderr, never stdout, which carries the protocol.
+    if not logging.getLogger().handlers:
+        logging.basicConfig(
+            level=logging.INFO, stream=sys.stderr,
+            format="%(asctime)s %(levelname)s %(name)s %(message)s",
+        )  # fmt: skip
+    tools = MemoryTools(home)
+    server = build_server(tools)
+    log.info("[MEM:MCP] serving %s (project %s)", tools.paths.home, tools.project)
+    try:
+        server.run("stdio")
+    finally:
+        tools.close()
