@@ -179,6 +179,13 @@ def make_summary(
     }
 
 
+def make_figures(*rows: tuple[str, float, str, str, float]) -> list[dict[str, Any]]:
+    """Every figure a benchmark reports beside its headline, each with its baseline:
+    ``(headline, value, unit, baseline, baseline_value)`` rows; ``run_all.py`` prints
+    one table line per figure."""
+    return [make_summary(*row) for row in rows]
+
+
 def write_result(name: str, result: dict[str, Any], out_dir: Path | None) -> Path | None:
     """Print ``result`` as JSON on stdout and, with ``out_dir``, save ``out_dir/<name>.json``."""
     text = json.dumps(result, indent=2, sort_keys=False, default=str)

@@ -30,6 +30,7 @@ from _common import (
     MemoryCorpus,
     bench_tempdir,
     machine_info,
+    make_figures,
     make_summary,
     percentiles,
     write_result,
@@ -280,6 +281,16 @@ def main(argv: Sequence[str] | None = None) -> int:
             "python -c pass p50",
             hooks["bare_python"]["p50_ms"],
         )
+        bare, start = hooks["bare_python"], hooks["hook_session_start_digest"]
+        result["figures"] = make_figures(
+            ("hook p50", hooks["hook_prompt"]["p50_ms"], "ms", "python -c pass p50", bare["p50_ms"]),
+            ("hook p99", hooks["hook_prompt"]["p99_ms"], "ms", "python -c pass p99", bare["p99_ms"]),
+            ("SessionStart hook printing a 5 KB digest p50", start["p50_ms"], "ms",
+             "python -c pass p50", bare["p50_ms"]),
+            ("capture to searchable p50", searchable["p50_ms"], "ms", "target", 1000.0),
+            ("ingest throughput", ingest["ingest_per_s"], "memories/s",
+             "raw embedding of the same texts", ingest["raw_embedding_per_s"]),
+        )  # fmt: skip
         write_result(NAME, result, opts.out)
         h = hooks["hook_prompt"]
         print(

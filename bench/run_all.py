@@ -7,8 +7,9 @@ subprocess with ``--out DIR`` (and ``--quick`` when given). A benchmark writes
     {"headline": str, "value": float, "unit": str,
      "baseline": str, "baseline_value": float, "ratio": float}
 
-The table shows those fields per benchmark; ``DIR/summary.json`` combines the
-summaries, the run details and every benchmark's full JSON. A benchmark's stdout
+The table shows those fields per benchmark, one line for each of its ``"figures"`` (a
+list of the same objects, when it reports more than its headline); ``DIR/summary.json``
+combines the summaries, the run details and every benchmark's full JSON. A benchmark's stdout
 goes to ``DIR/<name>.log`` (its last line is echoed); its stderr (progress) passes
 through. The exit status is non-zero when any benchmark failed.
 """
@@ -137,14 +138,18 @@ def table(results: dict[str, dict[str, Any]]) -> str:
     for name, r in results.items():
         s = r.get("summary")
         if s and "error" not in r:
-            unit = s["unit"]
-            rows.append(
-                (
-                    name, s["headline"], f"{_num(s['value'])} {unit}", s["baseline"],
-                    f"{_num(s['baseline_value'])} {unit}", f"x{_num(s['ratio'])}",
-                    f"{r['seconds']:.0f} s",
-                )
-            )  # fmt: skip
+            # Every figure the benchmark reports with its baseline, else its headline alone.
+            data = r.get("data") if isinstance(r.get("data"), dict) else {}
+            figures = [f for f in data.get("figures") or [] if _valid_summary(f)] or [s]
+            for i, f in enumerate(figures):
+                unit = f["unit"]
+                rows.append(
+                    (
+                        name if i == 0 else "", f["headline"], f"{_num(f['value'])} {unit}",
+                        f["baseline"], f"{_num(f['baseline_value'])} {unit}",
+                        f"x{_num(f['ratio'])}", f"{r['seconds']:.0f} s" if i == 0 else "",
+                    )
+                )  # fmt: skip
         else:
             rows.append(
                 (name, f"FAILED: {r.get('error', '?')}", "", "", "", "", f"{r['seconds']:.0f} s")

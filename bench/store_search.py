@@ -56,6 +56,7 @@ from _common import (  # bench/ is not a package: imported from its folder
     dir_bytes,
     load_average,
     machine_info,
+    make_figures,
     make_summary,
     percentiles,
     write_result,
@@ -671,6 +672,23 @@ def run(opts: Options, tmp: Path) -> dict[str, Any]:
         "numpy brute-force cosine + query embedding p50",
         head["numpy_bruteforce_plus_embed"]["p50_ms"],
     )
+    rows: list[tuple[str, float, str, str, float]] = []
+    for size_key, at in search.items():
+        base = at["numpy_bruteforce_plus_embed"]
+        label = size_label(int(size_key))
+        for mode in ("hybrid", "bm25", "vector"):
+            for pct in ("p50_ms", "p95_ms"):
+                rows.append((
+                    f"{label} {mode} search {pct[:3]}", at[mode][pct], "ms",
+                    f"numpy brute-force cosine + query embedding {pct[:3]}", base[pct],
+                ))  # fmt: skip
+    raw = 1000 * g.vectors.shape[1] * 4 / 1024 / 1024  # 1,000 float32 vectors, in MiB
+    for size_key, d in disk.items():
+        rows.append((
+            f"{size_label(int(size_key))} on disk per 1,000 memories", d["mib_per_1000_after_pruning"],
+            "MiB", "their float32 vectors alone", raw,
+        ))  # fmt: skip
+    result["figures"] = make_figures(*rows)
     result["run"] = {
         "options": {
             "sizes": opts.sizes, "real": opts.real, "real_budget_s": opts.real_budget_s,

@@ -36,6 +36,7 @@ from _common import (  # noqa: E402 - after the path set-up
     MemoryCorpus,
     bench_tempdir,
     machine_info,
+    make_figures,
     make_summary,
     percentiles,
     write_result,
@@ -198,6 +199,12 @@ def main(argv: Sequence[str] | None = None) -> int:
     result["summary"] = make_summary(
         f"browser first paint at {size:,} memories", big["first_paint_ms"], "ms",
         f"first paint at {baseline_size:,}", small["first_paint_ms"],
+    )  # fmt: skip
+    result["figures"] = make_figures(
+        (f"browser first paint at {size:,} memories", big["first_paint_ms"], "ms",
+         f"first paint at {baseline_size:,}", small["first_paint_ms"]),
+        (f"worst loop stall while typing at {size:,}", big["typing"]["worst_stall_ms"], "ms",
+         "target (a frame and a half at 30 fps)", 50.0),
     )  # fmt: skip
     write_result(NAME, result, a.out)
     print(

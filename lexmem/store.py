@@ -1140,5 +1140,30 @@ class MemoryStore:
         self._tables.clear()
         self._db = None
 
+    def session_rows(
+        self,
+        session_ids: Iterable[str],
+        where: str | None = None,
+        columns: Sequence[str] = ROW_COLUMNS,
+        limit: int = 2000,
+        also_ids: Iterable[str] = (),
+    ) -> pa.Table:
+        """Every memory of these sessions (and the memories ``also_ids``) that ``where``
+        admits, as Arrow (vectors stay one flat buffer); at most ``limit`` rows. Search
+        reads its candidates' session neighbours through this: one query per search."""
+        sessions = sorted({s for s in session_ids if s})
+        ids = sorted(set(also_ids))
+        parts = []
+        if sessions:
+            parts.append("session_id IN (" + ", ".join(q(s) for s in sessions) + ")")
+        if ids:
+            parts.append("id IN (" + ", ".join(q(i) for i in ids) + ")")
+        if not parts:
+            return self.table().schema.empty_table().select(list(columns))
+        cond = " OR ".join(parts)
+        if where:
+            cond = f"({where}) AND ({cond})"
+        return self.table().search().where(cond).select(list(columns)).limit(limit).to_arrow()
+
     def ids_with(self, where: str) -> Iterable[str]:
         return [r["id"] for r in self._scan(where, ["id"])]

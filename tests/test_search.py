@@ -2,13 +2,17 @@
 
 from __future__ import annotations
 
+import dataclasses
+import json
 from datetime import timedelta
+from typing import Any
 
 import pytest
 
 from lexmem.api import Lexmem
 from lexmem.errors import InvalidInputError
-from lexmem.models import MemorySource, MemoryType, utcnow
+from lexmem.models import MemoryContext, MemorySource, MemoryType, utcnow
+from lexmem.search import _Candidate
 from lexmem.store import MemoryFilter
 
 FACTS = [
@@ -122,3 +126,112 @@ def test_a_pinned_but_unrelated_memory_never_outranks_a_relevant_one(lm: Lexmem)
 def test_memories_sharing_neither_words_nor_meaning_are_not_returned(lm: Lexmem) -> None:
     lm.remember("The project uses PostgreSQL for data storage")
     assert lm.search("banana bread recipe with walnuts").hits == []
+
+
+# --- session context, z-score fusion, session boost ------------------------------------
+
+SESSION = [  # one captured agent session, in order
+    "Which message broker should the billing service use?",
+    "We settled on NATS JetStream after the load test last week.",
+    "The load test ran on three c5.large nodes.",
+]
+OTHER = [
+    "The user prefers dark mode and a 14pt monospace font",
+    "Chapter three of the novel is told from Mara's point of view",
+    "Always write commit messages in the imperative mood",
+    "The CI pipeline runs on GitHub Actions with a macOS and a Linux job",
+]
+
+
+def _session(lm: Lexmem) -> list[str]:
+    ids = []
+    for text in SESSION:
+        ctx = MemoryContext(source=MemorySource.CONVERSATION, session_id="s-billing")
+        ids.append(lm.remember(text, context=ctx).memories[0].id)
+    for n, text in enumerate(OTHER):
+        ctx = MemoryContext(source=MemorySource.CONVERSATION, session_id=f"s-other-{n}")
+        lm.remember(text, context=ctx)
+    return ids
+
+
+def _rank(lm: Lexmem, query: str, memory_id: str) -> int | None:
+    hits = lm.search(query, limit=20, record_access=False).hits
+    return next((i for i, h in enumerate(hits) if h.memory.id == memory_id), None)
+
+
+def test_a_memory_is_found_through_its_session_neighbour(lm: Lexmem) -> None:
+    question, answer, _ = _session(lm)
+    query = "billing service message broker"  # the answer names neither
+    hits = lm.search(query, record_access=False).hits
+    found = next(h for h in hits if h.memory.id == answer)
+    assert found.bm25_rank is None and found.neighbour_keywords > 0
+    assert "session neighbours" in found.why()
+    assert hits[0].memory.id in (question, answer)
+    with_context = _rank(lm, query, answer)
+    lm.searcher.fusion = dataclasses.replace(lm.searcher.fusion, session_context=False)
+    without = _rank(lm, query, answer)
+    assert with_context is not None and (without is None or with_context < without)
+
+
+def test_memories_remembered_on_purpose_are_no_context_of_each_other(lm: Lexmem) -> None:
+    # Every `lexmem remember` shares one bucket session: the one kept before is not the
+    # context of the next, so it must not be found through it.
+    ids = []
+    for text in SESSION:
+        ctx = MemoryContext(source=MemorySource.EXPLICIT, session_id="cli-explicit")
+        ids.append(lm.remember(text, context=ctx).memories[0].id)
+    _, answer, _ = ids
+    hits = lm.search("billing service message broker", record_access=False).hits
+    assert all(h.neighbour_keywords == 0 for h in hits)
+    assert answer not in [
+        h.memory.id
+        for h in hits
+        if h.bm25_rank is None
+        and h.similarity is not None
+        and h.similarity < lm.settings.search.min_similarity
+    ]
+
+
+def test_single_leg_modes_read_no_session_context(lm: Lexmem) -> None:
+    _session(lm)
+    for mode in ("bm25", "vector"):
+        res = lm.search("billing service message broker", mode=mode, record_access=False)
+        assert "context" not in res.timings_ms
+        assert all(h.neighbour_keywords == 0 for h in res.hits)
+    assert "context" in lm.search("billing broker", record_access=False).timings_ms
+
+
+def _candidates(bm25: list[float], cosines: list[float], sessions: list[str]) -> list[Any]:
+    return [
+        _Candidate(f"m{i}", {"word_count": 10}, bm25_rank=i + 1, bm25_score=b,
+                   vector_rank=i + 1, similarity=v, session_key=s)
+        for i, (b, v, s) in enumerate(zip(bm25, cosines, sessions, strict=True))
+    ]  # fmt: skip
+
+
+def test_z_score_fusion_ignores_each_signals_scale(lm: Lexmem) -> None:
+    bm25 = [9.0, 1.0, 6.0, 0.5]
+    cos = [0.25, 0.62, 0.58, 0.20]
+    sessions = ["a", "b", "c", "d"]
+    fused = lm.searcher._fuse(_candidates(bm25, cos, sessions), "q")
+    scaled = lm.searcher._fuse(_candidates([10 * b for b in bm25], cos, sessions), "q")
+    assert fused == pytest.approx(scaled)
+    # Strong on both signals beats a standout on one; relevance spans 0..1.
+    assert fused.index(max(fused)) == 2 and min(fused) == 0.0 and max(fused) == 1.0
+
+
+def test_session_boost_lifts_a_memory_whose_session_holds_the_best_match(lm: Lexmem) -> None:
+    bm25, cos = [2.0, 2.0, 9.0, 0.5], [0.4, 0.4, 0.7, 0.1]
+    cands = _candidates(bm25, cos, ["a", "b", "a", "c"])  # m0 shares m2's session
+    boosted = lm.searcher._fuse(cands, "q")
+    assert boosted[0] > boosted[1]
+    lm.searcher.fusion = dataclasses.replace(lm.searcher.fusion, session=0.0)
+    plain = lm.searcher._fuse(cands, "q")
+    assert plain[0] == pytest.approx(plain[1])
+
+
+def test_a_query_naming_the_speaker_prefers_what_they_said(lm: Lexmem) -> None:
+    cands = _candidates([2.0, 2.0, 1.0], [0.4, 0.4, 0.3], ["a", "b", "c"])
+    cands[1].row["metadata"] = json.dumps({"speaker": "Caroline"}, sort_keys=True)
+    fused = lm.searcher._fuse(cands, "What did Caroline research?")
+    assert fused[1] > fused[0]
