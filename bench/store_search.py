@@ -674,8 +674,11 @@ def run(opts: Options, tmp: Path) -> dict[str, Any]:
     )
     rows: list[tuple[str, float, str, str, float]] = []
     for size_key, at in search.items():
+        if "numpy_bruteforce_plus_embed" not in at:
+            continue
+        size, _, variant = size_key.partition("_")  # "100000_flat": without the vector index
+        label = size_label(int(size)) + (" without the vector index" if variant else "")
         base = at["numpy_bruteforce_plus_embed"]
-        label = size_label(int(size_key))
         for mode in ("hybrid", "bm25", "vector"):
             for pct in ("p50_ms", "p95_ms"):
                 rows.append((
@@ -684,8 +687,10 @@ def run(opts: Options, tmp: Path) -> dict[str, Any]:
                 ))  # fmt: skip
     raw = 1000 * g.vectors.shape[1] * 4 / 1024 / 1024  # 1,000 float32 vectors, in MiB
     for size_key, d in disk.items():
+        size, _, variant = size_key.partition("_")  # "100000_with_vector_index"
+        label = size_label(int(size)) + (f" {variant.replace('_', ' ')}" if variant else "")
         rows.append((
-            f"{size_label(int(size_key))} on disk per 1,000 memories", d["mib_per_1000_after_pruning"],
+            f"{label} on disk per 1,000 memories", d["mib_per_1000_after_pruning"],
             "MiB", "their float32 vectors alone", raw,
         ))  # fmt: skip
     result["figures"] = make_figures(*rows)
