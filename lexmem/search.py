@@ -25,7 +25,7 @@ from typing import TYPE_CHECKING, Any
 from .config import SearchSettings
 from .errors import InvalidInputError
 from .models import Memory, utcnow
-from .store import ROW_COLUMNS, MemoryFilter, MemoryStore, memory_from_row
+from .store import ROW_COLUMNS, SESSION_SOURCES, MemoryFilter, MemoryStore, memory_from_row
 
 if TYPE_CHECKING:
     from .embedder import Embedder
@@ -41,11 +41,8 @@ _SLIM_COLUMNS = (
     "id", "session_id", "created_at", "content", "word_count", "metadata", "salience",
     "pinned", "last_reinforced_at", "source",
 )  # fmt: skip
-# Whose session is a conversation in order, so that neighbours are context: memories
-# captured from an agent session or a conversation. Memories remembered on purpose
-# share one bucket per client ("cli-explicit", "app"), where the one kept before is
-# no context of the next; notes, corrections and settings stand alone too.
-_SESSION_SOURCES = frozenset({"hook_event", "agent_response", "conversation"})
+# Whose session is a conversation in order, so that neighbours are context.
+_SESSION_SOURCES = SESSION_SOURCES
 # metadata is JSON written with sort_keys; a regex reads the speaker without parsing it.
 _SPEAKER = re.compile(r'"speaker": "((?:[^"\\]|\\.)*)"')
 _WORD = re.compile(r"[^\W_]+")
@@ -138,9 +135,15 @@ class Fusion:
     the vectors; a per-session diversity penalty cost 4-11 points. The weights are
     round numbers on a plateau: picking them per fold (leave one conversation out)
     held out 77.5, no better than these fixed ones.
+    The keyword leg searching the previous memory's words as a second field (boost
+    ``context``) then took R@10 from 77.6 to 78.9 and Hit@10 from 84.2 to 85.8 (R@5
+    68.9 to 71.0); leave one conversation out, with the boost picked from 0, 0.3,
+    0.6, 1.0 on the other four, held out 78.6 / 85.3 (the old 77.6 / 84.2). Two
+    previous memories as context instead of one: 78.8, no better.
     """
 
     keyword: float = 1.0
+    context: float = 0.6  # BM25 boost of the previous memory's words (the context field)
     meaning: float = 1.0
     neighbour_keyword: float = 0.5
     session: float = 0.5
@@ -298,7 +301,19 @@ class Searcher:
     def _bm25(
         self, query: str, where: str | None, depth: int, columns: list[str] = _RANK_COLUMNS
     ) -> list[dict[str, Any]]:
-        q = self.store.table().search(query, query_type="fts", fts_columns="content")
+        from lancedb.query import MultiMatchQuery
+
+        # Fielded BM25: a memory matches on its own words and, weighted down, on those
+        # of the memory before it in its session (the store's ``context`` column). Why:
+        # a question's words are often split between a fact and what led to it; one
+        # field scored jointly finds the memory that both together answer, which the
+        # neighbours' separate scores in _session_context do not. See Fusion.context.
+        f = self.fusion
+        if f.context > 0:
+            fields = MultiMatchQuery(query, ["content", "context"], boosts=[1.0, f.context])
+            q = self.store.table().search(fields, query_type="fts")
+        else:  # a zero boost would still let the field's matches in
+            q = self.store.table().search(query, query_type="fts", fts_columns="content")
         if where:
             q = q.where(where, prefilter=True)
         rows: list[dict[str, Any]] = q.select([*columns, "_score"]).limit(depth).to_list()
@@ -352,6 +367,10 @@ class Searcher:
             for c in seeds
             if c.row.get("session_id") and c.row.get("source") in _SESSION_SOURCES
         }
+        if not sessions:
+            # Nothing captured from a conversation among the best hits: no context to
+            # read, and the hits' full rows come from one small read at the end.
+            return
         # The same query reads the other candidates' full rows, for whichever make the hits.
         others = [
             c.id

@@ -164,13 +164,30 @@ def test_a_memory_is_found_through_its_session_neighbour(lm: Lexmem) -> None:
     query = "billing service message broker"  # the answer names neither
     hits = lm.search(query, record_access=False).hits
     found = next(h for h in hits if h.memory.id == answer)
-    assert found.bm25_rank is None and found.neighbour_keywords > 0
+    assert found.neighbour_keywords > 0
     assert "session neighbours" in found.why()
     assert hits[0].memory.id in (question, answer)
+    # Without the context field, only the session read can reach the answer.
+    fusion = dataclasses.replace(lm.searcher.fusion, context=0.0)
+    lm.searcher.fusion = fusion
+    assert next(h for h in lm.search(query).hits if h.memory.id == answer).bm25_rank is None
     with_context = _rank(lm, query, answer)
-    lm.searcher.fusion = dataclasses.replace(lm.searcher.fusion, session_context=False)
+    lm.searcher.fusion = dataclasses.replace(fusion, session_context=False)
     without = _rank(lm, query, answer)
     assert with_context is not None and (without is None or with_context < without)
+
+
+def test_the_keyword_leg_also_matches_the_previous_memorys_words(lm: Lexmem) -> None:
+    question, answer, after = _session(lm)
+    res = lm.search("billing service message broker", mode="bm25", record_access=False)
+    ranks = {h.memory.id: h.bm25_rank for h in res.hits}
+    # The answer names neither word but follows the question; the memory after the
+    # answer is two steps away, past the one-memory context field.
+    assert ranks[question] == 1 and ranks[answer] == 2
+    assert after not in ranks
+    own = next(h for h in res.hits if h.memory.id == question).bm25_score
+    through_context = next(h for h in res.hits if h.memory.id == answer).bm25_score
+    assert own is not None and through_context is not None and through_context < own
 
 
 def test_memories_remembered_on_purpose_are_no_context_of_each_other(lm: Lexmem) -> None:

@@ -405,3 +405,68 @@ def test_api_link_types_have_one_spelling_and_noop_edits_change_nothing(lm: Lexm
     before = lm.get(a.id)
     assert not lm.edit(a.id, title=before.title, type=before.type, salience=before.salience)
     assert lm.get(a.id).updated_at == before.updated_at
+
+
+# --- The session context column ----------------------------------------------
+
+
+def _contexts(store: MemoryStore) -> dict[str, str | None]:
+    rows = store.table().search().select(["id", "context"]).limit(None).to_list()
+    return {r["id"]: r["context"] for r in rows}
+
+
+def _said(lm: Lexmem, text: str, at: int, session: str = "s1", **kw: object) -> Memory:
+    base = utcnow() - timedelta(hours=1)
+    kw.setdefault("source", MemorySource.CONVERSATION)
+    return make(lm, text, session_id=session, created_at=base + timedelta(minutes=at), **kw)
+
+
+def test_context_is_the_previous_conversation_memory_and_kept_current(
+    lm: Lexmem, store: MemoryStore
+) -> None:
+    a, b = _said(lm, "Which broker for billing?", 0), _said(lm, "NATS JetStream.", 2)
+    store.store_many([b, a])  # a batch in any order
+    c = _said(lm, "It ran on three nodes.", 4)
+    store.store(c)  # the first of its batch: its context is read from the store
+    note = _said(lm, "A note kept on purpose", 5, source=MemorySource.EXPLICIT)
+    other = _said(lm, "Elsewhere entirely", 6, session="s2")
+    store.store_many([note, other])
+    ctx = _contexts(store)
+    assert ctx[a.id] is None and ctx[b.id] == a.content and ctx[c.id] == b.content
+    assert ctx[note.id] is None and ctx[other.id] is None  # not a conversation; alone
+
+    late = _said(lm, "We load-tested it first.", 3)  # captured late, said between b and c
+    store.store(late)
+    assert _contexts(store)[late.id] == b.content and _contexts(store)[c.id] == late.content
+
+    store.edit(late.id, content="We load-tested it for a week.")
+    assert _contexts(store)[c.id] == "We load-tested it for a week."
+    assert _contexts(store)[late.id] == b.content  # an edit keeps the row's own context
+
+    store.delete(late.id)  # forgetting a memory takes its text out of its neighbour too
+    ctx = _contexts(store)
+    assert ctx[c.id] == b.content
+    assert not any("load-tested" in (v or "") for v in ctx.values())
+
+
+def test_a_store_from_before_the_context_column_is_migrated_on_open(
+    lm: Lexmem, data_home: Path
+) -> None:
+    question = _said(lm, "Which message broker should the billing service use?", 0)
+    answer = _said(lm, "We settled on NATS JetStream after the load test.", 1)
+    lm.store.store_many([question, answer])
+    table = lm.store.table()
+    table.drop_index("context_idx")
+    table.drop_columns(["context"])  # the old schema
+    lm.close()
+
+    again = Lexmem.open(data_home, embedder=lm.embedder)
+    try:
+        table = again.store.table()
+        assert "context" in table.schema.names
+        assert any(i.columns == ["context"] for i in table.list_indices())
+        assert _contexts(again.store)[answer.id] == question.content
+        hits = again.search("billing message broker", mode="bm25", record_access=False).hits
+        assert [h.memory.id for h in hits] == [question.id, answer.id]
+    finally:
+        again.close()
