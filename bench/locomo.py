@@ -82,6 +82,7 @@ from _common import (  # bench/ is not a package: imported from its folder
     bench_tempdir,
     load_average,
     machine_info,
+    make_figures,
     make_summary,
     percentiles,
     write_result,
@@ -637,8 +638,24 @@ def run(opts: Options, tmp: Path) -> tuple[dict[str, Any], dict[str, list[str]]]
     head = metrics["lexmem"]["overall"]["r@10"]
     base = metrics["bm25"]["overall"]["r@10"]
     n_conv = len(conversations)
+    ours, bm25 = metrics["lexmem"], metrics["bm25"]
+    multi = (
+        (ours["by_category"].get("1") or {}).get("r@10"),
+        (bm25["by_category"].get("1") or {}).get("r@10"),
+    )
+    rows = [
+        ("LoCoMo R@10, categories 1-4", head, "%", "BM25 R@10", base),
+        ("LoCoMo Hit@10", ours["overall"]["hit@10"], "%", "BM25 Hit@10", bm25["overall"]["hit@10"]),
+        ("LoCoMo NDCG@10", ours["overall"]["ndcg@10"], "%", "BM25 NDCG@10", bm25["overall"]["ndcg@10"]),
+        ("LoCoMo R@10 vs RRF", head, "%", "RRF of BM25 and dense R@10", metrics["rrf"]["overall"]["r@10"]),
+        ("LoCoMo query p50 (whole search)", lat["lexmem"]["p50_ms"], "ms",
+         "dense baseline p50 (embedding + numpy)", lat["dense"]["p50_ms"]),
+    ]  # fmt: skip
+    if multi[0] is not None and multi[1] is not None:
+        rows.insert(2, ("LoCoMo multi-hop R@10", multi[0], "%", "BM25 multi-hop R@10", multi[1]))
     result: dict[str, Any] = {
         "benchmark": NAME,
+        "figures": make_figures(*rows),
         "summary": make_summary(
             f"LoCoMo R@10, categories 1-4 ({n_conv} conversations, lexmem hybrid)",
             head,
