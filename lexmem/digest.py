@@ -30,7 +30,7 @@ import re
 import time
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
-from datetime import UTC, datetime
+from datetime import datetime
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -55,7 +55,7 @@ log = logging.getLogger("lexmem.digest")
 
 DEFAULT_DIGEST_BYTES = 6144
 MIN_DIGEST_BYTES = 512
-POOL = 300  # the best this many by the cheap columns are read in full and deduplicated
+POOL = 150  # the best this many by the cheap columns are read in full and deduplicated
 LINE_CHARS = 280  # a memory longer than this shows its first words and "…"
 GENERAL_WEIGHT = 0.8  # a memory with no project ranks a little behind the project's own
 RECENCY_HALF_LIFE_DAYS = 14.0
@@ -85,26 +85,44 @@ class DigestLine:
         return f"- [{self.id[:8]}] {self.text}\n"
 
 
-def _aware(value: Any) -> datetime | None:
-    if not isinstance(value, datetime):
-        return None
-    return value if value.tzinfo else value.replace(tzinfo=UTC)
+def _micros(table: Any, column: str, fallback: Any) -> Any:
+    """A timestamp column as microseconds since the epoch (numpy), nulls from ``fallback``."""
+    import numpy as np
+    import pyarrow as pa
+    import pyarrow.compute as pc
+
+    col = table.column(column).cast(pa.timestamp("us", tz="UTC")).cast(pa.int64())
+    values = pc.fill_null(col, 0).to_numpy(zero_copy_only=False).astype(np.int64)
+    if fallback is None:
+        return values
+    return np.where(col.is_null().to_numpy(zero_copy_only=False), fallback, values)
 
 
-def _score(row: dict[str, Any], project: str | None, now: datetime) -> float:
-    """Usefulness: salience, then how recently it was used or reinforced, then how often."""
-    created = _aware(row.get("created_at")) or now
-    used = [created, _aware(row.get("last_reinforced_at"))]
-    if int(row.get("access_count") or 0) > 0:
-        used.append(_aware(row.get("last_accessed_at")))
-    latest = max(t for t in used if t is not None)
-    days = max(0.0, (now - latest).total_seconds() / 86400)
+def _scores(table: Any, project: str | None, now: datetime) -> Any:
+    """Usefulness of every row at once: salience, then how recently it was used or
+    reinforced, then how often. Vectorised: a project may hold 100,000 memories, and
+    the service renders a digest after every batch it takes in (per row in Python this
+    took ~0.8 s at 50,000 memories)."""
+    import numpy as np
+    import pyarrow.compute as pc
+
+    def numbers(column: str) -> Any:
+        col = pc.fill_null(table.column(column), 0)
+        return col.to_numpy(zero_copy_only=False).astype(np.float64)
+
+    created = _micros(table, "created_at", int(now.timestamp() * 1e6))
+    reinforced = _micros(table, "last_reinforced_at", created)
+    access = numbers("access_count")
+    accessed = np.where(access > 0, _micros(table, "last_accessed_at", created), created)
+    latest = np.maximum(np.maximum(created, reinforced), accessed)
+    days = np.maximum(0.0, (now.timestamp() * 1e6 - latest) / 86_400e6)
     recency = 0.5 ** (days / RECENCY_HALF_LIFE_DAYS)
-    use = min(1.0, math.log1p(int(row.get("access_count") or 0)) / math.log(10))
-    score = 0.5 * float(row.get("salience") or 0.0) + 0.3 * recency + 0.2 * use
-    if project is not None and row.get("project") is None:
-        score *= GENERAL_WEIGHT
-    return float(score)
+    use = np.minimum(1.0, np.log1p(access) / math.log(10))
+    score = 0.5 * numbers("salience") + 0.3 * recency + 0.2 * use
+    if project is not None:
+        general = table.column("project").is_null().to_numpy(zero_copy_only=False)
+        score = np.where(general, score * GENERAL_WEIGHT, score)
+    return score
 
 
 def _one_line(text: str) -> str:
@@ -129,10 +147,16 @@ def rank_for_digest(
     table = lm.store.scan_arrow(where, list(_RANK_COLUMNS))
     if table.num_rows == 0:
         return []
-    rows = table.to_pylist()
-    for row in rows:
-        row["_score"] = _score(row, project, now)
-    # Pinned first, then by score; the id breaks ties so equal inputs give equal digests.
+    import numpy as np
+
+    scores = _scores(table, project, now)
+    pinned = table.column("pinned").fill_null(False).to_numpy(zero_copy_only=False)
+    # Only the best few can reach the digest: rank those in Python, where the id breaks
+    # ties (pinned first, then by score) so equal inputs give equal digests.
+    order = np.lexsort((-scores, ~pinned.astype(bool)))[: POOL * 4]
+    rows = table.take(order).to_pylist()
+    for row, score in zip(rows, scores[order], strict=True):
+        row["_score"] = float(score)
     rows.sort(key=lambda r: (not r["pinned"], -r["_score"], r["id"]))
     seen_fp: set[str] = set()
     seen_doc: set[str] = set()
