@@ -366,6 +366,7 @@ def status(c: Ctx, as_json: bool) -> None:
     click.echo('  lexmem remember "The project uses PostgreSQL for data storage" --project demo')
     click.echo('  lexmem search "which database do we use"')
     click.echo("  lexmem list              lexmem stats              lexmem --help")
+    click.echo("  lexmem install claude    (or codex: capture from your agent and the MCP server)")
 
 
 @cli.command()
