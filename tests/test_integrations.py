@@ -18,10 +18,11 @@ import pytest
 from click.testing import CliRunner, Result
 
 from lexmem.cli import cli
-from lexmem.config import Paths
+from lexmem.config import Paths, secure_umask
 from lexmem.doctor import run_checks
 from lexmem.inbox import Inbox
 from lexmem.integrations import CLAUDE_HOOK_EVENTS, CODEX_HOOK_EVENTS, plan
+from lexmem.locks import FileLock
 
 USER_SETTINGS = {
     "model": "opus",
@@ -262,11 +263,20 @@ def test_the_installed_command_captures_a_real_claude_payload(
     assert run("install", "claude").exit_code == 0
     settings = json.loads((home / ".claude" / "settings.json").read_text())
     (handler,) = lexmem_handlers(settings, payload["hook_event_name"])
-    # What Claude Code does: the command string through a shell, the payload on stdin.
-    done = subprocess.run(
-        handler["command"], shell=True, input=json.dumps(payload).encode(), cwd=project,
-        capture_output=True, timeout=30, check=False,
-    )  # fmt: skip
+    # The service's lock, held: a SessionStart that finds no service starts `lexmem serve`,
+    # which would outlive the test (and drain the inbox this test reads).
+    with secure_umask():
+        data_home.mkdir(parents=True, exist_ok=True)
+    lock = FileLock(Paths(data_home).service_lock, timeout=0)
+    lock.acquire()
+    try:
+        # What Claude Code does: the command string through a shell, the payload on stdin.
+        done = subprocess.run(
+            handler["command"], shell=True, input=json.dumps(payload).encode(), cwd=project,
+            capture_output=True, timeout=30, check=False,
+        )  # fmt: skip
+    finally:
+        lock.release()
     assert done.returncode == 0, done.stderr
     events = [json.loads(p.read_text()) for p in Inbox(Paths(data_home).inbox).pending()]
     kinds = {"SessionStart": "session_start", "UserPromptSubmit": "prompt"}
