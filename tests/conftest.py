@@ -15,8 +15,9 @@ from keyring.backend import KeyringBackend
 from keyring.errors import PasswordDeleteError
 
 from lexmem.api import Lexmem
-from lexmem.config import EmbeddingSettings, Paths
+from lexmem.config import EmbeddingSettings, Paths, secure_umask
 from lexmem.embedder import Embedder
+from lexmem.locks import FileLock
 
 
 @pytest.fixture(autouse=True)
@@ -96,3 +97,14 @@ def paths(data_home: Path) -> Paths:
     p = Paths(data_home)
     p.ensure()
     return p
+
+
+@pytest.fixture
+def service_up(data_home: Path) -> Iterator[FileLock]:
+    """Stands in for a running service: its lock, held, so SessionStart spawns nothing."""
+    with secure_umask():
+        data_home.mkdir(parents=True, exist_ok=True)
+    lock = FileLock(Paths(data_home).service_lock, timeout=0)
+    lock.acquire()
+    yield lock
+    lock.release()

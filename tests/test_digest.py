@@ -12,14 +12,12 @@ import os
 import stat
 import subprocess
 import sys
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 import pytest
 
 from lexmem.api import Lexmem
-from lexmem.config import Paths, secure_umask
 from lexmem.digest import DigestKeeper, render_digest, write_digest
 from lexmem.hook import digest_path
 from lexmem.locks import FileLock
@@ -172,17 +170,6 @@ def repo(tmp_path: Path) -> Path:
     return root.resolve()
 
 
-@pytest.fixture
-def service_lock(data_home: Path) -> Iterator[FileLock]:
-    """Stands in for a running service while the hook runs, so it spawns no daemon."""
-    with secure_umask():
-        data_home.mkdir(parents=True, exist_ok=True)
-    lock = FileLock(Paths(data_home).service_lock, timeout=0)
-    lock.acquire()
-    yield lock
-    lock.release()
-
-
 def hook(event: str, cwd: Path, **fields: Any) -> subprocess.CompletedProcess[bytes]:
     payload = {
         "session_id": "0b1c2d3e-4f50-4617-8293-a4b5c6d7e8f9",
@@ -196,7 +183,7 @@ def hook(event: str, cwd: Path, **fields: Any) -> subprocess.CompletedProcess[by
 
 
 def test_a_fact_captured_in_one_session_starts_the_next(
-    lm: Lexmem, repo: Path, service_lock: FileLock
+    lm: Lexmem, repo: Path, service_up: FileLock
 ) -> None:
     first = hook("SessionStart", repo, source="startup")
     assert first.returncode == 0 and first.stdout == b""  # nothing known yet
@@ -206,11 +193,11 @@ def test_a_fact_captured_in_one_session_starts_the_next(
         prompt="Remember that we deploy the shop API with `make release` only",
     )
     hook("Stop", repo, last_assistant_message="Noted: deploys go through `make release`.")
-    service_lock.release()
+    service_up.release()
     with CaptureService(lm) as service:
         report = service.drain()
     assert report.saved >= 1
-    service_lock.acquire()
+    service_up.acquire()
     second = hook("SessionStart", repo, source="startup")
     assert second.returncode == 0 and second.stderr == b""
     out = second.stdout.decode("utf-8")
@@ -221,11 +208,11 @@ def test_a_fact_captured_in_one_session_starts_the_next(
 
 
 def test_a_new_folder_starts_with_the_general_digest(
-    lm: Lexmem, tmp_path: Path, service_lock: FileLock
+    lm: Lexmem, tmp_path: Path, service_up: FileLock
 ) -> None:
-    service_lock.release()
+    service_up.release()
     remember(lm, "I prefer short commit messages in the imperative")
-    service_lock.acquire()
+    service_up.acquire()
     fresh = tmp_path / "elsewhere"
     fresh.mkdir()
     out = hook("SessionStart", fresh, source="startup").stdout.decode("utf-8")

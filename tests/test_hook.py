@@ -29,7 +29,7 @@ from typing import Any
 import pytest
 
 from lexmem import hook
-from lexmem.config import CaptureSettings, Paths, Settings, save_settings, secure_umask
+from lexmem.config import CaptureSettings, Paths, Settings, save_settings
 from lexmem.inbox import Inbox
 from lexmem.locks import FileLock
 
@@ -249,17 +249,6 @@ def repo(tmp_path: Path) -> Path:
     (root / ".git").mkdir(parents=True)
     (root / "src" / "api").mkdir(parents=True)
     return root.resolve()
-
-
-@pytest.fixture
-def service_up(data_home: Path) -> Iterator[FileLock]:
-    """Stands in for a running service: its lock, held, so SessionStart spawns nothing."""
-    with secure_umask():
-        data_home.mkdir(parents=True, exist_ok=True)
-    lock = FileLock(Paths(data_home).service_lock, timeout=0)
-    lock.acquire()
-    yield lock
-    lock.release()
 
 
 # -- 1. standard library only ----------------------------------------------------------

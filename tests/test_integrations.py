@@ -18,7 +18,7 @@ import pytest
 from click.testing import CliRunner, Result
 
 from lexmem.cli import cli
-from lexmem.config import Paths, secure_umask
+from lexmem.config import Paths
 from lexmem.doctor import run_checks
 from lexmem.inbox import Inbox
 from lexmem.integrations import CLAUDE_HOOK_EVENTS, CODEX_HOOK_EVENTS, plan
@@ -255,7 +255,7 @@ def test_a_symlinked_settings_file_is_written_through(tmp_path: Path, home: Path
     ids=["SessionStart", "UserPromptSubmit"],
 )  # fmt: skip
 def test_the_installed_command_captures_a_real_claude_payload(
-    payload: dict[str, Any], tmp_path: Path, home: Path, data_home: Path
+    payload: dict[str, Any], tmp_path: Path, home: Path, data_home: Path, service_up: FileLock
 ) -> None:
     project = tmp_path / "proj"
     project.mkdir()
@@ -263,20 +263,13 @@ def test_the_installed_command_captures_a_real_claude_payload(
     assert run("install", "claude").exit_code == 0
     settings = json.loads((home / ".claude" / "settings.json").read_text())
     (handler,) = lexmem_handlers(settings, payload["hook_event_name"])
-    # The service's lock, held: a SessionStart that finds no service starts `lexmem serve`,
-    # which would outlive the test (and drain the inbox this test reads).
-    with secure_umask():
-        data_home.mkdir(parents=True, exist_ok=True)
-    lock = FileLock(Paths(data_home).service_lock, timeout=0)
-    lock.acquire()
-    try:
-        # What Claude Code does: the command string through a shell, the payload on stdin.
-        done = subprocess.run(
-            handler["command"], shell=True, input=json.dumps(payload).encode(), cwd=project,
-            capture_output=True, timeout=30, check=False,
-        )  # fmt: skip
-    finally:
-        lock.release()
+    # What Claude Code does: the command string through a shell, the payload on stdin.
+    # (service_up: a SessionStart that finds no service would start a `lexmem serve` that
+    # outlives the test and drains the inbox this test reads.)
+    done = subprocess.run(
+        handler["command"], shell=True, input=json.dumps(payload).encode(), cwd=project,
+        capture_output=True, timeout=30, check=False,
+    )  # fmt: skip
     assert done.returncode == 0, done.stderr
     events = [json.loads(p.read_text()) for p in Inbox(Paths(data_home).inbox).pending()]
     kinds = {"SessionStart": "session_start", "UserPromptSubmit": "prompt"}
