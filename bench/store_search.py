@@ -10,8 +10,9 @@ Measures, in one process and against baselines from the same run:
 3. search latency p50/p95 at each size for ``hybrid``, ``bm25`` and ``vector``
    (``Lexmem.search(..., record_access=False)``), beside a numpy brute-force cosine
    baseline over the very same vectors, with and without the query embedding;
-4. whether lexmem built an IVF_PQ vector index, and (at the largest size) the
-   same store with and without it: latency and recall@10 against exact search;
+4. whether lexmem built an IVF_PQ vector index, and with ``--compare-index`` (at the
+   largest size) the same store with and without it: latency and recall@10 against
+   exact search, and the index build time;
 5. disk use per 1,000 memories.
 
 Vectors: the first ``--real`` memories are embedded by the real model; the rest
@@ -124,13 +125,13 @@ def parse_args(argv: Sequence[str] | None) -> Options:
         "--real",
         type=int,
         help="memories embedded by the real model; the rest reuse noisy real vectors "
-        "(default 10000, quick 1000)",
+        "(default 5000, quick 1000)",
     )
     p.add_argument(
         "--real-budget",
         type=float,
         help="stop real embedding after this many seconds and use variants for the rest "
-        "(default 120, quick 45; 0 = no limit)",
+        "(default 60, quick 45; 0 = no limit)",
     )
     p.add_argument("--queries", type=int, help="measured queries per mode (default 150, quick 60)")
     p.add_argument("--warmup", type=int, default=5, help="warm-up queries per mode (default 5)")
@@ -145,22 +146,22 @@ def parse_args(argv: Sequence[str] | None) -> Options:
         "--compare-index",
         action=argparse.BooleanOptionalAction,
         default=None,
-        help="measure the largest size without and with the IVF_PQ vector index "
-        "(default: on, off with --quick)",
+        help="also measure the largest size as a flat scan before lexmem builds its IVF_PQ "
+        "vector index, and the index build (default: off; adds about 3 minutes at 100k)",
     )
     p.add_argument("--tmp-dir", type=Path, help="where to build the stores (default: system temp)")
     a = p.parse_args(argv)
     sizes = a.sizes or ([1000, 10000] if a.quick else [1000, 10000, 100000])
     opts = Options(
         sizes=sizes,
-        real=a.real if a.real is not None else (1000 if a.quick else 10000),
-        real_budget_s=a.real_budget if a.real_budget is not None else (45.0 if a.quick else 120.0),
+        real=a.real if a.real is not None else (1000 if a.quick else 5000),
+        real_budget_s=a.real_budget if a.real_budget is not None else (45.0 if a.quick else 60.0),
         queries=a.queries if a.queries is not None else (60 if a.quick else 150),
         warmup=a.warmup,
         embed_sentences=a.embed_sentences or (256 if a.quick else 512),
         batch=a.batch,
         seed=a.seed,
-        compare_index=a.compare_index if a.compare_index is not None else not a.quick,
+        compare_index=bool(a.compare_index),
         quick=a.quick,
         out=a.out,
         tmp_dir=a.tmp_dir,

@@ -72,11 +72,11 @@ def grow_store(home: Path, size: int, embedder: Any, seed: int) -> Any:
 
     lm = Lexmem.open(home, embedder=embedder)
     corpus = MemoryCorpus(seed)
-    n_real = min(size, 2000)
+    n_real = min(size, 1000)
     g = Growth(
         rows=[corpus.row(i) for i in range(n_real)],
         vectors=np.zeros((size, embedder.dim), dtype=np.float32),
-        n_real=n_real, min_real=min(size, 1000), real_budget_s=90.0,
+        n_real=n_real, min_real=min(size, 500), real_budget_s=40.0,
         noise_rng=np.random.default_rng(seed + 1),
     )  # fmt: skip
     t0 = time.perf_counter()
