@@ -163,9 +163,10 @@ class Lexmem:
         paths = Paths(Path(home).expanduser().absolute()) if home is not None else resolve_paths()
         tighten_umask()
         paths.ensure()
-        lm = cls(
-            paths, settings or load_settings(paths), llm=llm, embedder=embedder, licence=licence
-        )
+        # The settings file is rewritten in a newer layout only by the store's opening,
+        # all or nothing with the store's own migration (lexmem.migrations).
+        settings = settings or load_settings(paths, write_back=False)
+        lm = cls(paths, settings, llm=llm, embedder=embedder, licence=licence)
         lm.store.open()
         return lm
 

@@ -63,6 +63,7 @@ __all__ = [
     "read_location",
     "resolve_paths",
     "save_settings",
+    "schema_steps",
     "secure_umask",
     "tighten_umask",
     "write_location",
@@ -369,7 +370,24 @@ class CaptureRules:
         )
 
 
+def schema_steps(version: object, known: int) -> range:
+    """The steps from layout ``version`` up to ``known``, one per version (step ``N`` takes
+    layout N to N + 1); empty when the layout is current.
+
+    Raises :class:`ValueError` with a one-line reason for a version that is not a whole
+    number, or that is newer than ``known`` (a newer lexmem wrote it: this one must not
+    touch it). The settings (below) and the data folder (:mod:`lexmem.migrations`) are
+    both versioned this way.
+    """
+    if not isinstance(version, int) or version < 0:
+        raise ValueError(f"schema_version must be a whole number, not {version!r}")
+    if version > known:
+        raise ValueError(f"written by a newer lexmem (schema {version}; this one knows {known})")
+    return range(version, known)
+
+
 def _migrate_0_to_1(data: dict[str, Any]) -> dict[str, Any]:
+    """Move the top-level model into [embedding]."""
     # Layout 0 (unversioned) kept the model as a top-level ``model`` string.
     data = dict(data)
     model = data.pop("model", None)
@@ -379,23 +397,43 @@ def _migrate_0_to_1(data: dict[str, Any]) -> dict[str, Any]:
     return data
 
 
+# The settings' steps, ``{N: layout N -> N + 1}``; each docstring names its step in errors.
+# They live here, not in :mod:`lexmem.migrations`, because the hook reads (and migrates in
+# memory) the settings without importing anything heavier than this module.
 MIGRATIONS: dict[int, Callable[[dict[str, Any]], dict[str, Any]]] = {0: _migrate_0_to_1}
 
 
 def migrate(data: dict[str, Any], *, path: str = "settings") -> dict[str, Any]:
-    """Bring a settings mapping up to :data:`SCHEMA_VERSION`, step by step."""
-    version = data.get("schema_version", 0)
-    if not isinstance(version, int) or version < 0:
-        raise ConfigError(f"schema_version must be a whole number, not {version!r}", path=path)
-    if version > SCHEMA_VERSION:
-        raise ConfigError(
-            f"written by a newer lexmem (schema {version}; this one knows {SCHEMA_VERSION})",
-            path=path,
-        )
-    while version < SCHEMA_VERSION:
+    """Bring a settings mapping up to :data:`SCHEMA_VERSION`, step by step (in memory:
+    the file is rewritten by :func:`load_settings`, or, when the store opens, by the data
+    folder's migration, all or nothing with the store's own steps)."""
+    try:
+        steps = schema_steps(data.get("schema_version", 0), SCHEMA_VERSION)
+    except ValueError as exc:
+        raise ConfigError(str(exc), path=path) from exc
+    for version in steps:
         data = MIGRATIONS[version](data)
-        version = data["schema_version"]
     return data
+
+
+_KEY_PARAMS = ("key", "token", "secret", "password", "auth", "signature")
+
+
+def llm_url_problem(url: str) -> str | None:
+    """Why ``[llm] url`` must not be kept as it is, or None. A URL carrying credentials
+    (``https://user:key@host``, ``?api_key=...``) would put a key in settings.toml, in
+    ``lexmem status`` and in logs; the key belongs in the keyring (Settings → LLM)."""
+    from urllib.parse import parse_qsl, urlsplit
+
+    parts = urlsplit(url.strip())
+    if parts.username or parts.password:
+        return "llm.url must not carry a user name or key (put the key in the keyring)"
+    for name, _ in parse_qsl(parts.query, keep_blank_values=True):
+        if any(word in name.lower().replace("-", "_") for word in _KEY_PARAMS):
+            return (
+                f"llm.url must not carry a key in its query ({name}=…; put the key in the keyring)"
+            )
+    return None
 
 
 def _check_section(name: str, raw: Any, path: str) -> dict[str, Any]:
@@ -421,6 +459,8 @@ def _check_section(name: str, raw: Any, path: str) -> dict[str, Any]:
             raise ConfigError(f"{name}.{key} must be a list of strings", path=path)
         if isinstance(value, dict) and not all(isinstance(v, str) for v in value.values()):
             raise ConfigError(f"{name}.{key} must map strings to strings", path=path)
+        if (name, key) == ("llm", "url") and (problem := llm_url_problem(value)):
+            raise ConfigError(problem, path=path)
         values[key] = value
     return values
 
@@ -519,6 +559,9 @@ def save_settings(paths: Paths, settings: Settings) -> None:
     """Write settings.toml atomically (temporary file, fsync, rename), mode 0600."""
     import tomli_w
 
+    problem = llm_url_problem(settings.llm.url)
+    if problem:
+        raise ConfigError(problem, path=str(paths.settings))
     paths.ensure()
     target = paths.settings
     tmp = target.with_name(f".{target.name}.{os.getpid()}.tmp")

@@ -8,17 +8,25 @@ Tables, all in one LanceDB folder under the data folder:
 - ``links``: typed edges between memories, unique per (from, to, type).
 - ``confidence``: the confidence trajectory, one row per recorded value.
 
-``meta.json`` beside the tables names the live memories table and its vector space.
+``meta.json`` beside the tables names the live memories table and its vector space,
+and carries the layout's ``schema_version`` (:data:`STORE_SCHEMA_VERSION`): an older
+layout is brought up to date when the store opens (:mod:`lexmem.migrations`), a newer
+one is refused untouched.
 
 Any process may read. Writes take an inter-process lock (``store.lock``) for the
 length of one commit, so commits from several lexmem processes never race; each
 commit is a new table version, and the store compacts and prunes old versions
 every so often so a long-lived folder does not grow without bound.
+
+Retention of old versions (:meth:`MemoryStore._compact`): a version survives clean-up
+while it is younger than :data:`KEEP_VERSIONS_FOR` (readers mid-query keep a consistent
+view), and the newest :data:`KEEP_VERSIONS` versions of each table survive however old
+they are, so ``lexmem doctor --repair`` always has a few good versions to go back to when
+the newest one is damaged.
 """
 
 from __future__ import annotations
 
-import itertools
 import json
 import logging
 import os
@@ -54,11 +62,14 @@ __all__ = ["SESSION_SOURCES", "MemoryFilter", "MemoryStore", "memory_from_row", 
 
 log = logging.getLogger("lexmem.store")
 
-STORE_SCHEMA_VERSION = 1
+# The layout of the store's tables; 2 added the memories' ``context`` column (the steps
+# between layouts are in :mod:`lexmem.migrations`).
+STORE_SCHEMA_VERSION = 2
 LINKS = "links"
 CONFIDENCE = "confidence"
 OPTIMIZE_EVERY = 64  # commits between compactions
 KEEP_VERSIONS_FOR = timedelta(minutes=10)  # readers mid-query keep a consistent view
+KEEP_VERSIONS = 8  # the newest versions of each table that clean-up never removes
 _ID_PREFIX = re.compile(r"^[0-9a-fA-F-]{4,36}$")
 
 # Columns other than the vector; reads that do not need vectors select these.
@@ -117,8 +128,8 @@ def memory_schema(dim: int) -> pa.Schema:
 
 def _table_schema(dim: int) -> pa.Schema:
     """The memories table: a memory's fields (:func:`memory_schema`, what exports hold)
-    and ``context``, the content of the memory before it in its conversation session
-    (see :data:`SESSION_SOURCES`). Context is derived, kept current by the store and
+    and ``context``, the content of the memories before and after it in its
+    conversation session (see :data:`SESSION_SOURCES`). Context is derived, kept current by the store and
     searched as a field of its own; exports leave it out and imports rebuild it."""
     import pyarrow as pa
 
@@ -268,19 +279,37 @@ def _in_sessions(sessions: Iterable[str]) -> str:
 _CONTEXT_READ = ["id", "session_id", "created_at", "content", "source", "context"]
 
 
+def _join_context(before: str | None, after: str | None) -> str | None:
+    """A memory's context: the text of the memory before it, then of the one after it."""
+    return "\n".join(t for t in (before, after) if t) or None
+
+
+def _chain(rows: Iterable[dict[str, Any]]) -> list[dict[str, Any]]:
+    """The conversation memories among ``rows`` in session order (by capture time,
+    then id). Only these form the chain, so a note filed under a session neither has
+    a context nor is one (and writing it reads no session)."""
+    return sorted(
+        (r for r in rows if r["session_id"] and r["source"] in SESSION_SOURCES),
+        key=lambda r: (r["session_id"], r["created_at"], r["id"]),
+    )
+
+
+def _neighbours(chain: list[dict[str, Any]], k: int) -> list[int]:
+    """The positions next to ``k`` in ``chain`` that share its session."""
+    sid = chain[k]["session_id"]
+    return [j for j in (k - 1, k + 1) if 0 <= j < len(chain) and chain[j]["session_id"] == sid]
+
+
 def _session_contexts(rows: Iterable[dict[str, Any]]) -> dict[str, str | None]:
-    """Each row's context: the content of the conversation memory before it in its
-    session (by capture time, then id); None for the first of a session and for any
-    other memory. Only conversation memories form the chain, so a note filed under a
-    session neither has a context nor is one (and writing it reads no session)."""
-    out: dict[str, str | None] = {}
-    prev: dict[str, Any] | None = None
-    for r in sorted(rows, key=lambda r: (r["session_id"] or "", r["created_at"], r["id"])):
-        if not r["session_id"] or r["source"] not in SESSION_SOURCES:
-            out[r["id"]] = None
-            continue
-        out[r["id"]] = prev["content"] if prev and prev["session_id"] == r["session_id"] else None
-        prev = r
+    """Each row's context: the content of the conversation memory before it and of
+    the one after it in its session (:func:`_chain`); None for any other memory and
+    for one alone in its session."""
+    rows = list(rows)
+    out: dict[str, str | None] = {r["id"]: None for r in rows}
+    chain = _chain(rows)
+    for k, r in enumerate(chain):
+        near = {j - k: chain[j]["content"] for j in _neighbours(chain, k)}
+        out[r["id"]] = _join_context(near.get(-1), near.get(1))
     return out
 
 
@@ -306,6 +335,24 @@ def _index_memories(table: Any, *, only_missing: bool = False) -> None:
             table.create_index(
                 column, config=BTree() if kind == "btree" else Bitmap(), replace=True
             )
+
+
+def _retention(table: Any) -> timedelta:
+    """How old a version of ``table`` may be before clean-up removes it.
+
+    :data:`KEEP_VERSIONS_FOR`, stretched so that the newest :data:`KEEP_VERSIONS`
+    versions survive however old they are: a store left idle for an hour would otherwise
+    keep only what the next compaction writes, and a damaged newest version would leave
+    ``lexmem doctor --repair`` nothing to go back to. The stretch has a grace of a tenth
+    of the window for the time compaction takes before it cleans up.
+    """
+    versions = table.list_versions()
+    if not versions:
+        return KEEP_VERSIONS_FOR
+    kept = versions[-KEEP_VERSIONS] if len(versions) >= KEEP_VERSIONS else versions[0]
+    stamp: datetime = kept["timestamp"]  # LanceDB reports local, naive times
+    age = datetime.now(stamp.tzinfo) - stamp
+    return max(KEEP_VERSIONS_FOR, age + KEEP_VERSIONS_FOR / 10)
 
 
 def q(value: str) -> str:
@@ -412,23 +459,13 @@ class MemoryStore:
                 self._meta = self._read_meta()  # another process may have won the race
                 if not self._meta:
                     self._create_tables("memories_v1", stored_space=self.space_id)
-        self._drop_orphans()
-        if "context" not in self.table().schema.names:
-            self._add_context()
-        return self
+        from .migrations import migrate_data_folder
 
-    def _add_context(self) -> None:
-        """Migrate a store from before the context column: add it, fill it from the
-        sessions, index it. One pass over the table, once."""
-        with self._writing():
-            table = self.table()
-            if "context" in table.schema.names:
-                return  # another process migrated it first
-            table.add_columns({"context": "CAST(NULL AS STRING)"})
-            self._tables.pop("memories", None)
-            self._sync_context(None)
-            _index_memories(self.table(), only_missing=True)
-            log.info("[MEM:STORE] Added the session context column to %s", table.name)
+        # Before anything else touches the tables: a layout from a newer lexmem is
+        # refused as it is, an older one brought up to date (all or nothing).
+        migrate_data_folder(self)
+        self._drop_orphans()
+        return self
 
     def _scan_all(self, where: str, columns: list[str]) -> list[dict[str, Any]]:
         rows: list[dict[str, Any]] = (
@@ -437,33 +474,39 @@ class MemoryStore:
         return rows
 
     def _add_context_to(self, batch: list[dict[str, Any]], stored: list[dict[str, Any]]) -> None:
-        """Give the rows about to be added their context, and the stored memory that
-        follows one of them (captured late, said earlier) its new one. ``stored`` is
-        the sessions' order without their text (id, session_id, created_at, source);
-        only the text of the memories just before the batch's is read. Measured cost: a
-        single ``store`` into a 600-memory session ~5-8 ms more (two small reads);
-        LoCoMo's batched ingest of 2,760 turns, well under a second."""
+        """Give the rows about to be added their context, and the stored memories
+        next to them their new one (the one before gains a following memory; one
+        captured late, said earlier, changes both its neighbours). ``stored`` is the
+        sessions' order without their text (id, session_id, created_at, source); only
+        the text of the few stored memories around the batch's is read. Measured cost:
+        a single ``store`` into a 600-memory session ~5-8 ms more (a small read and an
+        update of its predecessor); LoCoMo's batched ingest of 2,760 turns, well under
+        a second."""
         import pyarrow as pa
 
         mine = {r["id"] for r in batch}
-        chain = sorted(
-            (r for r in [*stored, *batch] if r["source"] in SESSION_SOURCES),
-            key=lambda r: (r["session_id"], r["created_at"], r["id"]),
-        )
-        pairs = [(a, b) for a, b in itertools.pairwise(chain) if a["session_id"] == b["session_id"]]
-        wanted = [a["id"] for a, b in pairs if b["id"] in mine and a["id"] not in mine]
+        for r in batch:
+            r["context"] = None
+        chain = _chain([*stored, *batch])
+        touched = set()  # positions whose context is (re)computed
+        for k, r in enumerate(chain):
+            if r["id"] in mine:
+                touched.add(k)
+                touched.update(_neighbours(chain, k))
+        needed = {j for k in touched for j in _neighbours(chain, k)}
         text = {r["id"]: r["content"] for r in batch}
+        wanted = sorted(chain[j]["id"] for j in needed if chain[j]["id"] not in mine)
         if wanted:
             cond = "id IN (" + ", ".join(q(i) for i in wanted) + ")"
             text.update((r["id"], r["content"]) for r in self._scan_all(cond, ["id", "content"]))
-        for r in batch:
-            r["context"] = None
         changed = []
-        for a, b in pairs:
-            if b["id"] in mine:
-                b["context"] = text[a["id"]]
-            elif a["id"] in mine:
-                changed.append({"id": b["id"], "context": text[a["id"]]})
+        for k in sorted(touched):
+            near = {j - k: text[chain[j]["id"]] for j in _neighbours(chain, k)}
+            context = _join_context(near.get(-1), near.get(1))
+            if chain[k]["id"] in mine:
+                chain[k]["context"] = context  # the batch's own dict
+            else:
+                changed.append({"id": chain[k]["id"], "context": context})
         if changed:
             data = pa.Table.from_pylist(
                 changed, schema=pa.schema([("id", pa.string()), ("context", pa.string())])
@@ -545,6 +588,12 @@ class MemoryStore:
     def _create_tables(self, memories_name: str, *, stored_space: str) -> None:
         with secure_umask():
             names = set(self._list_tables())
+            for name in names & {memories_name, LINKS, CONFIDENCE}:
+                try:
+                    self._db.open_table(name)
+                except ValueError:  # listed but never committed: a create a full disk cut short
+                    self._db.drop_table(name)
+                    names.discard(name)
             if memories_name not in names:
                 table = self._db.create_table(memories_name, schema=_table_schema(self.dim))
                 _index_memories(table)
@@ -565,6 +614,23 @@ class MemoryStore:
     def writing(self) -> Any:
         """The write lock, for other tables kept in this store's folder (the journal)."""
         return self._writing()
+
+    # -- the layout (for lexmem.migrations, under the write lock) -----------------
+
+    def read_meta(self) -> dict[str, Any]:
+        """``meta.json`` as it is on disk now (empty before the store is created)."""
+        return self._read_meta()
+
+    def write_meta(self, meta: dict[str, Any]) -> None:
+        """Replace ``meta.json`` atomically."""
+        self._write_meta(meta)
+
+    def rebuild_context(self) -> None:
+        """Recompute every memory's ``context`` from its session, rewriting only the rows
+        whose context changes, and build any index the memories table lacks."""
+        self.refresh()
+        self._sync_context(None)
+        _index_memories(self.table(), only_missing=True)
 
     @property
     def db(self) -> Any:
@@ -614,6 +680,10 @@ class MemoryStore:
                 self._lock.acquire()
             except LockTimeout as exc:
                 raise StoreLockedError(str(self.paths.write_lock), self._lock.timeout or 0) from exc
+            except OSError as exc:  # a read-only or full data folder
+                raise StoreError(
+                    f"cannot write to the store ({exc.strerror or exc}): {self.paths.store}"
+                ) from exc
             try:
                 if self._meta:
                     fresh = self._read_meta()
@@ -1258,7 +1328,8 @@ class MemoryStore:
     def _compact(self) -> None:
         with secure_umask():
             for name in ("memories", LINKS, CONFIDENCE):
-                self.table(name).optimize(cleanup_older_than=KEEP_VERSIONS_FOR)
+                table = self.table(name)
+                table.optimize(cleanup_older_than=_retention(table))
         self._write_meta(dict(self._meta, optimized_version=self.table().version))
 
     def optimize(self, *, build_vector_index: bool = True) -> None:

@@ -335,7 +335,7 @@ def test_full_text_index_exists_and_versions_are_pruned(lm: Lexmem, store: Memor
         store.optimize()
     finally:
         store_mod.KEEP_VERSIONS_FOR = old
-    assert store.versions_on_disk() <= 3
+    assert store.versions_on_disk() <= store_mod.KEEP_VERSIONS + 3  # the newest few stay
     assert store.get(m.id).access_count == 70
 
 
@@ -421,31 +421,38 @@ def _said(lm: Lexmem, text: str, at: int, session: str = "s1", **kw: object) -> 
     return make(lm, text, session_id=session, created_at=base + timedelta(minutes=at), **kw)
 
 
-def test_context_is_the_previous_conversation_memory_and_kept_current(
+def test_context_is_the_neighbouring_conversation_memories_and_kept_current(
     lm: Lexmem, store: MemoryStore
 ) -> None:
     a, b = _said(lm, "Which broker for billing?", 0), _said(lm, "NATS JetStream.", 2)
     store.store_many([b, a])  # a batch in any order
+    ctx = _contexts(store)
+    assert ctx[a.id] == b.content and ctx[b.id] == a.content
     c = _said(lm, "It ran on three nodes.", 4)
-    store.store(c)  # the first of its batch: its context is read from the store
+    store.store(c)  # the first of its batch: its neighbour is read and updated
     note = _said(lm, "A note kept on purpose", 5, source=MemorySource.EXPLICIT)
     other = _said(lm, "Elsewhere entirely", 6, session="s2")
     store.store_many([note, other])
     ctx = _contexts(store)
-    assert ctx[a.id] is None and ctx[b.id] == a.content and ctx[c.id] == b.content
+    assert ctx[a.id] == b.content and ctx[c.id] == b.content
+    assert ctx[b.id] == f"{a.content}\n{c.content}"  # the one before, then the one after
     assert ctx[note.id] is None and ctx[other.id] is None  # not a conversation; alone
 
     late = _said(lm, "We load-tested it first.", 3)  # captured late, said between b and c
     store.store(late)
-    assert _contexts(store)[late.id] == b.content and _contexts(store)[c.id] == late.content
+    ctx = _contexts(store)
+    assert ctx[late.id] == f"{b.content}\n{c.content}" and ctx[c.id] == late.content
+    assert ctx[b.id] == f"{a.content}\n{late.content}"
 
     store.edit(late.id, content="We load-tested it for a week.")
-    assert _contexts(store)[c.id] == "We load-tested it for a week."
-    assert _contexts(store)[late.id] == b.content  # an edit keeps the row's own context
-
-    store.delete(late.id)  # forgetting a memory takes its text out of its neighbour too
     ctx = _contexts(store)
-    assert ctx[c.id] == b.content
+    assert ctx[c.id] == "We load-tested it for a week."
+    assert ctx[b.id] == f"{a.content}\nWe load-tested it for a week."
+    assert ctx[late.id] == f"{b.content}\n{c.content}"  # an edit keeps the row's own context
+
+    store.delete(late.id)  # forgetting a memory takes its text out of its neighbours too
+    ctx = _contexts(store)
+    assert ctx[c.id] == b.content and ctx[b.id] == f"{a.content}\n{c.content}"
     assert not any("load-tested" in (v or "") for v in ctx.values())
 
 
@@ -458,6 +465,7 @@ def test_a_store_from_before_the_context_column_is_migrated_on_open(
     table = lm.store.table()
     table.drop_index("context_idx")
     table.drop_columns(["context"])  # the old schema
+    lm.store.write_meta(dict(lm.store.read_meta(), schema_version=1))  # and its layout number
     lm.close()
 
     again = Lexmem.open(data_home, embedder=lm.embedder)
@@ -465,7 +473,8 @@ def test_a_store_from_before_the_context_column_is_migrated_on_open(
         table = again.store.table()
         assert "context" in table.schema.names
         assert any(i.columns == ["context"] for i in table.list_indices())
-        assert _contexts(again.store)[answer.id] == question.content
+        ctx = _contexts(again.store)
+        assert ctx[answer.id] == question.content and ctx[question.id] == answer.content
         hits = again.search("billing message broker", mode="bm25", record_access=False).hits
         assert [h.memory.id for h in hits] == [question.id, answer.id]
     finally:
