@@ -457,11 +457,13 @@ class LlmClient:
         except urllib.error.URLError as exc:
             if isinstance(exc.reason, TimeoutError):
                 raise LlmError("timeout", f"the LLM did not answer within {timeout:g} s") from exc
-            raise LlmError("unreachable", f"cannot reach the LLM at {url} ({exc.reason})") from exc
+            raise LlmError(
+                "unreachable", f"cannot reach the LLM at {_shown(url)} ({exc.reason})"
+            ) from exc
         except TimeoutError as exc:
             raise LlmError("timeout", f"the LLM did not answer within {timeout:g} s") from exc
         except OSError as exc:
-            raise LlmError("unreachable", f"cannot reach the LLM at {url} ({exc})") from exc
+            raise LlmError("unreachable", f"cannot reach the LLM at {_shown(url)} ({exc})") from exc
         return _message(raw)
 
     # -- the uses ------------------------------------------------------------------------
@@ -554,6 +556,24 @@ class LlmClient:
         if answer != {"ok": True}:
             raise LlmError("malformed", 'the LLM did not answer {"ok": true} as asked')
         return {"ok": True, "seconds": round(time.perf_counter() - started, 3), **self.status()}
+
+
+def _shown(url: str) -> str:
+    """The endpoint as a message names it: scheme, host, port and path only.
+
+    A URL may carry a credential (``https://user:key@host``, ``?api_key=...``); messages
+    end up in llm.json and the log, which must never hold one.
+    """
+    parts = urlparse(url)
+    host = parts.hostname or ""
+    if ":" in host:
+        host = f"[{host}]"
+    try:
+        port = parts.port
+    except ValueError:
+        port = None
+    netloc = f"{host}:{port}" if port is not None else host
+    return f"{parts.scheme}://{netloc}{parts.path}"
 
 
 def _message(raw: bytes) -> tuple[str, int | None]:

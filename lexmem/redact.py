@@ -755,15 +755,37 @@ def _concatenated(text: str, pos: int) -> bool:
 def _kv_unquoted(
     text: str, pos: int, stem: str, key: str, strength: int, m: re.Match[str]
 ) -> _Hit | None:
-    """An unquoted value: shell/.env/YAML literal, or code that only names a secret."""
+    """An unquoted value: shell/.env/YAML literal, or code that only names a secret.
+
+    In JSON-escaped text (an inbox file, a tool's JSON output, a quarantined event) a line
+    break is the two characters ``\\n``, so the value runs on into the following lines
+    and is judged with them: ``KEY=secret\\nURL=postgres://...`` looks like a URL. When
+    the whole run is not a secret, the value up to the first escape is judged alone. (The
+    whole run is tried first, so a value that merely contains an escape keeps all of it.)
+    """
+    vm = (_UNQUOTED_COLON if m.group("sep") == ":" else _UNQUOTED_EQ).match(text, pos)
+    if vm is None:
+        return None
+    start, end = vm.span()
+    hit = _kv_unquoted_span(text, start, end, stem, key, strength, m)
+    if hit is None:
+        escape = _LINE_ESCAPE.search(text, start, end)
+        if escape is not None:
+            hit = _kv_unquoted_span(text, start, escape.start(), stem, key, strength, m)
+    return hit
+
+
+_LINE_ESCAPE = _Lazy(r"\\[nrt]")
+
+
+def _kv_unquoted_span(
+    text: str, start: int, end: int, stem: str, key: str, strength: int, m: re.Match[str]
+) -> _Hit | None:
+    """Whether ``text[start:end]``, the unquoted value after a secret-like key, is a secret."""
     sep = m.group("sep")
     key_quoted = m.group("kq") is not None
     post = m.group("post")
     spaced = _spaced(m)
-    vm = (_UNQUOTED_COLON if sep == ":" else _UNQUOTED_EQ).match(text, pos)
-    if vm is None:
-        return None
-    start, end = vm.span()
     next_char = text[end : end + 1]
     if sep == ":" and not key_quoted:
         while end > start and text[end - 1] in _TRAILING_PUNCT:

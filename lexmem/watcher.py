@@ -26,6 +26,7 @@ from typing import TYPE_CHECKING, Any
 
 from .chunker import ChunkerError, TextChunker
 from .models import Memory, MemoryContext, MemorySource, MemoryStatus, make_title
+from .redact import redact
 
 if TYPE_CHECKING:
     from .service import CaptureService
@@ -222,14 +223,16 @@ class MarkdownWatcher:
                 learning_context=f"from {path.name}", user_id=self.service.lm.settings.store.user_id,
                 capture_mode=settings.mode,
             )  # fmt: skip
-            texts = [c.content for c in chunks]
+            # A note is the user's own file, but a key pasted into it must not reach the
+            # store: chunks are redacted like every other captured text.
+            texts = [redact(c.content).text for c in chunks]
             classes = [encoder.classify_type(t) for t in texts]
             vectors = encoder.embedder.embed(texts)
-            for c, cls, v in zip(chunks, classes, vectors, strict=True):
+            for c, text, cls, v in zip(chunks, texts, classes, vectors, strict=True):
                 n, total = c.metadata.chunk_index + 1, c.metadata.total_chunks
                 title = make_title(heading, limit=64) + (f" ({n}/{total})" if total > 1 else "")
                 m = Memory(
-                    content=c.content, title=title, type=cls.type, confidence=cls.confidence,
+                    content=text, title=title, type=cls.type, confidence=cls.confidence,
                     classification_method=cls.method, embedding=[float(x) for x in v], chunk=c.metadata,
                     id=derived_id("markdown", key, digest, str(c.metadata.chunk_index)),
                     source=ctx.source, project=project, source_document=key,

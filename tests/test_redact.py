@@ -1082,3 +1082,165 @@ def test_the_module_imports_nothing_from_lexmem_but_errors() -> None:
         and name not in ("lexmem.errors", ".errors")
     }
     assert outside == set()
+
+
+# --- JSON-escaped text ------------------------------------------------------------------------
+
+
+def test_a_value_in_json_escaped_text_ends_at_the_escaped_line_break() -> None:
+    """An inbox file or a tool's JSON output holds a .env with "\\n" escapes: each value is
+    still a value of its own, even when the next line would make the run look harmless."""
+    env = (
+        f"export AWS_SECRET_ACCESS_KEY={AWS_SECRET}\n"
+        f"GITHUB_TOKEN={GH['ghp']}\n"
+        "DATABASE_URL=postgres://app:Tr0ub4dor-99@db.internal:5432/app\n"
+        "password=hunter2x\n"
+        "curl https://api.example.com/v1/health\n"
+    )
+    escaped = json.dumps(env)
+    out = redact(escaped).text
+    for secret in (AWS_SECRET, GH["ghp"], "Tr0ub4dor-99", "hunter2x"):
+        assert secret not in out, out
+    assert "https://api.example.com/v1/health" in out  # the next line is not swallowed
+    assert json.loads(out).count("[REDACTED:") == 4
+    # A value that merely contains an escape is still redacted whole.
+    assert redact(r"PASSWORD=ab\ncd efg").text == "PASSWORD=[REDACTED:env_secret] efg"
+
+
+# --- what reaches logs and the quarantine -------------------------------------------------------
+# The byte scans of a whole data folder after a realistic workload are in test_security.py;
+# these are the focused ones, one producer of log lines or quarantined files at a time.
+
+LOGGED_SECRETS = [AWS_ID, AWS_SECRET, GH["ghp"], SLACK["xb"], OPENAI, JWT, *PEM_BODY.splitlines()]
+
+
+def _env_file() -> str:
+    return (
+        f"export AWS_ACCESS_KEY_ID={AWS_ID}\n"
+        f"export AWS_SECRET_ACCESS_KEY={AWS_SECRET}\n"
+        f"SLACK_BOT_TOKEN={SLACK['xb']}\n"
+        f"OPENAI_API_KEY={OPENAI}\n"
+        f"curl -H 'Authorization: Bearer {JWT}' https://api.example.com\n"
+        f"{pem('RSA')}\n"
+    )
+
+
+def _secrets_in(data: bytes) -> list[str]:
+    """The secrets ``data`` holds, whole or in part (its first or last 20 characters: a
+    message that quotes a value cut to a few dozen characters still leaks it)."""
+    return [
+        s[:8] + "…"
+        for s in LOGGED_SECRETS
+        if any(part.encode() in data for part in (s, s[:20], s[-20:]))
+    ]
+
+
+def test_the_hook_log_quotes_what_it_could_not_use_without_a_secret(tmp_path: Any) -> None:
+    """Every payload the hook rejects becomes one hook.log line that says what it got."""
+    import os
+    from pathlib import Path
+
+    hook = Path(sys.executable).with_name("lexmem-hook")
+    home = Path(os.environ["LEXMEM_HOME"])
+    claude = {"session_id": "s-1", "cwd": str(tmp_path), "prompt": _env_file()}
+    runs: list[tuple[list[str], bytes]] = [
+        (["claude"], json.dumps({**claude, "hook_event_name": f"GITHUB_TOKEN={GH['ghp']}"}).encode()),
+        (["event"], json.dumps({
+            "session_id": "s-1", "event_id": "e-1", "content": _env_file(),
+            "event_type": f"export OPENAI_API_KEY={OPENAI}",
+        }).encode()),
+        (["claude"], json.dumps({**claude, "hook_event_name": "UserPromptSubmit"}).encode()[:-30]),
+        (["codex", json.dumps({"type": "agent-turn-complete", "input-messages": [_env_file()]})[:-5]], b""),
+        (["nonsense", f"--token={GH['ghp']}"], b""),
+    ]  # fmt: skip
+    for args, payload in runs:
+        proc = subprocess.run(
+            [str(hook), *args], input=payload, capture_output=True, timeout=60, check=False
+        )
+        assert (proc.returncode, proc.stdout, proc.stderr) == (0, b"", b"")
+    log = (home / "logs" / "hook.log").read_bytes()
+    assert log.count(b"\n") == len(runs), log.decode()
+    assert b"[REDACTED:github_token]" in log and b"[REDACTED:openai_api_key]" in log
+    assert _secrets_in(log) == []
+    assert not list((home / "inbox").glob("*.json"))
+
+
+def test_quarantined_files_their_audit_entries_and_the_log_line_hold_no_secret(
+    lm: Any, tmp_path: Any
+) -> None:
+    """A bad inbox file may hold anything: the copy set aside, the reason recorded in the
+    audit log and the service's log line all come out redacted."""
+    import logging
+    import time
+    import uuid
+
+    from lexmem.cli import _log_to_file
+    from lexmem.inbox import Inbox, make_event
+    from lexmem.journal import Journal
+    from lexmem.service import CaptureService
+
+    inbox = Inbox(lm.paths.inbox)
+    inbox.ensure()
+    broken = '{"v": 1, "event_type": "prompt", "content": ' + json.dumps(_env_file())[:-20]
+    unknown_type = make_event("prompt", _env_file(), session_id="s-q")
+    unknown_type["event_type"] = f"GITHUB_TOKEN={GH['ghp']}"
+    bad_time = make_event("prompt", "deploy notes", session_id="s-q")
+    bad_time["timestamp"] = f"AWS {AWS_ID}"
+    bad_id = make_event("prompt", "deploy notes", session_id="s-q")
+    bad_id["event_id"] = SLACK["xb"]
+    for text in (broken, *(json.dumps(e) for e in (unknown_type, bad_time, bad_id))):
+        name = f"{time.time_ns():020d}-{uuid.uuid4()}.json"
+        (inbox.folder / name).write_text(text, encoding="utf-8")
+
+    root = logging.getLogger("lexmem")
+    before, level = list(root.handlers), root.level
+    log_file = lm.paths.logs / "lexmem.log"
+    _log_to_file(log_file)  # what `lexmem serve` sets up
+    try:
+        with CaptureService(lm) as service:
+            report = service.drain()
+    finally:
+        for handler in [h for h in root.handlers if h not in before]:
+            root.removeHandler(handler)
+            handler.close()
+        root.setLevel(level)
+    assert report.quarantined == 4 and inbox.pending() == []
+
+    places: dict[str, bytes] = {p.name: p.read_bytes() for p in inbox.quarantined()}
+    places["lexmem.log"] = log_file.read_bytes()
+    entries = Journal(lm.store).audit_entries(decision="quarantined", limit=10)
+    assert len(entries) == 4
+    places["audit"] = json.dumps([e.to_dict() for e in entries]).encode()
+    assert places["lexmem.log"].count(b"Quarantined") == 4
+    found = {where: _secrets_in(data) for where, data in places.items() if _secrets_in(data)}
+    assert found == {}
+
+
+def test_the_llm_failure_lines_hold_no_credential_from_the_endpoint_url(
+    tmp_path: Any, caplog: pytest.LogCaptureFixture
+) -> None:
+    """``[llm] url`` may carry a key (user info, a query parameter): a failure names the
+    endpoint in llm.json, the log and the error, but never with the key."""
+    import socket
+
+    from lexmem.config import LlmSettings, Paths
+    from lexmem.llm import LlmClient, LlmError
+
+    with socket.socket() as s:  # a port nothing listens on: the call fails at once
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    paths = Paths(tmp_path / "lexmem")
+    paths.ensure()
+    for url in (
+        f"http://lexmem:{OPENAI}@127.0.0.1:{port}/v1",
+        f"http://127.0.0.1:{port}/v1?api_key={OPENAI}",
+    ):
+        client = LlmClient(LlmSettings(url=url, timeout_s=5.0), paths)
+        with caplog.at_level("WARNING", logger="lexmem.llm"), pytest.raises(LlmError) as exc:
+            client.complete("Say hello")
+        assert exc.value.reason == "unreachable"
+        assert f"127.0.0.1:{port}" in str(exc.value)
+        assert OPENAI not in str(exc.value)
+        assert OPENAI not in client.status()["last_error"]
+        assert OPENAI.encode() not in (paths.home / "llm.json").read_bytes()
+    assert caplog.records and not [r for r in caplog.records if OPENAI in r.getMessage()]

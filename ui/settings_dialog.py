@@ -58,7 +58,7 @@ from PySide6.QtWidgets import (
 )
 
 from lexmem import desktop, keystore
-from lexmem.config import CAPTURE_MODES, DEFAULT_MODEL, Settings
+from lexmem.config import CAPTURE_MODES, DEFAULT_MODEL, Settings, llm_url_problem
 from lexmem.errors import InvalidInputError, LexmemError
 from lexmem.licence import CAPTURE, ENCODER, LicenceStatus
 from lexmem.llm import status_line
@@ -94,6 +94,9 @@ def check_url(text: str) -> str:
         parts.port  # noqa: B018 - raises on a port that is not a number
     except ValueError as exc:
         raise InvalidInputError(f"{url!r} has an invalid port") from exc
+    problem = llm_url_problem(url)
+    if problem:
+        raise InvalidInputError(problem)
     return url
 
 
