@@ -281,6 +281,15 @@ class LexmemGroup(click.Group):
             if os.environ.get("LEXMEM_DEBUG"):
                 raise
             first = str(exc).strip().splitlines()[0] if str(exc).strip() else ""
+            if "lance error" in first.lower():
+                # LanceDB could not read a table file: damage, not a bug to report.
+                cause = first.split(", /", 1)[0]  # drop the Rust source location
+                click.echo(
+                    f"lexmem: error: the store cannot be read ({cause}): "
+                    "run `lexmem doctor` to check it and `lexmem doctor --repair` to repair it",
+                    err=True,
+                )
+                ctx.exit(1)
             click.echo(
                 f"lexmem: internal error: {type(exc).__name__}: {first} (set LEXMEM_DEBUG=1 for the traceback)",
                 err=True,
@@ -650,7 +659,100 @@ def _simple(name: str, method: str, done: str, help: str, **kwargs: Any) -> None
 _simple("pin", "pin", "Pinned", "Pin the memory ID: it never decays and ranks higher.", pinned=True)
 _simple("unpin", "pin", "Unpinned", "Unpin the memory ID.", pinned=False)
 _simple("archive", "archive", "Archived", "Archive the memory ID: it leaves active results.")
-_simple("restore", "restore", "Restored", "Make an archived or superseded memory ID active again.")
+
+
+@cli.command()
+@click.argument("ident", metavar="[ID]", required=False)
+@click.option(
+    "--backup",
+    "backup_file",
+    type=click.Path(path_type=Path, dir_okay=False),
+    help="Put the whole data folder back as this backup (from `lexmem backup`) holds it.",
+)
+@json_option
+@pass_ctx
+def restore(c: Ctx, ident: str | None, backup_file: Path | None, as_json: bool) -> None:
+    """Make an archived or superseded memory ID active again; with --backup, restore a backup.
+
+    A backup is checked in full before anything changes, and never restored while the
+    lexmem service runs. The data it replaces is moved aside into the data folder, not
+    deleted.
+    """
+    if ident is not None and backup_file is not None:
+        raise InvalidInputError("give a memory ID or --backup PATH, not both")
+    if backup_file is not None:
+        from .backup import restore_backup
+
+        result = restore_backup(_data_paths(c), backup_file)
+        if as_json:
+            emit_json(result.to_dict())
+            return
+        b = result.backup
+        click.echo(f"Restored {result.home} from {b.path} (taken {b.created_at}, "
+                   f"{b.memories} memories).")  # fmt: skip
+        if result.replaced is not None:
+            click.echo(f"The data it replaced is kept in {result.replaced}.")
+        return
+    if ident is None:
+        raise InvalidInputError(
+            "give the ID of a memory to restore, or --backup PATH to restore a backup"
+        )
+    lm = c.lm()
+    mid = lm.resolve(ident)
+    changes = c.writer().restore(mid)
+    if as_json:
+        emit_json({"id": mid, "changes": changes.to_dict()})
+    else:
+        click.echo(f"Restored {short(mid)}.")
+
+
+def _data_paths(c: Ctx) -> Any:
+    """The data folder's paths, without opening the core (no model, no store)."""
+    from .config import Paths, resolve_paths
+
+    return Paths(Path(c.home).expanduser().absolute()) if c.home else resolve_paths()
+
+
+def _size(n: int) -> str:
+    return f"{n / 2**20:.1f} MB" if n >= 2**20 else f"{n / 2**10:.0f} KB"
+
+
+@cli.command()
+@click.argument("dest", required=False, type=click.Path(path_type=Path))
+@click.option("--list", "list_", is_flag=True, help="List the backups in DEST (default: backups/).")
+@json_option
+@pass_ctx
+def backup(c: Ctx, dest: Path | None, list_: bool, as_json: bool) -> None:
+    """Write a consistent snapshot of the data folder, safe while lexmem runs.
+
+    DEST is a new file ending in .tar.gz, or a folder to put one in (default: backups/
+    in the data folder). The store, settings and digests go in; the inbox, logs, model
+    files and secrets do not. `lexmem restore --backup FILE` puts it back.
+    """
+    from .backup import create_backup, list_backups
+
+    paths = _data_paths(c)
+    if list_:
+        folder = dest.expanduser().absolute() if dest else paths.home / "backups"
+        found = list_backups(folder)
+        if as_json:
+            emit_json([b.to_dict() for b in found])
+        elif not found:
+            click.echo(f"No backups in {folder}.")
+        else:
+            table(
+                ["TAKEN", "MEMORIES", "SIZE", "LEXMEM", "FILE"],
+                [
+                    [b.created_at, b.memories, _size(b.size), b.lexmem_version, b.path]
+                    for b in found
+                ],
+            )
+        return
+    made = create_backup(paths, dest)
+    if as_json:
+        emit_json(made.to_dict())
+    else:
+        click.echo(f"Backed up {made.memories} memories to {made.path} ({_size(made.size)}).")
 
 
 @cli.command()
@@ -1003,7 +1105,8 @@ def serve(c: Ctx, once: bool) -> None:
         else:
             service.run(stop, on_report=lambda r: click.echo(
                 f"lexmem service: {r.events} events, {r.saved} saved, {r.skipped} skipped, "
-                f"{r.reinforced} reinforced, {r.quarantined} quarantined", err=True))  # fmt: skip
+                f"{r.reinforced} reinforced, {r.quarantined} quarantined", err=True),
+                on_error=lambda m: click.echo(f"lexmem service: error: {m}", err=True))  # fmt: skip
 
 
 @cli.command()
@@ -1255,6 +1358,9 @@ def _integrate(c: Ctx, action: str, agent: str, scope: str, dry_run: bool) -> No
     from .integrations import apply_plan, plan
 
     paths = Paths(Path(c.home).expanduser().absolute()) if c.home else resolve_paths()
+    if agent == "desktop":
+        _desktop(c, action, scope, dry_run, paths)
+        return
     result = plan(agent, action, scope=scope, paths=paths)
     if dry_run:
         click.echo(result.diff(), nl=False)
@@ -1267,6 +1373,26 @@ def _integrate(c: Ctx, action: str, agent: str, scope: str, dry_run: bool) -> No
         click.echo(f"nothing to change: lexmem is already {action}ed for {agent} ({scope})")
     elif dry_run:
         click.echo(f"dry run: {len(result.changes)} files would change; nothing was written")
+
+
+def _desktop(c: Ctx, action: str, scope: str, dry_run: bool, paths: Any) -> None:
+    """`lexmem install|uninstall desktop`: the applications menu entry and its icon."""
+    from .desktop import apply_desktop, menu_command, plan_desktop
+
+    if scope != "user":
+        raise InvalidInputError(
+            "the desktop entry is installed for the user only: leave out --project"
+        )
+    home = Path(c.home).expanduser().absolute() if c.home else None
+    result = plan_desktop(action, command=menu_command(home), paths=paths)
+    if not result.changes and not result.folders:
+        click.echo(f"nothing to change: the desktop entry is already {action}ed")
+    elif dry_run:
+        click.echo(result.describe(), nl=False)
+        click.echo(f"dry run: {len(result.changes)} files would change; nothing was written")
+    else:
+        for line in apply_desktop(result, paths):
+            click.echo(line)
 
 
 _SCOPE_OPTIONS = (
@@ -1285,34 +1411,44 @@ def _scoped(f: F) -> F:
 
 
 @cli.command()
-@click.argument("agent", type=click.Choice(["claude", "codex"]))
+@click.argument("agent", type=click.Choice(["claude", "codex", "desktop"]))
 @_scoped
 @pass_ctx
 def install(c: Ctx, agent: str, scope: str, dry_run: bool) -> None:
-    """Set lexmem up in AGENT: its capture hooks and the `lexmem mcp` server."""
+    """Set lexmem up in AGENT: its capture hooks and the `lexmem mcp` server.
+
+    `desktop` adds lexmem to the applications menu (Linux), with its icon."""
     _integrate(c, "install", agent, scope, dry_run)
 
 
 @cli.command()
-@click.argument("agent", type=click.Choice(["claude", "codex"]))
+@click.argument("agent", type=click.Choice(["claude", "codex", "desktop"]))
 @_scoped
 @pass_ctx
 def uninstall(c: Ctx, agent: str, scope: str, dry_run: bool) -> None:
-    """Remove exactly what `lexmem install AGENT` added, leaving the rest as it was."""
+    """Remove exactly what `lexmem install AGENT` added, leaving the rest as it was.
+
+    `desktop` also removes the start-at-login entry."""
     _integrate(c, "uninstall", agent, scope, dry_run)
 
 
 @cli.command()
 @click.option("--fix", is_flag=True, help="Tighten loose permissions in the data folder.")
+@click.option(
+    "--repair",
+    is_flag=True,
+    help="Take damaged tables back to their last good version (quit lexmem first).",
+)
 @json_option
 @click.pass_context
-def doctor(ctx: click.Context, fix: bool, as_json: bool) -> None:
-    """Check the model, the data folder, permissions, the keyring, the agents and the hook."""
+def doctor(ctx: click.Context, fix: bool, repair: bool, as_json: bool) -> None:
+    """Check the model, the data folder and its tables, permissions, the keyring, the agents
+    and the hook."""
     from .doctor import run_checks
 
     obj = ctx.find_object(Ctx)
     home = obj.home if obj else None
-    checks = run_checks(home, fix=fix)
+    checks = run_checks(home, fix=fix, repair=repair)
     if as_json:
         emit_json([ch.to_dict() for ch in checks])
     else:

@@ -2,6 +2,11 @@
 
 - **Start at login**: a freedesktop.org Desktop Entry in ``$XDG_CONFIG_HOME/autostart``
   (``~/.config/autostart``) that runs ``lexmem app``.
+- **The applications menu** (``lexmem install|uninstall desktop``): a Desktop Entry in
+  ``$XDG_DATA_HOME/applications`` that runs the lexmem installation it was installed
+  from (a virtual environment's script or the bundle's executable), and the icon in the
+  hicolor theme. Uninstalling removes exactly those, the autostart entry, and the
+  folders the install created.
 - **Moving the data folder**: copy it to a new place, verify the copy, point lexmem at
   it (the location pointer of :mod:`lexmem.config`, which the hook follows too), and only
   then remove the old folder. Nothing is half-written when a step fails.
@@ -11,16 +16,20 @@
 
 from __future__ import annotations
 
+import difflib
 import hashlib
+import json
 import logging
 import os
+import shlex
 import shutil
 import stat
 import sys
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
+from importlib.resources import files
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from .config import (
     DIR_MODE,
@@ -32,6 +41,7 @@ from .config import (
     write_location,
 )
 from .errors import DataFolderError, InvalidInputError
+from .integrations import CREATED_RECORD
 from .locks import FileLock, LockTimeout
 
 if TYPE_CHECKING:
@@ -41,15 +51,24 @@ if TYPE_CHECKING:
 
 __all__ = [
     "AUTOSTART_NAME",
+    "DESKTOP_ID",
+    "DesktopChange",
+    "DesktopPlan",
     "Moved",
+    "apply_desktop",
     "autostart_command",
     "autostart_enabled",
     "autostart_path",
     "autostart_supported",
     "desktop_entry",
+    "desktop_supported",
     "first_scan",
+    "icon_path",
     "markdown_files",
+    "menu_command",
+    "menu_entry_path",
     "move_data_folder",
+    "plan_desktop",
     "scan_progress",
     "set_autostart",
 ]
@@ -57,6 +76,8 @@ __all__ = [
 log = logging.getLogger("lexmem")
 
 AUTOSTART_NAME = "lexmem.desktop"
+#: The Desktop Entry id and icon name (the app sets its desktop file name to it).
+DESKTOP_ID = "lexmem"
 Progress = Callable[[int, int], None]
 
 
@@ -113,40 +134,77 @@ def _string_value(text: str) -> str:
     return text.replace("\\", "\\\\").replace("\n", "\\n").replace("\t", "\\t")
 
 
-def desktop_entry(command: Sequence[str]) -> str:
-    """A Desktop Entry (spec 1.5) that starts ``command`` at login, quietly in the tray."""
+def desktop_entry(command: Sequence[str], *, menu: bool = False) -> str:
+    """A Desktop Entry that starts ``command``: at login, quietly in the tray (the
+    autostart entry), or with ``menu`` from the applications menu, named by the icon
+    theme's ``lexmem`` that :func:`apply_desktop` puts in place.
+
+    Version 1.4: the newest desktop-file-validate 0.26 (Debian 12) accepts; nothing here
+    needs a key 1.5 added.
+    """
     if not command or any("\n" in a or "\r" in a for a in command):
-        raise InvalidInputError("the autostart command must be one line")
+        raise InvalidInputError(f"the {'menu' if menu else 'autostart'} command must be one line")
     exec_line = " ".join(_exec_arg(a) for a in command)
-    icon = _icon_path()
     lines = [
         "[Desktop Entry]",
         "Type=Application",
-        "Version=1.5",
+        "Version=1.4",
         "Name=lexmem",
         "GenericName=Agent memory",
-        "Comment=Local-first memory for AI agents: capture and review in the tray",
-        f"Exec={_string_value(exec_line)}",
-        f"Icon={_string_value(icon)}",
-        "Terminal=false",
-        "Categories=Utility;",
-        "StartupNotify=false",
-        "X-GNOME-Autostart-enabled=true",
     ]
+    if menu:
+        lines += [
+            "Comment=Local-first memory for AI agents: search, review and remember",
+            f"Exec={_string_value(exec_line)}",
+            f"Icon={DESKTOP_ID}",
+            "Terminal=false",
+            "Categories=Utility;",
+            "Keywords=memory;agent;notes;search;remember;",
+            # The app's windows carry this class and Wayland app id (the app sets its
+            # desktop file name to lexmem), so the launcher and the windows are one.
+            f"StartupWMClass={DESKTOP_ID}",
+            "StartupNotify=false",
+        ]
+    else:
+        lines += [
+            "Comment=Local-first memory for AI agents: capture and review in the tray",
+            f"Exec={_string_value(exec_line)}",
+            f"Icon={_string_value(_icon_path())}",
+            "Terminal=false",
+            "Categories=Utility;",
+            "StartupNotify=false",
+            "X-GNOME-Autostart-enabled=true",
+        ]
     return "\n".join(lines) + "\n"
 
 
 def _icon_path() -> str:
     """The packaged SVG when it is a real file, else the icon theme's name."""
     try:
-        from importlib.resources import files
-
         svg = files("lexmem_resources").joinpath("icons", "lexmem.svg")
         if isinstance(svg, Path) and svg.is_file():
             return str(svg)
     except (ImportError, OSError):
         pass
-    return "lexmem"
+    return DESKTOP_ID
+
+
+def _write_private(target: Path, data: bytes) -> None:
+    """Write ``data`` owner-only through a temporary file and a rename (0600 in 0700)."""
+    tmp = target.with_name(f".{target.name}.{os.getpid()}.tmp")
+    try:
+        with secure_umask():
+            target.parent.mkdir(mode=DIR_MODE, parents=True, exist_ok=True)
+        fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, FILE_MODE)
+        with os.fdopen(fd, "wb") as fh:
+            fh.write(data)
+            fh.flush()
+            os.fsync(fh.fileno())
+        os.chmod(tmp, FILE_MODE)
+        os.replace(tmp, target)
+    except OSError:
+        tmp.unlink(missing_ok=True)
+        raise
 
 
 def set_autostart(
@@ -167,22 +225,239 @@ def set_autostart(
             raise DataFolderError(f"cannot remove ({exc.strerror})", path=str(target)) from exc
         return target
     text = desktop_entry(command or autostart_command())
-    tmp = target.with_name(f".{target.name}.{os.getpid()}.tmp")
     try:
-        target.parent.mkdir(mode=DIR_MODE, parents=True, exist_ok=True)
-        fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, FILE_MODE)
-        with os.fdopen(fd, "w", encoding="utf-8") as fh:
-            fh.write(text)
-            fh.flush()
-            os.fsync(fh.fileno())
-        os.chmod(tmp, FILE_MODE)
-        os.replace(tmp, target)
+        _write_private(target, text.encode("utf-8"))
     except OSError as exc:
-        tmp.unlink(missing_ok=True)
         raise DataFolderError(
             f"cannot write the autostart entry ({exc.strerror})", path=str(target)
         ) from exc
     return target
+
+
+# -- the applications menu ----------------------------------------------------------------
+
+
+def menu_command(home: Path | None = None) -> list[str]:
+    """What the menu entry runs: the app with its browser open (a person who picks it
+    from a menu wants a window; a second launch raises the running app's window)."""
+    return [*autostart_command(home), "--show"]
+
+
+def _data_home(environ: Mapping[str, str] | None = None) -> Path:
+    env = os.environ if environ is None else environ
+    xdg = env.get("XDG_DATA_HOME", "").strip()
+    return Path(xdg) if xdg and Path(xdg).is_absolute() else Path.home() / ".local" / "share"
+
+
+def menu_entry_path(environ: Mapping[str, str] | None = None) -> Path:
+    """``$XDG_DATA_HOME/applications/lexmem.desktop`` (``~/.local/share`` when unset)."""
+    return _data_home(environ) / "applications" / f"{DESKTOP_ID}.desktop"
+
+
+def icon_path(environ: Mapping[str, str] | None = None) -> Path:
+    """``$XDG_DATA_HOME/icons/hicolor/scalable/apps/lexmem.svg``: the fallback icon theme,
+    which every icon theme inherits, in the size every desktop can scale."""
+    return _data_home(environ) / "icons" / "hicolor" / "scalable" / "apps" / f"{DESKTOP_ID}.svg"
+
+
+def _icon_bytes() -> bytes:
+    try:
+        return files("lexmem_resources").joinpath("icons", "lexmem.svg").read_bytes()
+    except (ImportError, OSError) as exc:
+        raise DataFolderError(
+            "the lexmem icon is missing from this installation; reinstall lexmem",
+            path="lexmem_resources/icons/lexmem.svg",
+        ) from exc
+
+
+def _read_bytes(path: Path) -> bytes | None:
+    try:
+        return path.read_bytes()
+    except FileNotFoundError:
+        return None
+    except OSError as exc:
+        raise DataFolderError(
+            f"cannot read ({exc.strerror}); nothing was changed", path=str(path)
+        ) from exc
+
+
+def _runs_lexmem(entry: bytes) -> bool:
+    """Whether a Desktop Entry's Exec runs a program named lexmem (so it is lexmem's own,
+    whichever installation wrote it)."""
+    for line in entry.decode("utf-8", errors="replace").splitlines():
+        key, _, value = line.partition("=")
+        if key.strip() == "Exec":
+            try:
+                argv = shlex.split(value.replace("\\\\", "\\"))
+            except ValueError:
+                return False
+            return bool(argv) and Path(argv[0]).name in ("lexmem", "lexmem.exe")
+    return False
+
+
+@dataclass(frozen=True, slots=True)
+class DesktopChange:
+    """One file of the desktop integration: its bytes now and after (``None``: absent)."""
+
+    path: Path
+    before: bytes | None
+    after: bytes | None
+
+    def describe(self) -> str:
+        """A unified diff for text; one line for the icon."""
+        if self.path.suffix != ".desktop":
+            if self.after is None:
+                return f"remove {self.path}\n"
+            return f"{'create' if self.before is None else 'replace'} {self.path} (the lexmem icon, {len(self.after):,} bytes)\n"
+        a = (self.before or b"").decode("utf-8", errors="replace").splitlines(keepends=True)
+        b = (self.after or b"").decode("utf-8", errors="replace").splitlines(keepends=True)
+        return "".join(
+            difflib.unified_diff(
+                a, b,
+                fromfile=str(self.path) if self.before is not None else "/dev/null",
+                tofile=str(self.path) if self.after is not None else "/dev/null",
+            )
+        )  # fmt: skip
+
+
+@dataclass(frozen=True, slots=True)
+class DesktopPlan:
+    """What ``lexmem install|uninstall desktop`` would change (files), and the folders it
+    would create (install) or remove again once empty (uninstall)."""
+
+    action: str
+    changes: tuple[DesktopChange, ...]
+    folders: tuple[Path, ...]
+
+    def describe(self) -> str:
+        text = "".join(c.describe() for c in self.changes)
+        if self.action == "uninstall":
+            text += "".join(
+                f"remove {f}{os.sep} (install created it) once empty\n" for f in self.folders
+            )
+        return text
+
+
+def desktop_supported(platform: str | None = None) -> tuple[bool, str]:
+    """Whether the menu entry can be installed here (freedesktop.org desktops), and why not."""
+    plat = platform or sys.platform
+    if plat.startswith("win") or plat == "darwin":
+        return False, (
+            "the desktop entry is for Linux desktops (freedesktop.org); on macOS and Windows "
+            "start lexmem from its app bundle or folder"
+        )
+    return True, ""
+
+
+def plan_desktop(
+    action: str,
+    *,
+    command: Sequence[str] | None = None,
+    paths: Paths,
+    environ: Mapping[str, str] | None = None,
+) -> DesktopPlan:
+    """What installing or uninstalling the menu entry and icon would change; writes nothing.
+
+    Install writes the menu entry (running ``command``, by default this lexmem's app) and
+    the icon, replacing an older lexmem's; a ``lexmem.desktop`` that runs another program
+    is refused. Uninstall removes both, the autostart entry, and the folders install
+    created (recorded in the data folder's ``integrations.json``) once they are empty.
+    """
+    supported, why = desktop_supported()
+    if not supported:
+        raise InvalidInputError(why)
+    if action not in ("install", "uninstall"):
+        raise InvalidInputError(f"unknown action {action!r}")
+    entry, icon = menu_entry_path(environ), icon_path(environ)
+    entry_now = _read_bytes(entry)
+    if entry_now is not None and not _runs_lexmem(entry_now):
+        raise InvalidInputError(
+            f"{entry} exists and starts another program; move it away first (nothing was changed)"
+        )
+    icon_now = _read_bytes(icon)
+    changes: list[DesktopChange] = []
+    if action == "install":
+        text = desktop_entry(command or menu_command(), menu=True).encode("utf-8")
+        for path, now, after in ((entry, entry_now, text), (icon, icon_now, _icon_bytes())):
+            if now != after:
+                changes.append(DesktopChange(path, now, after))
+        new_folders: list[Path] = []
+        for path in (entry, icon):
+            for folder in reversed(path.parents):
+                if not folder.exists() and folder not in new_folders:
+                    new_folders.append(folder)
+        return DesktopPlan(action, tuple(changes), tuple(new_folders))
+    autostart = autostart_path(environ)
+    for path, now in ((entry, entry_now), (icon, icon_now), (autostart, _read_bytes(autostart))):
+        if now is not None:
+            changes.append(DesktopChange(path, now, None))
+    # Only the recorded folders on the way to these files: the record also lists the
+    # agent settings files `lexmem install claude|codex` created.
+    mine = {*entry.parents, *icon.parents}
+    ours = sorted(
+        (Path(p) for p in _recorded(paths) if Path(p) in mine), key=lambda p: -len(p.parts)
+    )
+    return DesktopPlan(action, tuple(changes), tuple(ours))
+
+
+def _record(paths: Paths) -> dict[str, Any]:
+    try:
+        data = json.loads((paths.home / CREATED_RECORD).read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return {}
+    return data if isinstance(data, dict) else {}
+
+
+def _recorded(paths: Paths) -> list[str]:
+    """What ``lexmem install`` created (agent settings files, desktop folders)."""
+    return [p for p in _record(paths).get("created", []) if isinstance(p, str)]
+
+
+def _save_record(paths: Paths, created: set[str]) -> None:
+    """Rewrite the record's list, keeping what the agent installs recorded in it."""
+    if created == set(_recorded(paths)):
+        return
+    data = {**_record(paths), "created": sorted(created)}
+    paths.ensure()
+    _write_private(paths.home / CREATED_RECORD, (json.dumps(data, indent=2) + "\n").encode())
+
+
+def apply_desktop(plan: DesktopPlan, paths: Paths) -> list[str]:
+    """Carry out a plan; returns one line per file or folder, said to the user."""
+    lines: list[str] = []
+    try:
+        if plan.action == "install":
+            # Recorded before anything is created, so an interrupted install is undone too.
+            _save_record(paths, {*_recorded(paths), *map(str, plan.folders)})
+            for change in plan.changes:
+                assert change.after is not None
+                _write_private(change.path, change.after)
+                lines.append(f"{'created' if change.before is None else 'wrote'} {change.path}")
+                if change.path.suffix == ".svg" and change.path.parents[2].is_dir():
+                    # A user icon cache (icon-theme.cache) is trusted only while it is
+                    # newer than the theme's folder: touching it makes desktops look again.
+                    os.utime(change.path.parents[2])
+            return lines
+        for change in plan.changes:
+            change.path.unlink(missing_ok=True)
+            lines.append(f"removed {change.path}")
+        gone = set()
+        for folder in plan.folders:
+            try:
+                folder.rmdir()
+                lines.append(f"removed {folder}{os.sep}")
+            except FileNotFoundError:
+                pass
+            except OSError:
+                continue  # something else keeps files there now: the folder stays, recorded
+            gone.add(str(folder))
+        _save_record(paths, set(_recorded(paths)) - gone)
+    except OSError as exc:
+        raise DataFolderError(
+            f"cannot {plan.action} the desktop entry ({exc.strerror})",
+            path=str(exc.filename or paths.home),
+        ) from exc
+    return lines
 
 
 # -- moving the data folder -----------------------------------------------------------
