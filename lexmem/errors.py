@@ -26,6 +26,7 @@ __all__ = [
     "NotFoundError",
     "StoreError",
     "StoreLockedError",
+    "io_failure",
 ]
 
 
@@ -80,3 +81,34 @@ class InvalidInputError(LexmemError):
 
 class ImportFormatError(LexmemError):
     exit_code = 2
+
+
+# What the file system says when the machine, not lexmem, is the problem: full, over
+# quota, read-only, failing, or not ours to write.
+_IO_ERRNO_NAMES = ("ENOSPC", "EDQUOT", "EROFS", "EIO", "EFBIG", "EACCES", "EPERM")
+
+
+def io_failure(exc: BaseException) -> str | None:
+    """The operating system's reason ("No space left on device") when ``exc``, or what
+    caused it, is a failed file read or write; None for anything else.
+
+    Python raises :class:`OSError`; LanceDB's Rust core a ``RuntimeError`` ending in
+    "(os error 28)"; DuckDB an ``IOException`` carrying ``"errno":"28"``.
+    """
+    import errno
+    import os
+    import re
+
+    wanted = {getattr(errno, name) for name in _IO_ERRNO_NAMES if hasattr(errno, name)}
+    seen: BaseException | None = exc
+    for _ in range(8):  # the exception, its cause, and theirs
+        if seen is None:
+            break
+        code = seen.errno if isinstance(seen, OSError) else None
+        if not isinstance(code, int):
+            found = re.search(r"os error (\d+)|\"errno\":\s*\"?(\d+)", str(seen))
+            code = int(found.group(1) or found.group(2)) if found else None
+        if code is not None and code in wanted:
+            return os.strerror(code)
+        seen = seen.__cause__ or seen.__context__
+    return None

@@ -238,7 +238,10 @@ def start_service(paths: Paths) -> None:
     import subprocess
 
     name = "lexmem.exe" if os.name == "nt" else "lexmem"
-    exe = Path(sys.argv[0]).with_name(name) if sys.argv and sys.argv[0] else None
+    # In a bundle, sys.executable is this lexmem-hook's absolute path (argv[0] may be the
+    # bare name PATH found), and lexmem is its sibling.
+    here = sys.executable if getattr(sys, "frozen", False) else (sys.argv[0] if sys.argv else "")
+    exe = Path(here).with_name(name) if here else None
     cmd = [str(exe), "serve"] if exe and exe.exists() else [sys.executable, "-m", "lexmem", "serve"]
     env = dict(os.environ, LEXMEM_HOME=str(paths.home))
     kwargs: dict[str, Any] = {
@@ -756,7 +759,12 @@ def _run(
     inbox = Inbox(paths.inbox)
     for event in events:
         event["project"] = project
-        _write(inbox, event)
+        try:
+            _write(inbox, event)
+        except OSError as exc:  # a full or read-only disk: the inbox holds no half event
+            log.write(f"{adapter}: cannot write to the inbox ({exc.strerror or exc}); "
+                      f"{event['event_type']} event not captured")  # fmt: skip
+            return
     if starting and not service_running(paths):
         try:
             start_service(paths)

@@ -249,8 +249,17 @@ class Inbox:
             raise BadEvent(
                 f"not valid JSON ({exc.msg} at line {exc.lineno} column {exc.colno})"
             ) from exc
+        except RecursionError as exc:  # "[[[[…" a hundred thousand deep
+            raise BadEvent("JSON nested too deeply") from exc
+        except ValueError as exc:  # e.g. an integer of more than 4,300 digits
+            raise BadEvent(f"not valid JSON ({exc})") from exc
         if not re.match(_NAME, path.name):
             raise BadEvent(f"unexpected file name {path.name[:60]!r}")
+        if re.search(r"\\u[dD][89a-fA-F]", text):
+            # A lone surrogate ("\ud800") is valid JSON but has no UTF-8 form: no table
+            # could store it. It becomes U+FFFD; a well-formed pair stays as it is.
+            clean = json.dumps(data, ensure_ascii=False).encode("utf-8", errors="surrogatepass")
+            data = json.loads(clean.decode("utf-8", errors="replace"))
         return validate_event(data)
 
     def remove(self, path: Path) -> None:
@@ -275,12 +284,20 @@ class Inbox:
             text = redact(text)
         body = json.dumps(
             {"reason": reason, "original_name": path.name, "content": text}, ensure_ascii=False
-        )
-        fd = os.open(target, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
-        with os.fdopen(fd, "w", encoding="utf-8") as fh:
-            fh.write(body)
-            fh.flush()
-            os.fsync(fh.fileno())
+        ).encode("utf-8", errors="replace")
+        # Written aside and renamed, as events are: a full disk leaves no half a copy
+        # (the bad file stays in the inbox and is moved on the next drain).
+        tmp = self.quarantine / f".tmp-{target.name}-{os.getpid()}"
+        fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+        try:
+            with os.fdopen(fd, "wb") as fh:
+                fh.write(body)
+                fh.flush()
+                os.fsync(fh.fileno())
+            os.replace(tmp, target)
+        except BaseException:
+            tmp.unlink(missing_ok=True)
+            raise
         self.remove(path)
         return target
 

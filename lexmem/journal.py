@@ -17,6 +17,7 @@ must not duplicate (audit rows, buffered events).
 
 from __future__ import annotations
 
+import contextlib
 import json
 from collections.abc import Sequence
 from dataclasses import dataclass, field
@@ -164,18 +165,37 @@ class Journal:
         from lancedb.index import BTree
 
         # Reads need no lock once the tables exist (the common case after the first run).
-        if set(_schemas()) <= set(self.store.list_tables()):
+        listed = set(self.store.list_tables())
+        if set(_schemas()) <= listed and all(self._opens(name) for name in _schemas()):
             self._ensured = True
             return
         with self.store.writing():
             existing = set(self.store.list_tables())
             for name, schema in _schemas().items():
-                if name not in existing:
+                if name in existing and self._opens(name):
+                    continue
+                if name in existing:
+                    # Listed, but no version was ever committed: a create cut short by a
+                    # full disk or a crash. It holds nothing; it is made again.
+                    self.store.db.drop_table(name)
+                key = {PROCESSED: "event_id", BUFFER: "session_id", SESSIONS: "id", AUDIT: "session_id",
+                       FILE_HASHES: "path", REVIEWS: "memory_id"}[name]  # fmt: skip
+                try:
                     table = self.store.db.create_table(name, schema=schema)
-                    key = {PROCESSED: "event_id", BUFFER: "session_id", SESSIONS: "id", AUDIT: "session_id",
-                           FILE_HASHES: "path", REVIEWS: "memory_id"}[name]  # fmt: skip
                     table.create_index(key, config=BTree(), replace=True)
+                except BaseException:
+                    # Nothing half-made is left for the next start to trip over.
+                    with contextlib.suppress(Exception):
+                        self.store.db.drop_table(name)
+                    raise
         self._ensured = True
+
+    def _opens(self, name: str) -> bool:
+        try:
+            self.store.table(name)
+        except ValueError:  # LanceDB: "Table 'x' was not found" (a folder, but no version)
+            return False
+        return True
 
     def t(self, name: str) -> Any:
         self.ensure()

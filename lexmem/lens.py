@@ -22,7 +22,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from .config import secure_umask
-from .errors import ImportFormatError, InvalidInputError
+from .errors import ImportFormatError, InvalidInputError, StoreError, io_failure
 from .store import (
     CONFIDENCE,
     LINKS,
@@ -313,7 +313,11 @@ def export_store(store: MemoryStore, out: Path, fmt: str = "jsonl") -> dict[str,
     con = _connect()
     counts: dict[str, int] = {}
     with secure_umask():
-        tmp = Path(tempfile.mkdtemp(prefix=f".{out.name}.", dir=parent))
+        try:
+            tmp = Path(tempfile.mkdtemp(prefix=f".{out.name}.", dir=parent))
+        except OSError as exc:  # a read-only or full destination
+            con.close()
+            raise StoreError(f"cannot export to {out} ({exc.strerror or exc})") from exc
         try:
             for name in TABLES:
                 # Schema order: CSV columns are read back by position.
@@ -335,8 +339,11 @@ def export_store(store: MemoryStore, out: Path, fmt: str = "jsonl") -> dict[str,
             if out.exists():
                 out.rmdir()
             os.replace(tmp, out)
-        except BaseException:
+        except BaseException as exc:
             shutil.rmtree(tmp, ignore_errors=True)
+            reason = io_failure(exc)
+            if reason is not None:  # DuckDB and Python say "disk full" each their own way
+                raise StoreError(f"cannot export to {out} ({reason}); nothing was written") from exc
             raise
         finally:
             con.close()

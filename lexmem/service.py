@@ -9,6 +9,13 @@ Crash safety: an event file is removed only after the journal recorded it; every
 effect carries a deterministic id (memory ids and audit ids derive from event ids),
 so re-running a batch after a crash recreates nothing that already exists.
 
+Faults: what the machine gets wrong (a full or read-only disk, a missing or corrupt
+model, a store locked too long) stops a drain before anything of its batch is half
+done, with one line saying what is wrong; the events stay in the inbox and the running
+service retries until it can take them in. What one event gets wrong is that event's
+alone: a file that cannot be read, or whose processing fails while others succeed, is
+quarantined; a window whose extraction fails is let go with an audit entry.
+
 The service holds ``service.lock`` for its lifetime. ``lexmem serve`` runs it
 headless; the desktop app runs it in-process; ``lexmem ingest`` drains once.
 """
@@ -29,7 +36,16 @@ from typing import TYPE_CHECKING, Any
 
 from .api import Lexmem
 from .digest import DigestKeeper
-from .errors import InvalidInputError
+from .errors import (
+    ConfigError,
+    DataFolderError,
+    InvalidInputError,
+    LexmemError,
+    ModelError,
+    NotFoundError,
+    StoreError,
+    io_failure,
+)
 from .extract import Candidate, Extractor, confirmations
 from .hook import capture_mode, is_paused
 from .inbox import BadEvent, Inbox
@@ -47,7 +63,7 @@ from .models import (
     make_title,
     utcnow,
 )
-from .redact import redact
+from .redact import redact, redact_obj
 from .store import MemoryFilter, q
 
 if TYPE_CHECKING:
@@ -62,10 +78,24 @@ __all__ = [
     "Remembered",
     "ServiceBusyError",
     "drain_if_no_service",
+    "enqueue",
+    "environmental",
     "remember_through_inbox",
 ]
 
 log = logging.getLogger("lexmem.capture")
+
+
+def _redacted(event: dict[str, Any]) -> dict[str, Any]:
+    """The event with its content and metadata redacted again. Producers redact before
+    they write, but any program that can write the inbox is a producer: the service,
+    the one writer of the store, does not take their word for it. Ids, types and
+    times are left as they are (memory ids derive from event ids)."""
+    for key in ("content", "metadata"):
+        if key in event:
+            event[key] = redact_obj(event[key])[0]
+    return event
+
 
 # assist keeps seed 000's MinExtractionConfidence (0.7) and up; full goes down to 0.5.
 THRESHOLDS = {"assist": 0.7, "full": 0.5}
@@ -92,6 +122,38 @@ _NS = uuid.UUID("5b0c5e1e-7c1a-4f0e-9d7e-6c657865d001")  # lexmem's namespace fo
 
 class ServiceBusyError(RuntimeError):
     """Another process already runs the service for this data folder."""
+
+
+def environmental(exc: BaseException) -> bool:
+    """A failure of the machine or the set-up (disk, model, store, settings), not of the
+    event being processed: retried later, never a reason to quarantine anything."""
+    if isinstance(exc, (ModelError, DataFolderError, ConfigError)):
+        return True
+    if isinstance(exc, StoreError) and not isinstance(exc, NotFoundError):
+        return True
+    return io_failure(exc) is not None
+
+
+# How a failed drain's message ends: what waits. The cause is what comes before it.
+_QUEUED_NOTE = "nothing is lost: "
+
+
+def _first_line(exc: BaseException) -> str:
+    text = str(exc).strip()
+    return f"{type(exc).__name__}: {text.splitlines()[0][:300]}" if text else type(exc).__name__
+
+
+# An event of these kinds may need the embedding model on the way in (memory operations
+# only when they edit or replace text).
+_MODEL_FREE = frozenset({"probe", "show_app", "search_confirmation", "memory_op"})
+_MODEL_OPS = frozenset({"edit", "supersede"})
+
+
+def _needs_model(event: dict[str, Any]) -> bool:
+    if event["event_type"] not in _MODEL_FREE:
+        return True
+    op = (event.get("metadata") or {}).get("op")
+    return event["event_type"] == "memory_op" and isinstance(op, str) and op in _MODEL_OPS
 
 
 def derived_id(*parts: str) -> str:
@@ -169,6 +231,9 @@ class CaptureService:
         self.on_show: Callable[[], None] | None = None
         self._rejected: list[dict[str, Any]] | None = None
         self._gate_checked: tuple[float, bool] = (-1e9, True)
+        # Windows a crash left unextracted, still to finish (retried by the next drain
+        # when finishing them failed at start-up, e.g. for want of the model).
+        self._recover_pending = False
         # The projects' context digests, rewritten after changes (the hook only reads them).
         self.digests = DigestKeeper(lm)
 
@@ -182,9 +247,32 @@ class CaptureService:
             raise ServiceBusyError(
                 f"the lexmem service already runs for {self.lm.paths.home}"
             ) from exc
-        self.inbox.ensure()
-        self.journal.ensure()
-        self.recover()
+        except OSError as exc:  # a read-only or full data folder
+            raise self._still_queued(DataFolderError(
+                f"cannot take the service lock ({exc.strerror or exc})",
+                path=str(self.lm.paths.service_lock),
+            )) from exc  # fmt: skip
+        try:
+            self.inbox.ensure()
+            self.journal.ensure()
+        except Exception as exc:
+            self._lock.release()
+            reason = io_failure(exc)
+            if reason is None:
+                raise
+            raise self._still_queued(
+                DataFolderError(
+                    f"cannot write to the data folder ({reason})", path=str(self.lm.paths.home)
+                )
+            ) from exc
+        self._recover_pending = True
+        try:
+            self.recover()
+        except Exception as exc:
+            if not environmental(exc):
+                raise
+            # The service still starts: it says so, and the first drain tries again.
+            log.error("[MEM:CAPTURE] Recovering unextracted windows failed: %s", exc)
 
     def recover(self) -> DrainReport:
         """Finish windows that closed before a crash but were never extracted."""
@@ -192,7 +280,8 @@ class CaptureService:
         for session_id in self.journal.buffered_sessions():
             types = {e["event_type"] for e in self.journal.buffered(session_id)}
             if types & BOUNDARY:
-                report.add(self._window(session_id, final="session_end" in types))
+                report.add(self._window_or_let_go(session_id, final="session_end" in types))
+        self._recover_pending = False
         return report
 
     def release(self) -> None:
@@ -210,14 +299,76 @@ class CaptureService:
     # -- draining -------------------------------------------------------------------
 
     def drain(self, *, batch: int = 200, max_events: int | None = None) -> DrainReport:
-        """Process every event waiting (or up to ``max_events``), in batches."""
+        """Process every event waiting (or up to ``max_events``), in batches.
+
+        Raises a :class:`~lexmem.errors.LexmemError` whose one line says what is wrong
+        when the machine is (see :func:`environmental`); the events stay in the inbox.
+        """
         report = DrainReport()
-        files = self.inbox.pending()
-        if max_events is not None:
-            files = files[:max_events]
-        for start in range(0, len(files), batch):
-            report.add(self._batch(files[start : start + batch]))
-        self.digests.flush()
+        try:
+            if self._recover_pending:
+                report.add(self.recover())
+            files = self.inbox.pending()
+            if max_events is not None:
+                files = files[:max_events]
+            for start in range(0, len(files), batch):
+                report.add(self._take(files[start : start + batch]))
+            self.digests.flush()
+        except LexmemError as exc:
+            self._still_queued(exc)
+            raise
+        except Exception as exc:
+            reason = io_failure(exc)
+            if reason is None:
+                raise
+            raise self._still_queued(
+                StoreError(f"cannot write to {self.lm.paths.home} ({reason})")
+            ) from exc
+        return report
+
+    def _still_queued(self, error: LexmemError) -> LexmemError:
+        """The error, its one line saying that nothing is lost: the events wait."""
+        try:
+            waiting = len(self.inbox.pending())
+        except OSError:
+            return error
+        note = _QUEUED_NOTE + (
+            "1 event waits in the inbox" if waiting == 1 else f"{waiting} events wait in the inbox"
+        )
+        if waiting and note not in str(error):
+            # The message is the first argument of every lexmem error; the type, exit code
+            # and attributes stay as they were.
+            error.args = (f"{error}; {note}", *error.args[1:])
+        return error
+
+    def _take(self, files: Sequence[Any]) -> DrainReport:
+        """One batch; when it fails for something an event did, each event alone, and
+        the ones that fail while others go through are quarantined.
+
+        When every event fails alike, lexmem (or its store) is broken, not the events:
+        they all stay in the inbox and the caller hears what failed. So a poisonous
+        event alone waits until the next event shows the rest works.
+        """
+        try:
+            return self._batch(files)
+        except Exception as exc:
+            if environmental(exc) or len(files) == 1:
+                raise
+        report = DrainReport()
+        failed: list[tuple[Any, Exception]] = []
+        for path in files:
+            try:
+                report.add(self._batch([path]))
+            except Exception as one:
+                if environmental(one):
+                    raise
+                failed.append((path, one))
+        if len(failed) == len(files):
+            raise failed[0][1]
+        for path, error in failed:
+            log.error("[MEM:CAPTURE] Processing %s failed", path.name, exc_info=error)
+            self._quarantine(path, redact(f"processing failed ({_first_line(error)})").text)
+            report.quarantined += 1
         return report
 
     def _batch(self, files: Sequence[Any]) -> DrainReport:
@@ -226,7 +377,7 @@ class CaptureService:
         parsed: list[tuple[Any, dict[str, Any]]] = []
         for path in files:
             try:
-                parsed.append((path, self.inbox.read(path)))
+                parsed.append((path, _redacted(self.inbox.read(path))))
             except FileNotFoundError:
                 continue
             except BadEvent as exc:
@@ -245,19 +396,24 @@ class CaptureService:
             event["_seq"] = f"{path.name}"
             fresh.append(event)
         report.events += len(fresh)
+        if any(_needs_model(e) for e in fresh):
+            # A missing or broken model stops the batch here, before anything is written:
+            # every event stays queued (nothing half-done to repeat on the retry).
+            self.lm.embedder.load()
         gated = self._gate(fresh)
         if gated:
             fresh = [e for e in fresh if e["event_type"] not in AUTOMATIC]
             report.skipped += len(gated)
+        report.add(self._explicit([e for e in fresh if e["event_type"] == "explicit"]))
+        for event in fresh:
+            if event["event_type"] not in WINDOWED and event["event_type"] != "explicit":
+                report.add(self._direct(event))
+        # Sessions count events: saved after the steps that can fail, so a retry counts once.
         touched = self._sessions(fresh)
         for _, event in parsed:
             if event["event_id"] in seen and event["event_type"] in WINDOWED:
                 # Taken in before a crash: its window may not have been extracted yet.
                 touched.setdefault(event["session_id"], set()).add(event["event_type"])
-        report.add(self._explicit([e for e in fresh if e["event_type"] == "explicit"]))
-        for event in fresh:
-            if event["event_type"] not in WINDOWED and event["event_type"] != "explicit":
-                report.add(self._direct(event))
         buffered = [e for e in fresh if e["event_type"] in WINDOWED]
         self.journal.take_in([*fresh, *gated], buffered)
         for path, _ in parsed:
@@ -265,7 +421,7 @@ class CaptureService:
         for session_id, types in touched.items():
             final = "session_end" in types
             if final or types & BOUNDARY or len(self.journal.buffered(session_id)) >= MAX_BUFFER:
-                report.add(self._window(session_id, final=final))
+                report.add(self._window_or_let_go(session_id, final=final))
         self.metrics["events"] += report.events
         if any(e["event_type"] == "memory_op" for e in fresh):
             self.digests.mark_all()  # an op names a memory by id, not its project
@@ -292,6 +448,7 @@ class CaptureService:
         return automatic
 
     def _quarantine(self, path: Any, reason: str) -> None:
+        reason = redact(reason).text  # a reason may quote a field of the bad file
         target = self.inbox.quarantine_file(path, reason, redact=lambda t: redact(t).text)
         self.journal.audit(
             [AuditEntry(
@@ -382,10 +539,22 @@ class CaptureService:
         report = DrainReport()
         store = self.lm.store
         done = store.existing_ids([derived_id("explicit", e["event_id"]) for e in events])
+        empty = [e for e in events if not (e.get("content") or "").strip()]
         todo = [
             e for e in events
             if (e.get("content") or "").strip() and derived_id("explicit", e["event_id"]) not in done
         ]  # fmt: skip
+        self._audit_explicit_done(
+            [e for e in events if derived_id("explicit", e["event_id"]) in done]
+        )
+        if empty:  # written by hand or by a broken client: said, never silently dropped
+            self.journal.audit([AuditEntry(
+                id=derived_id("audit", derived_id("explicit", e["event_id"])), timestamp=utcnow(),
+                session_id=e["session_id"], candidate_id=derived_id("explicit", e["event_id"]),
+                decision="skipped", reason="nothing to remember: the text is empty", confidence=1.0,
+                rule="explicit", kind="explicit", project=e.get("project"),
+            ) for e in empty])  # fmt: skip
+            report.skipped += len(empty)
         if not todo:
             return report
         todo, over = self._storage_gate(todo)
@@ -395,16 +564,16 @@ class CaptureService:
         requests = []
         for e in todo:
             meta = e.get("metadata") or {}
+            # Any program can write the inbox: a title or type that is not text is ignored.
+            title, kind = (
+                v if isinstance(v, str) else None for v in (meta.get("title"), meta.get("type"))
+            )
             ctx = MemoryContext(
                 source=MemorySource.EXPLICIT, project=e.get("project"), session_id=e["session_id"],
-                title=meta.get("title"), pinned=bool(meta.get("pin")), user_id=self.lm.settings.store.user_id,
+                title=title, pinned=bool(meta.get("pin")), user_id=self.lm.settings.store.user_id,
                 learning_context=f"remembered through {e.get('agent') or 'lexmem'}",
             )  # fmt: skip
-            mtype = (
-                MemoryType(meta["type"])
-                if meta.get("type") in {t.value for t in MemoryType}
-                else None
-            )
+            mtype = MemoryType(kind) if kind in {t.value for t in MemoryType} else None
             requests.append(EncodingRequest(e["content"], ctx, mtype))
         memories: list[Memory] = []
         audit: list[AuditEntry] = []
@@ -430,6 +599,19 @@ class CaptureService:
         report.memory_ids.extend(m.id for m in memories)
         self.bus.publish(MemoryCaptured(None, MemorySource.EXPLICIT, tuple(report.memory_ids)))
         return report
+
+    def _audit_explicit_done(self, events: Sequence[dict[str, Any]]) -> None:
+        """Memories stored before a crash that came before their audit entry: the entry
+        now (the audit write keeps an entry that exists as it is)."""
+        if not events:
+            return
+        ids = [derived_id("explicit", e["event_id"]) for e in events]
+        titles = {m.id: m.title for m in self.lm.store.get_many(ids)}
+        self.journal.audit([AuditEntry(
+            id=derived_id("audit", mid), timestamp=utcnow(), session_id=e["session_id"],
+            candidate_id=mid, decision="saved", reason="explicit", confidence=1.0, rule="explicit",
+            kind="explicit", memory_id=mid, title=titles.get(mid, ""), project=e.get("project"),
+        ) for e, mid in zip(events, ids, strict=True)])  # fmt: skip
 
     def _storage_gate(
         self, events: list[dict[str, Any]]
@@ -480,6 +662,12 @@ class CaptureService:
         except LexmemError as exc:
             entry.decision, entry.reason = "failed", str(exc)
             entry.metadata = {"exit_code": exc.exit_code}
+        except (TypeError, KeyError, ValueError, AttributeError) as exc:
+            # Arguments the asking client got wrong (a missing id, an unknown field): it
+            # hears so from this entry, rather than waiting for an answer that never comes.
+            entry.decision = "failed"
+            entry.reason = redact(f"cannot {op} with these arguments ({_first_line(exc)})").text
+            entry.metadata = {"exit_code": InvalidInputError.exit_code}
         self.journal.audit([entry])
         return DrainReport()
 
@@ -638,6 +826,29 @@ class CaptureService:
 
     # -- windows ------------------------------------------------------------------------
 
+    def _window_or_let_go(self, session_id: str, *, final: bool) -> DrainReport:
+        """Extract a window; one whose extraction fails (not for want of the disk or the
+        model) is let go with an audit entry, rather than failing every drain after it."""
+        try:
+            return self._window(session_id, final=final)
+        except Exception as exc:
+            if environmental(exc):
+                raise
+            events = self.journal.buffered(session_id)
+            ids = sorted(e["event_id"] for e in events)
+            log.error("[MEM:CAPTURE] Extracting a window of session %s failed", session_id,
+                      exc_info=exc)  # fmt: skip
+            entry_id = derived_id("window-failed", session_id, *ids)
+            self.journal.audit([AuditEntry(
+                id=entry_id, timestamp=utcnow(), session_id=session_id, candidate_id=entry_id,
+                decision="failed", confidence=0.0, rule="window", kind="window",
+                reason=redact(f"extraction failed ({_first_line(exc)}); "
+                              f"{len(ids)} events let go").text,
+                metadata={"event_ids": ids},
+            )])  # fmt: skip
+            self.journal.release(ids)
+            return DrainReport(skipped=len(ids))
+
     def _window(self, session_id: str, *, final: bool) -> DrainReport:
         events = self.journal.buffered(session_id)
         if not events and not final:
@@ -703,9 +914,21 @@ class CaptureService:
 
         report = DrainReport()
         store = self.lm.store
-        # Stored before a crash? Then it is done (deterministic ids make the retry a no-op).
+        # Stored before a crash? Then it is done (deterministic ids make the retry a no-op),
+        # but for its audit entry, which the crash may have come before (the audit write
+        # keeps an entry that exists as it is).
         done = store.existing_ids([derived_id("memory", cid) for _, cid in keep])
         fresh = [(cand, cid) for cand, cid in keep if derived_id("memory", cid) not in done]
+        audit.extend(
+            AuditEntry(
+                id=derived_id("audit", cid), timestamp=utcnow(), session_id=session_id,
+                candidate_id=cid, decision="saved", reason=f"{cand.kind} at confidence {cand.confidence:.2f}",
+                confidence=cand.confidence, rule=cand.rule, kind=str(cand.kind),
+                memory_id=derived_id("memory", cid), title=cand.title, project=project,
+            )
+            for cand, cid in keep
+            if derived_id("memory", cid) in done
+        )  # fmt: skip
         requests = [
             EncodingRequest(
                 redact(cand.text).text,  # the hook redacted already; the writer checks again
@@ -841,7 +1064,7 @@ class CaptureService:
         report = DrainReport()
         for s in self.journal.sessions(SessionStatus.ACTIVE, limit=10_000):
             if now - s.last_event_at >= limit:
-                report.add(self._window(s.id, final=True))
+                report.add(self._window_or_let_go(s.id, final=True))
                 s.status, s.ended_at = SessionStatus.ABANDONED, now
                 self.journal.save_sessions([s])
                 self.extractor.forget(s.id)
@@ -895,10 +1118,14 @@ class CaptureService:
         *,
         poll: float = 2.0,
         on_report: Callable[[DrainReport], None] | None = None,
+        on_error: Callable[[str], None] | None = None,
     ) -> None:
         """Watch the inbox (and Markdown folders) and drain until ``stop`` is set.
 
-        The watchdog threads only wake this loop; all store work happens here.
+        The watchdog threads only wake this loop; all store work happens here. A drain
+        that fails (a full disk, a broken model) does not end the loop: ``on_error``
+        hears the one-line reason once, and the loop retries, less often while the
+        failure lasts (a new inbox event wakes it at once).
         """
         from .watcher import MarkdownWatcher
 
@@ -908,29 +1135,47 @@ class CaptureService:
         last_maintenance = 0.0
         last_optimize = time.monotonic()
         self.digests.mark_all()  # digests written by an older version, or never
+        failures, said = 0, ""
         try:
             while not stop.is_set():
-                if list(self.settings.watch) != watching:  # folders added or removed meanwhile
-                    if notes is not None:
-                        notes.stop()
-                    watching = list(self.settings.watch)
-                    notes = MarkdownWatcher(self, watching) if watching else None
-                    if notes is not None:
-                        notes.start()
-                report = self.drain()
-                if on_report and (report.events or report.quarantined):
-                    on_report(report)
                 busy = False
-                if notes is not None and not is_paused(self.settings) and self._may_capture():
-                    notes.step()
-                    busy = notes.scanning
-                if time.monotonic() - last_maintenance > 60:
-                    self.abandon_idle()
-                    last_maintenance = time.monotonic()
-                if time.monotonic() - last_optimize > OPTIMIZE_EVERY_S:
-                    self.maintain()
-                    last_optimize = time.monotonic()
-                self.digests.flush()
+                try:
+                    if list(self.settings.watch) != watching:  # folders added or removed
+                        if notes is not None:
+                            notes.stop()
+                        watching = list(self.settings.watch)
+                        notes = MarkdownWatcher(self, watching) if watching else None
+                        if notes is not None:
+                            notes.start()
+                    report = self.drain()
+                    if on_report and (report.events or report.quarantined):
+                        on_report(report)
+                    if notes is not None and not is_paused(self.settings) and self._may_capture():
+                        notes.step()
+                        busy = notes.scanning
+                    if time.monotonic() - last_maintenance > 60:
+                        self.abandon_idle()
+                        last_maintenance = time.monotonic()
+                    if time.monotonic() - last_optimize > OPTIMIZE_EVERY_S:
+                        self.maintain()
+                        last_optimize = time.monotonic()
+                    self.digests.flush()
+                except Exception as exc:
+                    failures += 1
+                    message = str(exc) if isinstance(exc, LexmemError) else _first_line(exc)
+                    cause = message.partition(f"; {_QUEUED_NOTE}")[0]
+                    if cause != said:  # once per cause, not at every retry
+                        log.error("[MEM:CAPTURE] %s", message,
+                                  exc_info=not isinstance(exc, LexmemError))  # fmt: skip
+                        if on_error is not None:
+                            on_error(message)
+                        said = cause
+                    self._wake.wait(min(30.0, poll * 2 ** min(failures, 4)))
+                    self._wake.clear()
+                    continue
+                if failures:
+                    log.info("[MEM:CAPTURE] Capture works again after %d failed tries", failures)
+                    failures, said = 0, ""
                 self._wake.wait(0.25 if busy or (notes and notes._pending) else poll)
                 self._wake.clear()
         finally:
@@ -1097,7 +1342,7 @@ class InboxWriter:
             "memory_op", "", session_id=f"{self.agent}-ops", agent=self.agent,
             metadata={"op": op, "kwargs": kwargs},
         )  # fmt: skip
-        Inbox(self.lm.paths.inbox).write(event)
+        enqueue(self.lm, event)
         if self.notify is not None:
             self.notify()
         drain_if_no_service(self.lm)
@@ -1170,6 +1415,18 @@ class InboxWriter:
         return self._changes(self._run("unsupersede", old=old, drop=drop))
 
 
+def enqueue(lm: Lexmem, event: dict[str, Any]) -> None:
+    """Write one event for the single writer; a full or read-only disk is one clear line
+    (and the inbox holds no half-written event)."""
+    try:
+        Inbox(lm.paths.inbox).write(event)
+    except OSError as exc:
+        raise DataFolderError(
+            f"cannot write to the inbox, so nothing was done ({exc.strerror or exc})",
+            path=str(lm.paths.inbox),
+        ) from exc
+
+
 def drain_if_no_service(lm: Lexmem) -> None:
     """With no service running, this process is the service for a moment (as the CLI
     is): it takes the lock, drains the inbox, and lets go."""
@@ -1233,7 +1490,7 @@ def remember_through_inbox(
         project=project,
         metadata=meta,
     )
-    Inbox(lm.paths.inbox).write(event)
+    enqueue(lm, event)
     if notify is not None:
         notify()
     memory_id = derived_id("explicit", event["event_id"])
