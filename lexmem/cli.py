@@ -25,7 +25,7 @@ import click
 
 from . import __version__
 from .config import tighten_umask
-from .errors import InvalidInputError, LexmemError
+from .errors import InvalidInputError, LexmemError, io_failure
 
 __all__ = ["Ctx", "cli", "has_display", "main"]
 
@@ -281,6 +281,11 @@ class LexmemGroup(click.Group):
             if os.environ.get("LEXMEM_DEBUG"):
                 raise
             first = str(exc).strip().splitlines()[0] if str(exc).strip() else ""
+            if "lance error" in first.lower() and (reason := io_failure(exc)):
+                click.echo(
+                    f"lexmem: error: the store could not be read or written ({reason})", err=True
+                )
+                ctx.exit(1)
             if "lance error" in first.lower():
                 # LanceDB could not read a table file: damage, not a bug to report.
                 cause = first.split(", /", 1)[0]  # drop the Rust source location

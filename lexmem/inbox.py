@@ -227,6 +227,27 @@ class Inbox:
             return []
         return [self.folder / n for n in names]
 
+    def sweep(self, older_than_s: float = 3600.0) -> int:
+        """Remove temporary files a producer left when it died mid-write (a write takes
+        milliseconds, so one this old is abandoned: it never became an event). Returns
+        how many went."""
+        now = time.time()
+        gone = 0
+        for folder in (self.folder, self.quarantine):
+            try:
+                names = [n for n in os.listdir(folder) if n.startswith(".tmp-")]
+            except FileNotFoundError:
+                continue
+            for name in names:
+                path = folder / name
+                try:
+                    if now - path.stat().st_mtime > older_than_s:
+                        path.unlink()
+                        gone += 1
+                except FileNotFoundError:
+                    continue
+        return gone
+
     def __iter__(self) -> Iterator[Path]:
         return iter(self.pending())
 

@@ -275,8 +275,14 @@ class CaptureService:
             log.error("[MEM:CAPTURE] Recovering unextracted windows failed: %s", exc)
 
     def recover(self) -> DrainReport:
-        """Finish windows that closed before a crash but were never extracted."""
+        """Finish windows that closed before a crash but were never extracted, and
+        sweep away the temporary files of producers killed mid-write."""
         report = DrainReport()
+        try:
+            if swept := self.inbox.sweep():
+                log.info("[MEM:CAPTURE] Removed %d abandoned temporary inbox files", swept)
+        except OSError as exc:  # a read-only folder: the drain says so in its own words
+            log.warning("[MEM:CAPTURE] Could not sweep the inbox: %s", exc)
         for session_id in self.journal.buffered_sessions():
             types = {e["event_type"] for e in self.journal.buffered(session_id)}
             if types & BOUNDARY:
