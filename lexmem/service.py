@@ -283,6 +283,7 @@ class CaptureService:
                 log.info("[MEM:CAPTURE] Removed %d abandoned temporary inbox files", swept)
         except OSError as exc:  # a read-only folder: the drain says so in its own words
             log.warning("[MEM:CAPTURE] Could not sweep the inbox: %s", exc)
+        self.lm.store.add_missing_confidence()  # a kill between store_many's two commits
         for session_id in self.journal.buffered_sessions():
             types = {e["event_type"] for e in self.journal.buffered(session_id)}
             if types & BOUNDARY:

@@ -768,6 +768,33 @@ class MemoryStore:
         """Which of ``ids`` are stored (one query per 500 ids)."""
         return self._existing_ids(ids)
 
+    def add_missing_confidence(self) -> int:
+        """Give each memory with no confidence point its first one back (its confidence
+        when it was created) and return how many. :meth:`store_many` commits the
+        memories, then their first points: a process killed between the two commits
+        leaves memories without history, which the service mends when it starts."""
+        import pyarrow as pa
+        import pyarrow.compute as pc
+
+        with self._writing():
+            memories = (
+                self.table().search().select(["id", "confidence", "created_at"]).limit(None)
+            ).to_arrow()
+            known = self.table(CONFIDENCE).search().select(["memory_id"]).limit(None).to_arrow()
+            missing = memories.filter(
+                pc.invert(pc.is_in(memories.column("id"), value_set=known.column("memory_id")))
+            )
+            if missing.num_rows == 0:
+                return 0
+            points = [
+                {"id": new_id(), "memory_id": r["id"], "confidence": float(r["confidence"] or 0.0),
+                 "recorded_at": r["created_at"]}
+                for r in missing.to_pylist()
+            ]  # fmt: skip
+            self.table(CONFIDENCE).add(pa.Table.from_pylist(points, schema=confidence_schema()))
+        log.info("[MEM:STORE] Restored the first confidence point of %d memories", len(points))
+        return len(points)
+
     def _existing_ids(self, ids: Sequence[str]) -> set[str]:
         found: set[str] = set()
         for start in range(0, len(ids), 500):

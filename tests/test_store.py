@@ -479,3 +479,19 @@ def test_a_store_from_before_the_context_column_is_migrated_on_open(
         assert [h.memory.id for h in hits] == [question.id, answer.id]
     finally:
         again.close()
+
+
+def test_memories_left_without_a_confidence_point_get_their_first_back(
+    lm: Lexmem, store: MemoryStore
+) -> None:
+    """A process killed between store_many's two commits leaves memories with no
+    history; add_missing_confidence (run when the service starts) mends exactly those."""
+    a, b = make(lm, "Billing uses NATS"), make(lm, "Deploys on Tuesdays")
+    store.store_many([a, b])
+    store.table("confidence").delete(f"memory_id = '{b.id}'")  # as if killed in between
+    assert store.confidence_history(b.id) == []
+    assert store.add_missing_confidence() == 1
+    (point,) = store.confidence_history(b.id)
+    assert point.confidence == pytest.approx(b.confidence)
+    assert len(store.confidence_history(a.id)) == 1  # untouched
+    assert store.add_missing_confidence() == 0
