@@ -283,7 +283,10 @@ class CaptureService:
                 log.info("[MEM:CAPTURE] Removed %d abandoned temporary inbox files", swept)
         except OSError as exc:  # a read-only folder: the drain says so in its own words
             log.warning("[MEM:CAPTURE] Could not sweep the inbox: %s", exc)
-        self.lm.store.add_missing_confidence()  # a kill between store_many's two commits
+        try:  # a kill between store_many's two commits; best effort, like the sweep
+            self.lm.store.add_missing_confidence()
+        except Exception as exc:  # noqa: BLE001 - a damaged store is the drain's to report
+            log.warning("[MEM:CAPTURE] Could not check the confidence history: %s", exc)
         for session_id in self.journal.buffered_sessions():
             types = {e["event_type"] for e in self.journal.buffered(session_id)}
             if types & BOUNDARY:

@@ -181,7 +181,9 @@ def test_lexmem_doctor_reports_and_repairs(
     assert store["state"] == "fail" and "lexmem doctor --repair" in store["detail"]
     fixed = runner.invoke(cli, ["doctor", "--repair"])
     lines = fixed.stdout.splitlines()
-    assert any(line.startswith("warn  repair") and "went back to version" in line for line in lines)
+    assert any(
+        line.startswith("warn  repair") and "went back to version" in line for line in lines
+    ), fixed.stdout
     (after,) = [line for line in lines if line.startswith("ok    store")]
     assert "3 memories" in after and "tables read in full" in after, fixed.stdout
 
