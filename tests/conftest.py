@@ -18,6 +18,7 @@ from lexmem.api import Lexmem
 from lexmem.config import EmbeddingSettings, Paths, secure_umask
 from lexmem.embedder import Embedder
 from lexmem.locks import FileLock
+from lexmem.service import CaptureService
 
 
 @pytest.fixture(autouse=True)
@@ -108,3 +109,14 @@ def service_up(data_home: Path) -> Iterator[FileLock]:
     lock.acquire()
     yield lock
     lock.release()
+
+
+@pytest.fixture
+def service(data_home: Path, embedder: Embedder) -> Iterator[CaptureService]:
+    """The service holds its lock while the agent works, as `lexmem serve` would."""
+    lm = Lexmem.open(data_home, embedder=embedder)
+    svc = CaptureService(lm)
+    svc.acquire()
+    yield svc
+    svc.release()
+    lm.close()

@@ -670,16 +670,6 @@ def test_the_running_service_says_once_that_the_model_is_missing_and_catches_up(
 
 
 @pytest.fixture
-def service(data_home: Path, embedder: Embedder) -> Iterator[CaptureService]:
-    lm = Lexmem.open(data_home, embedder=embedder)
-    svc = CaptureService(lm)
-    svc.acquire()
-    yield svc
-    svc.release()
-    lm.close()
-
-
-@pytest.fixture
 def poisoned(monkeypatch: pytest.MonkeyPatch) -> str:
     """A bug in lexmem that one kind of event meets: the configuration rule fails on the
     key "poison". Injected, because every event that broke processing in the fuzz runs

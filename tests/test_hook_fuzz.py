@@ -20,7 +20,6 @@ import shutil
 import subprocess
 import sys
 import uuid
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -408,16 +407,6 @@ def inbox_files(draw: st.DrawFn) -> tuple[str, bytes]:
     # ASCII escapes keep lone surrogates valid JSON ("\\ud800"); raw, they are not UTF-8.
     text = json.dumps(_event_like(draw), ensure_ascii=draw(st.booleans()))
     return name, text.encode("utf-8", "surrogatepass")
-
-
-@pytest.fixture
-def service(data_home: Path, embedder: Embedder) -> Iterator[CaptureService]:
-    lm = Lexmem.open(data_home, embedder=embedder)
-    svc = CaptureService(lm)
-    svc.acquire()
-    yield svc
-    svc.release()
-    lm.close()
 
 
 def test_the_drain_survives_anything_in_the_inbox(service: CaptureService, tmp_path: Path) -> None:

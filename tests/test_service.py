@@ -7,7 +7,6 @@ import os
 import subprocess
 import sys
 import uuid
-from collections.abc import Iterator
 from datetime import timedelta
 from pathlib import Path
 from typing import Any
@@ -36,17 +35,6 @@ def repo(tmp_path: Path) -> Path:
     root = tmp_path / "shop"
     (root / ".git").mkdir(parents=True)
     return root
-
-
-@pytest.fixture
-def service(data_home: Path, embedder: Embedder) -> Iterator[CaptureService]:
-    """The service holds its lock while the agent works, as `lexmem serve` would."""
-    lm = Lexmem.open(data_home, embedder=embedder)
-    svc = CaptureService(lm)
-    svc.acquire()
-    yield svc
-    svc.release()
-    lm.close()
 
 
 class Agent:
