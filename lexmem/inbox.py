@@ -144,6 +144,25 @@ def validate_event(data: Any) -> dict[str, Any]:
     return data
 
 
+def _write_atomic(tmp: Path, final: Path, data: bytes, mode_flag: int) -> None:
+    """Write ``data`` to ``tmp`` (0600), flush, sync, rename to ``final``: the file is
+    wholly there or absent. On any failure the temporary file goes, and the error is
+    raised on."""
+    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | mode_flag, 0o600)
+    try:
+        with os.fdopen(fd, "wb") as fh:
+            fh.write(data)
+            fh.flush()
+            os.fsync(fh.fileno())
+        os.replace(tmp, final)
+    except BaseException:
+        import contextlib  # only here: the hook's every call would pay for it
+
+        with contextlib.suppress(OSError):
+            tmp.unlink()
+        raise
+
+
 class Inbox:
     """The spool folder (``<data>/inbox``) and its quarantine.
 
@@ -202,19 +221,7 @@ class Inbox:
         name = f"{time.time_ns():020d}-{event['event_id']}.json"
         final = self.folder / name
         tmp = self.folder / f".tmp-{event['event_id']}-{os.getpid()}"
-        fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
-        try:
-            with os.fdopen(fd, "wb") as fh:
-                fh.write(data)
-                fh.flush()
-                os.fsync(fh.fileno())
-            os.replace(tmp, final)
-        except BaseException:
-            import contextlib  # only here: the hook's every call would pay for it
-
-            with contextlib.suppress(OSError):
-                tmp.unlink()
-            raise
+        _write_atomic(tmp, final, data, os.O_EXCL)
         return final
 
     def pending(self) -> list[Path]:
@@ -309,16 +316,7 @@ class Inbox:
         # Written aside and renamed, as events are: a full disk leaves no half a copy
         # (the bad file stays in the inbox and is moved on the next drain).
         tmp = self.quarantine / f".tmp-{target.name}-{os.getpid()}"
-        fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
-        try:
-            with os.fdopen(fd, "wb") as fh:
-                fh.write(body)
-                fh.flush()
-                os.fsync(fh.fileno())
-            os.replace(tmp, target)
-        except BaseException:
-            tmp.unlink(missing_ok=True)
-            raise
+        _write_atomic(tmp, target, body, os.O_TRUNC)
         self.remove(path)
         return target
 

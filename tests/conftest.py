@@ -4,7 +4,9 @@ from __future__ import annotations
 
 import os
 from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
+from typing import Any
 
 # Constraint: Qt reads the platform when it is first imported; set it before any test imports it.
 os.environ.setdefault("QT_QPA_PLATFORM", "offscreen")
@@ -120,3 +122,17 @@ def service(data_home: Path, embedder: Embedder) -> Iterator[CaptureService]:
     yield svc
     svc.release()
     lm.close()
+
+
+@contextmanager
+def shared_model(embedder: Embedder) -> Iterator[None]:
+    """In-process invocations share one loaded model (each would load its own: ~0.5 s)."""
+    real_open = Lexmem.open.__func__  # type: ignore[attr-defined]
+
+    def open_shared(cls: type[Lexmem], /, home: Any = None, **kw: Any) -> Lexmem:
+        kw["embedder"] = kw.get("embedder") or embedder
+        return real_open(cls, home, **kw)  # type: ignore[no-any-return]
+
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setattr(Lexmem, "open", classmethod(open_shared))
+        yield

@@ -13,12 +13,12 @@ import shutil
 import subprocess
 import sys
 from collections.abc import Iterator
-from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
 import pytest
 from click.testing import CliRunner, Result
+from conftest import shared_model
 
 from lexmem import __version__
 from lexmem import cli as cli_module
@@ -41,20 +41,6 @@ MEMORY_FIELDS = {
 
 
 # -- helpers ------------------------------------------------------------------
-
-
-@contextmanager
-def shared_model(embedder: Embedder) -> Iterator[None]:
-    """In-process invocations share one loaded model (each would load its own: ~0.5 s)."""
-    real_open = Lexmem.open.__func__  # type: ignore[attr-defined]
-
-    def open_shared(cls: type[Lexmem], /, home: Any = None, **kw: Any) -> Lexmem:
-        kw["embedder"] = kw.get("embedder") or embedder
-        return real_open(cls, home, **kw)  # type: ignore[no-any-return]
-
-    with pytest.MonkeyPatch.context() as mp:
-        mp.setattr(Lexmem, "open", classmethod(open_shared))
-        yield
 
 
 @pytest.fixture(autouse=True)

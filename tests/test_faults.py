@@ -32,6 +32,7 @@ from typing import Any
 
 import pytest
 from click.testing import CliRunner, Result
+from conftest import shared_model
 from faultkit import Feed, crash_run, expected_sessions, load_run, verify, verify_load
 
 from lexmem import hook
@@ -340,21 +341,6 @@ def disk(
     finally:
         if isinstance(made, TmpfsDisk):
             made.unmount()
-
-
-@contextmanager
-def shared_model(embedder: Embedder) -> Iterator[None]:
-    """In-process CLI runs share the loaded model (each would load, and on a full disk
-    assemble, its own)."""
-    real_open = Lexmem.open.__func__  # type: ignore[attr-defined]
-
-    def open_shared(cls: type[Lexmem], /, home: Any = None, **kw: Any) -> Lexmem:
-        kw["embedder"] = kw.get("embedder") or embedder
-        return real_open(cls, home, **kw)  # type: ignore[no-any-return]
-
-    with pytest.MonkeyPatch.context() as mp:
-        mp.setattr(Lexmem, "open", classmethod(open_shared))
-        yield
 
 
 def lexmem(*args: str) -> Result:

@@ -20,6 +20,7 @@ from typing import Any
 import lancedb
 import pytest
 from click.testing import CliRunner
+from conftest import shared_model
 
 from lexmem import config, migrations
 from lexmem.api import Lexmem
@@ -73,14 +74,7 @@ def meta(home: Path) -> dict[str, Any]:
 def shared_cli(embedder: Embedder) -> Iterator[None]:
     """The CLI in-process, with the test run's loaded model (each command would load
     its own: ~0.5 s)."""
-    real_open = Lexmem.open.__func__  # type: ignore[attr-defined]
-
-    def open_shared(cls: type[Lexmem], /, home: Any = None, **kw: Any) -> Lexmem:
-        kw["embedder"] = kw.get("embedder") or embedder
-        return real_open(cls, home, **kw)  # type: ignore[no-any-return]
-
-    with pytest.MonkeyPatch.context() as mp:
-        mp.setattr(Lexmem, "open", classmethod(open_shared))
+    with shared_model(embedder):
         yield
 
 
