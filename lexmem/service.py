@@ -89,12 +89,16 @@ log = logging.getLogger("lexmem.capture")
 def _redacted(event: dict[str, Any]) -> dict[str, Any]:
     """The event with its content and metadata redacted again. Producers redact before
     they write, but any program that can write the inbox is a producer: the service,
-    the one writer of the store, does not take their word for it. Ids, types and
-    times are left as they are (memory ids derive from event ids)."""
-    for key in ("content", "metadata"):
-        if key in event:
-            event[key] = redact_obj(event[key])[0]
+    the one writer of the store, does not take their word for it. Every field is
+    redacted -- the project and the working folder are names a person typed too --
+    except ids, types and times (memory ids derive from event ids)."""
+    for key, value in event.items():
+        if key not in _EVENT_IDS:
+            event[key] = redact_obj(value)[0]
     return event
+
+
+_EVENT_IDS = frozenset(("v", "event_id", "session_id", "event_type", "timestamp", "agent"))
 
 
 # assist keeps seed 000's MinExtractionConfidence (0.7) and up; full goes down to 0.5.

@@ -74,7 +74,7 @@ class MarkdownWatcher:
         if not _is_markdown(path):
             return
         if deleted:
-            log.info("[MEM:CAPTURE] %s was deleted; its memories stay", path)
+            log.info("[MEM:CAPTURE] %s was deleted; its memories stay", redact(path).text)
             return
         with self._lock:
             self._pending[path] = time.monotonic()
@@ -172,7 +172,7 @@ class MarkdownWatcher:
         try:
             self.process_file(path, report)
         except Exception as exc:  # noqa: BLE001 - one bad file must not stop the watcher
-            message = f"{path}: {type(exc).__name__}: {exc}"
+            message = redact(f"{path}: {type(exc).__name__}: {exc}").text
             report.errors.append(message)
             log.warning("[MEM:CAPTURE] could not capture %s", message)
 
@@ -192,14 +192,17 @@ class MarkdownWatcher:
         if not path.is_file():
             return []
         settings = self.service.settings
-        project = self._folder_of(path)
-        if is_opted_out(str(path.parent), settings) or capture_mode(project, settings) == "off":
+        folder = self._folder_of(path)
+        if is_opted_out(str(path.parent), settings) or capture_mode(folder, settings) == "off":
             return []
+        # Names are captured text too: a key in a file or folder name, or in a heading,
+        # must not reach the store, the journal or the log any more than one in the body.
+        project = redact(folder).text if folder else None
         raw = path.read_bytes()
         report.files += 1
         digest = hashlib.sha256(raw).hexdigest()
         journal = self.service.journal
-        key = str(path)
+        key = redact(str(path)).text
         if journal.file_hash(key) == digest:
             report.unchanged += 1
             return []
@@ -214,13 +217,13 @@ class MarkdownWatcher:
             chunks = self.chunker.chunk_text(text, key)
         except ChunkerError:
             chunks = []  # an emptied file: its old chunks are superseded below by nothing
-        heading = _heading(text) or path.stem
+        heading = redact(_heading(text) or path.stem).text
         memories: list[Memory] = []
         if chunks:
             encoder = self.service.lm.encoder
             ctx = MemoryContext(
                 source=MemorySource.MARKDOWN_CHUNK, project=project, source_document=key,
-                learning_context=f"from {path.name}", user_id=self.service.lm.settings.store.user_id,
+                learning_context=f"from {Path(key).name}", user_id=self.service.lm.settings.store.user_id,
                 capture_mode=settings.mode,
             )  # fmt: skip
             # A note is the user's own file, but a key pasted into it must not reach the
@@ -255,7 +258,7 @@ class MarkdownWatcher:
         if memories:
             from .service import MemoryCaptured
 
-            log.info("[MEM:CAPTURE] Captured %d chunks of %s", len(memories), path)
+            log.info("[MEM:CAPTURE] Captured %d chunks of %s", len(memories), key)
             self.service.bus.publish(
                 MemoryCaptured(None, MemorySource.MARKDOWN_CHUNK, tuple(m.id for m in memories))
             )

@@ -597,3 +597,25 @@ def test_review_accept_reject_and_taking_it_back(service: CaptureService) -> Non
     assert set(review_queue(service.lm)) == {pg, new}
     with pytest.raises(Exception, match="accepted, rejected or pending"):
         review(service.lm, [pg], "maybe")
+
+
+def test_the_service_redacts_the_project_and_working_folder_an_event_names(
+    service: CaptureService, data_home: Path
+) -> None:
+    # Any program that can write the inbox is a producer: a project name carrying a key
+    # (written straight into the inbox, unredacted) must not reach the store.
+    project = f"shop-{SECRETS[0]}"
+    Inbox(data_home / "inbox").write(
+        make_event(
+            "explicit", "The shop deploys from main", agent="cli",
+            project=project, cwd=f"/work/{project}",
+        )
+    )  # fmt: skip
+    service.drain()
+    stored = service.lm.list_memories(MemoryFilter())
+    assert [m.content for m in stored] == ["The shop deploys from main"]
+    assert SECRETS[0] not in (stored[0].project or "") and "[REDACTED:" in (stored[0].project or "")
+    service.lm.store.optimize()
+    for path in (data_home / "store").rglob("*"):
+        if path.is_file():
+            assert SECRETS[0].encode() not in path.read_bytes(), path

@@ -128,3 +128,23 @@ def test_the_running_service_debounces_edits_and_captures_them(
         service.wake()
         runner.join(30)
     assert not runner.is_alive()
+
+
+def test_a_secret_in_a_notes_heading_or_file_name_reaches_neither_store_nor_journal(
+    service: CaptureService, notes: Path, data_home: Path
+) -> None:
+    # Fake, built here: a GitHub token shape in the file name and one in the heading.
+    in_name = "ghp_" + "Zq7Lm2Xc9Vb4Nk8Rt1Yw6Pa3Sd5Fg0Hj2Kl4M"
+    in_heading = "ghp_" + "Ab3Cd5Ef7Gh9Ij1Kl3Mn5Op7Qr9St1Uv3Wx5Yz"
+    note = notes / f"deploy-{in_name}.md"
+    note.write_text(f"# Deploy with {in_heading}\n\nThe deploy script tags the release first.\n")
+    report = MarkdownWatcher(service, [str(notes)]).scan_all()
+    assert not report.errors
+    captured = [m for m in chunks(service) if "deploy" in (m.source_document or "")]
+    assert captured, "the note was captured"
+    for m in captured:
+        for field in (m.title, m.content, m.source_document, m.learning_context):
+            assert in_name not in (field or "") and in_heading not in (field or "")
+        assert "[REDACTED:" in m.title and "[REDACTED:" in (m.source_document or "")
+    rows = service.journal.store.table("file_hashes").to_arrow().to_pylist()
+    assert rows and not any(in_name in str(r) for r in rows)
