@@ -401,12 +401,12 @@ class MemoryTools:
         A memory operation is acknowledged by its audit entry (which also says whether it
         failed); a search confirmation by the journal's record of the event.
         """
-        from .inbox import Inbox, make_event
-        from .service import derived_id, drain_if_no_service
+        from .inbox import make_event
+        from .service import derived_id, drain_if_no_service, enqueue
 
         lm = self._writer_core()
         event = make_event(event_type, "", session_id="mcp-ops", agent="mcp", metadata=metadata)
-        Inbox(lm.paths.inbox).write(event)
+        enqueue(lm, event)  # redacted on the way: a confirmed search's query is text too
         drain_if_no_service(lm)
         event_id: str = event["event_id"]
         entry_id = derived_id("op", event_id)

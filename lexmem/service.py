@@ -1431,9 +1431,11 @@ class InboxWriter:
 
 def enqueue(lm: Lexmem, event: dict[str, Any]) -> None:
     """Write one event for the single writer; a full or read-only disk is one clear line
-    (and the inbox holds no half-written event)."""
+    (and the inbox holds no half-written event). Every field is redacted first, so what
+    a person passes to the CLI or an agent to MCP (a project name, a search it confirms)
+    reaches the inbox only as the store will keep it; ``event`` itself is not changed."""
     try:
-        Inbox(lm.paths.inbox).write(event)
+        Inbox(lm.paths.inbox).write(_redacted(dict(event)))
     except OSError as exc:
         raise DataFolderError(
             f"cannot write to the inbox, so nothing was done ({exc.strerror or exc})",
