@@ -384,6 +384,8 @@ class MainWindow(QMainWindow):
         ):  # fmt: skip
             self.tabs.addTab(widget, title)
         self.setCentralWidget(self.tabs)
+        # The Edit menu and its shortcuts act on the tab on screen, never a hidden one.
+        self.memories.selection_actions.follow(self.tabs)
         self.review.count_changed.connect(self._review_count)
         self.sessions.open_memory.connect(self.show_memory)
 

@@ -2,9 +2,13 @@
 
 A search box (hybrid search as you type, debounced), filters (type, status, source,
 project, pinned, created from/to), the results table (:mod:`ui.table`: ids only,
-rows read lazily) and the detail panel (:mod:`ui.detail`). Actions work on one or
-many selected memories from the toolbar, the context menu and shortcuts; each calls
-one operation in :mod:`ui.ops`.
+rows read lazily) and the detail panel (:mod:`ui.detail`).
+
+The actions on a selection (:class:`SelectionActions`: the Edit menu, this page's
+toolbar and context menu, the shortcuts) act on the selection of the panel on screen
+(this page, the review queue, a session's timeline), each panel keeping its own;
+each calls one operation in :mod:`ui.ops`. Forget names what it deletes before it
+deletes it.
 
 Constraints:
 
@@ -23,9 +27,19 @@ from __future__ import annotations
 
 from collections.abc import Callable, Sequence
 from datetime import UTC, datetime, timedelta
-from typing import Any
+from typing import Any, Protocol, runtime_checkable
 
-from PySide6.QtCore import QDate, QEvent, QItemSelectionModel, QObject, QPoint, Qt, QTimer, Signal
+from PySide6.QtCore import (
+    QDate,
+    QEvent,
+    QItemSelectionModel,
+    QObject,
+    QPoint,
+    Qt,
+    QTimer,
+    Signal,
+    SignalInstance,
+)
 from PySide6.QtGui import QAction, QKeyEvent, QKeySequence, QMouseEvent, QShowEvent
 from PySide6.QtWidgets import (
     QAbstractItemView,
@@ -73,10 +87,15 @@ __all__ = [
     "LINK_TYPES",
     "SEARCH_LIMIT",
     "SORTS",
+    "EditsMemory",
     "LinkDialog",
     "MemoriesPage",
     "MemoryPicker",
+    "MemoryTarget",
+    "Panel",
+    "SelectionActions",
     "SupersedeDialog",
+    "forget_question",
     "memory_markdown",
 ]
 
@@ -308,6 +327,424 @@ class LinkDialog(QDialog):
         self.ok.setEnabled(self.choice() is not None)
 
 
+# -- the actions on a selection ----------------------------------------------------------
+
+#: How many memories a forget confirmation names before "and N more".
+NAMED = 5
+
+
+@runtime_checkable
+class Panel(Protocol):
+    """A tab of the browser: it can be read again and can say one line to the person."""
+
+    def refresh(self) -> None: ...
+
+    def report(self, text: str, *, error: bool = False) -> None: ...
+
+
+@runtime_checkable
+class MemoryTarget(Panel, Protocol):
+    """A panel whose selection is of memories (Memories, Review, a session's timeline).
+
+    Each has its own selection; :class:`SelectionActions` acts on the one of the panel
+    on screen, never on a hidden one. ``selection_changed`` is emitted whenever what is
+    selected, or what is known of it (pinned, status), changes.
+    """
+
+    @property
+    def selection_changed(self) -> SignalInstance: ...
+
+    def selected_memory_ids(self) -> list[str]: ...
+
+    def selection_sample(self) -> tuple[int, list[Memory]]:
+        """How many memories are selected, and those of them already read (a sample:
+        a selection of 100,000 is not read to enable a menu item)."""
+        ...
+
+    def cached_memory(self, memory_id: str) -> Memory | None: ...
+
+
+@runtime_checkable
+class EditsMemory(Protocol):
+    """A memory panel with its own editor (Memories: the detail panel; Review: edit,
+    then accept). ``edit_label`` is the Edit action's text there."""
+
+    edit_label: str
+
+    def edit_selection(self) -> None: ...
+
+
+def _title(m: Memory | None, memory_id: str, limit: int = 80) -> str:
+    """A memory as a confirmation names it: its title on one line, quoted, cut short."""
+    text = " ".join(((m.title or m.content) if m is not None else "").split()) or memory_id[:8]
+    return f"“{text if len(text) <= limit else text[: limit - 1] + '…'}”"
+
+
+def forget_question(ids: Sequence[str], known: dict[str, Memory]) -> str:
+    """What Forget asks: the memory by name, or the count and the first few names."""
+    names = [_title(known.get(i), i) for i in ids[:NAMED]]
+    n = len(ids)
+    if n == 1:
+        question = f"Forget {names[0]}?"
+        what = "It is deleted with its links and history"
+        held = "it"
+    else:
+        more = f" and {n - NAMED} more" if n > NAMED else ""
+        question = f"Forget {n} memories: {', '.join(names)}{more}?"
+        what = "They are deleted with their links and history"
+        held = "them"
+    return (
+        f"{question}\n\n{what}; this cannot be undone.\nBackups made before now still hold {held}."
+    )
+
+
+class SelectionActions(QObject):
+    """The browser's actions on a selection: pin, archive, restore, supersede, edit,
+    change type, link, copy, forget (plus undo and refresh).
+
+    One set of actions serves the Edit menu, the Memories toolbar and context menu,
+    and the shortcuts. Each acts on the selection of the panel on screen: with
+    :meth:`follow`, the current tab of the window; alone, the Memories page. An action
+    that has nothing to act on in that panel is disabled, so a hidden tab's
+    selection is never reached.
+    """
+
+    def __init__(self, ctx: AppContext, home: MemoriesPage) -> None:
+        super().__init__(home)
+        self.ctx = ctx
+        self._home = home
+        self._tabs: QTabWidget | None = None
+        self._watched: list[QWidget] = []
+        self._dialog: QWidget | None = None
+        self._make()
+        self._watch(home)
+        ctx.hub.undo_changed.connect(self._undo_changed)
+        self._undo_changed(ctx.undo_entry.label if ctx.undo_entry else "")
+        self.update()
+
+    # -- where the actions act ---------------------------------------------------------
+
+    def follow(self, tabs: QTabWidget) -> None:
+        """Act on the current tab of ``tabs`` (the window's panels) from now on."""
+        self._tabs = tabs
+        for i in range(tabs.count()):
+            widget = tabs.widget(i)
+            if widget is not None:
+                self._watch(widget)
+        tabs.currentChanged.connect(self._tab_changed)
+        self.update()
+
+    def panel(self) -> QWidget | None:
+        """The panel on screen: the current tab, or the Memories page alone."""
+        return self._tabs.currentWidget() if self._tabs is not None else self._home
+
+    def target(self) -> MemoryTarget | None:
+        """The panel on screen when its selection is of memories."""
+        panel = self.panel()
+        return panel if isinstance(panel, MemoryTarget) else None
+
+    @property
+    def dialog(self) -> QWidget | None:
+        """The dialog an action opened and that is still open (tests drive it)."""
+        return self._dialog
+
+    def menu_actions(self) -> list[QAction]:
+        """The Edit menu's items, separators included."""
+        return list(self._menu_actions)
+
+    def _watch(self, widget: QWidget) -> None:
+        if widget in self._watched:
+            return
+        self._watched.append(widget)
+        # The shortcuts work while the focus is inside a panel; only the panel on
+        # screen can hold the focus, and each action reads the panel on screen.
+        for a in self._shortcut_actions:
+            widget.addAction(a)
+        if isinstance(widget, MemoryTarget):
+            widget.selection_changed.connect(self.update)
+
+    def _tab_changed(self, _index: int) -> None:
+        self.update()
+
+    # -- the actions -------------------------------------------------------------------
+
+    def _action(
+        self, text: str, slot: Callable[[], None], shortcut: QKeySequence | str | None, tip: str
+    ) -> QAction:
+        a = QAction(text, self)
+        if shortcut is not None:
+            a.setShortcut(QKeySequence(shortcut))
+        a.setShortcutContext(Qt.ShortcutContext.WidgetWithChildrenShortcut)
+        a.setToolTip(f"{tip} ({a.shortcut().toString()})" if shortcut is not None else tip)
+        a.setStatusTip(tip)
+        a.triggered.connect(lambda _=False: slot())
+        return a
+
+    def _make(self) -> None:
+        key = QKeySequence.StandardKey
+        self.pin = self._action("Pin", self.toggle_pin, "Ctrl+P", "Pin or unpin the selection")
+        self.archive = self._action(
+            "Archive", self.archive_selected, "Delete", "Archive: leaves searches, can be restored"
+        )
+        self.restore = self._action(
+            "Restore", self.restore_selected, "Ctrl+Shift+R", "Make archived or superseded active"
+        )
+        self.supersede = self._action(
+            "Supersede…", self.supersede_selected, "Ctrl+Shift+S", "Replace by a newer version"
+        )
+        self.edit = self._action("Edit", self.edit_selected, "F2", "Edit the content")
+        self.link = self._action("Link…", self.link_selected, "Ctrl+L", "Link to another memory")
+        self.forget = self._action(
+            "Forget…", self.forget_selected, "Shift+Delete", "Delete for good (cannot be undone)"
+        )
+        self.copy = self._action(
+            "Copy as Markdown", self.copy_markdown, "Ctrl+Shift+C", "Copy as Markdown"
+        )
+        self.undo = self._action(
+            "Undo", self.undo_last, QKeySequence(key.Undo), "Undo the last action"
+        )
+        self.refresh = self._action("Refresh", self.refresh_panel, "F5", "Read everything again")
+        self.type_menu = QMenu("Change type", self._home)
+        self.type_actions: dict[str, QAction] = {}
+        for t in MemoryType:
+            a = self.type_menu.addAction(type_icon(t.value), t.value)
+            a.triggered.connect(lambda _=False, v=t.value: self.set_type_selected(v))
+            self.type_actions[t.value] = a
+        self.change_type = self.type_menu.menuAction()
+        self.change_type.setToolTip("Change the type of the selection")
+        self._shortcut_actions = [
+            self.pin, self.archive, self.restore, self.supersede, self.edit, self.link,
+            self.forget, self.copy, self.undo, self.refresh,
+        ]  # fmt: skip
+        sep1, sep2, sep3 = (QAction(self) for _ in range(3))
+        for sep in (sep1, sep2, sep3):
+            sep.setSeparator(True)
+        self._menu_actions = [
+            self.undo, sep1,
+            self.pin, self.archive, self.restore, self.supersede,
+            self.edit, self.change_type, self.link, sep2,
+            self.copy, self.forget, sep3, self.refresh,
+        ]  # fmt: skip
+
+    def update(self) -> None:
+        """Enable what the panel on screen's selection allows; name Pin/Unpin and Edit."""
+        target = self.target()
+        n, known = target.selection_sample() if target is not None else (0, [])
+        statuses = {m.status for m in known}
+        unknown = len(known) < n
+        for a in (self.pin, self.forget, self.copy, self.change_type):
+            a.setEnabled(n > 0)
+        self.archive.setEnabled(n > 0 and (unknown or MemoryStatus.ACTIVE in statuses))
+        self.restore.setEnabled(n > 0 and (unknown or bool(statuses - {MemoryStatus.ACTIVE})))
+        for a in (self.supersede, self.link):
+            a.setEnabled(n == 1)
+        editor = target if isinstance(target, EditsMemory) else None
+        self.edit.setText(editor.edit_label if editor is not None else "Edit")
+        self.edit.setEnabled(n == 1 and editor is not None)
+        unpin = bool(known) and not unknown and all(m.pinned for m in known)
+        self.pin.setText("Unpin" if unpin else "Pin")
+        self.refresh.setEnabled(isinstance(self.panel(), Panel))
+
+    def _undo_changed(self, label: str) -> None:
+        self.undo.setText(label or "Undo")
+        self.undo.setEnabled(bool(label))
+
+    # -- what each does ------------------------------------------------------------------
+
+    def _selection(self) -> tuple[MemoryTarget, list[str]] | None:
+        """The panel on screen and its selected memories (read now, at the trigger)."""
+        target = self.target()
+        if target is None:
+            return None
+        ids = target.selected_memory_ids()
+        return (target, ids) if ids else None
+
+    def _say(self, target: Panel) -> Callable[[str], None]:
+        """Report to the panel the action came from (it may have closed since)."""
+
+        def say(text: str) -> None:
+            if isinstance(target, QWidget) and alive(target):
+                target.report(text)
+
+        return say
+
+    def toggle_pin(self) -> None:
+        got = self._selection()
+        if got is None:
+            return
+        target, ids = got
+        unpin = all((m := target.cached_memory(i)) is not None and m.pinned for i in ids)
+        say = self._say(target)
+        word = "Unpinned " if unpin else "Pinned "
+        ops.pin(self.ctx, ids, not unpin, on_done=lambda c: say(word + _count(len(ids))))
+
+    def archive_selected(self) -> None:
+        got = self._selection()
+        if got is not None:
+            target, ids = got
+            say = self._say(target)
+            ops.archive(self.ctx, ids, on_done=lambda c: say(f"Archived {_count(len(c.updated))}"))
+
+    def restore_selected(self) -> None:
+        got = self._selection()
+        if got is not None:
+            target, ids = got
+            say = self._say(target)
+            ops.restore(self.ctx, ids, on_done=lambda c: say(f"Restored {_count(len(c.updated))}"))
+
+    def set_type_selected(self, mtype: str) -> None:
+        got = self._selection()
+        if got is not None:
+            target, ids = got
+            say = self._say(target)
+            ops.set_type(self.ctx, ids, mtype, on_done=lambda c: say(f"Now {mtype}"))
+
+    def edit_selected(self) -> None:
+        target = self.target()
+        if isinstance(target, EditsMemory) and len(target.selected_memory_ids()) == 1:
+            target.edit_selection()
+
+    def supersede_selected(self) -> None:
+        """Open the supersede dialog for the selected memory."""
+        self._with_memories(self._open_supersede, one=True)
+
+    def link_selected(self) -> None:
+        """Open the link dialog for the selected memory."""
+        self._with_memories(self._open_link, one=True)
+
+    def forget_selected(self) -> None:
+        """Ask, naming what goes, then delete the selected memories for good."""
+        self._with_memories(self._ask_forget)
+
+    def copy_markdown(self) -> None:
+        """Copy the selected memories to the clipboard as Markdown."""
+        got = self._selection()
+        if got is None:
+            return
+        target, ids = got
+        lm, say = self.ctx.lm, self._say(target)
+
+        def done(memories: list[Memory]) -> None:
+            QApplication.clipboard().setText("\n".join(memory_markdown(m) for m in memories))
+            say(f"Copied {_count(len(memories))} as Markdown")
+
+        submit_read(self.ctx.read, lambda: lm.memories_for(ids), done, self._failed(target))
+
+    def undo_last(self) -> None:
+        panel = self.panel()
+        target = panel if isinstance(panel, Panel) else self._home
+        say = self._say(target)
+        label = self.undo.text()
+        if not ops.undo(self.ctx, on_done=lambda c: say(label.replace("Undo", "Undid", 1))):
+            say("Nothing to undo")
+
+    def refresh_panel(self) -> None:
+        panel = self.panel()
+        if isinstance(panel, Panel):
+            panel.refresh()
+
+    # -- helpers -------------------------------------------------------------------------
+
+    def _failed(self, target: Panel) -> Callable[[BaseException], None]:
+        def failed(exc: BaseException) -> None:
+            if isinstance(target, QWidget) and alive(target):
+                target.report(str(exc), error=True)
+
+        return failed
+
+    def _with_memories(
+        self,
+        then: Callable[[MemoryTarget, list[str], dict[str, Memory]], None],
+        *,
+        one: bool = False,
+    ) -> None:
+        """Call ``then`` with the selection and its first few memories (for names),
+        reading those not in the panel's cache first."""
+        got = self._selection()
+        if got is None or (one and len(got[1]) != 1):
+            return
+        target, ids = got
+        named = ids[:NAMED]
+        known = {i: m for i in named if (m := target.cached_memory(i)) is not None}
+        if len(known) == len(named):
+            then(target, ids, known)
+            return
+        lm = self.ctx.lm
+
+        def done(memories: list[Memory]) -> None:
+            if isinstance(target, QWidget) and alive(target):
+                then(target, ids, {**known, **{m.id: m for m in memories}})
+
+        submit_read(self.ctx.read, lambda: lm.memories_for(named), done, self._failed(target))
+
+    def _ask_forget(self, target: MemoryTarget, ids: list[str], known: dict[str, Memory]) -> None:
+        parent = target if isinstance(target, QWidget) else self._home
+        box = QMessageBox(
+            QMessageBox.Icon.Warning,
+            "Forget memories" if len(ids) > 1 else "Forget memory",
+            forget_question(ids, known),
+            QMessageBox.StandardButton.Cancel,
+            parent,
+        )
+        yes = box.addButton("Forget", QMessageBox.ButtonRole.DestructiveRole)
+        box.setDefaultButton(QMessageBox.StandardButton.Cancel)
+        box.setEscapeButton(QMessageBox.StandardButton.Cancel)
+        say = self._say(target)
+
+        def finished() -> None:
+            if box.clickedButton() is yes:
+                ops.forget(self.ctx, ids, on_done=lambda c: say(f"Forgot {_count(len(ids))}"))
+
+        self._open(box, finished, on_finished=True)
+
+    def _open_supersede(
+        self, target: MemoryTarget, ids: list[str], known: dict[str, Memory]
+    ) -> None:
+        old = known[ids[0]]
+        parent = target if isinstance(target, QWidget) else self._home
+        dlg = SupersedeDialog(self.ctx, old, parent)
+        say = self._say(target)
+
+        def accepted() -> None:
+            by, text = dlg.choice()
+            ops.supersede(
+                self.ctx, old.id, by=by, with_text=None if by else text,
+                on_done=lambda c: say("Superseded; undo puts it back"),
+            )  # fmt: skip
+
+        self._open(dlg, accepted)
+
+    def _open_link(self, target: MemoryTarget, ids: list[str], known: dict[str, Memory]) -> None:
+        source = known[ids[0]]
+        parent = target if isinstance(target, QWidget) else self._home
+        dlg = LinkDialog(self.ctx, source, parent)
+        say = self._say(target)
+
+        def accepted() -> None:
+            choice = dlg.choice()
+            if choice is not None:
+                other, kind = choice
+                ops.link(self.ctx, source.id, other, kind, on_done=lambda c: say("Linked"))
+
+        self._open(dlg, accepted)
+
+    def _open(self, dlg: QDialog, then: Callable[[], None], *, on_finished: bool = False) -> None:
+        """Open a dialog window-modally without a nested event loop (``open``, not ``exec``)."""
+        self._dialog = dlg
+        dlg.setAttribute(Qt.WidgetAttribute.WA_DeleteOnClose)
+
+        def closed() -> None:
+            if self._dialog is dlg:
+                self._dialog = None
+
+        if on_finished:
+            dlg.finished.connect(lambda _: then())
+        else:
+            dlg.accepted.connect(then)
+        dlg.finished.connect(lambda _: closed())
+        dlg.open()
+
+
 # -- the page ------------------------------------------------------------------------
 
 
@@ -318,6 +755,10 @@ class MemoriesPage(QWidget):
     first_paint_done = Signal()
     #: A query's ids are in the table: how many.
     results_changed = Signal(int)
+    #: The selection, or what is known of its rows, changed (the actions follow it).
+    selection_changed = Signal()
+    #: The Edit action's text on this page (the detail panel is its editor).
+    edit_label = "Edit"
 
     def __init__(self, ctx: AppContext, parent: QWidget | None = None) -> None:
         super().__init__(parent)
@@ -327,7 +768,6 @@ class MemoriesPage(QWidget):
         self._query_waiting = False
         self._pending_select: str | None = None
         self._widened = False
-        self._dialog: QWidget | None = None
         self._sized = False
 
         self.model = MemoryTableModel(ctx.read, ctx.lm.memories_for, self)
@@ -393,7 +833,19 @@ class MemoriesPage(QWidget):
         filters.addStretch(1)
 
         # -- actions, toolbar, status
-        self._make_actions()
+        self.selection_actions = actions = SelectionActions(ctx, self)
+        self.act_pin, self.act_archive, self.act_restore = (
+            actions.pin,
+            actions.archive,
+            actions.restore,
+        )
+        self.act_supersede, self.act_edit, self.act_link = (
+            actions.supersede,
+            actions.edit,
+            actions.link,
+        )
+        self.act_forget, self.act_copy, self.act_undo = actions.forget, actions.copy, actions.undo
+        self.act_refresh, self.act_type = actions.refresh, actions.change_type
         self.toolbar = QToolBar()
         self.toolbar.setToolButtonStyle(Qt.ToolButtonStyle.ToolButtonTextOnly)
         for a in (self.act_pin, self.act_archive, self.act_restore, self.act_supersede,
@@ -454,18 +906,16 @@ class MemoriesPage(QWidget):
         self.view.first_rows_painted.connect(self.first_paint_done)
         self.view.doubleClicked.connect(lambda _: self.detail.focus_editor())
         sel = self.view.selectionModel()
-        sel.selectionChanged.connect(lambda *_: self._update_actions())
+        sel.selectionChanged.connect(lambda *_: self.selection_changed.emit())
         sel.currentRowChanged.connect(lambda *_: self._detail_timer.start())
-        self.model.rows_arrived.connect(self._update_actions)
+        self.model.rows_arrived.connect(self.selection_changed)
         self.model.fetch_failed.connect(self.show_error)
         self.detail.memory_activated.connect(self.select)
         ctx.hub.changed.connect(self._on_changed)
         ctx.hub.error.connect(self.show_error)
-        ctx.hub.undo_changed.connect(self._undo_changed)
-        self._undo_changed(ctx.undo_entry.label if ctx.undo_entry else "")
 
         self._update_sort_indicator()
-        self._update_actions()
+        self.selection_changed.emit()
         self._load_projects()
         self._requery()
 
@@ -494,12 +944,10 @@ class MemoriesPage(QWidget):
             self._widen()
 
     def actions(self) -> list[QAction]:  # type: ignore[override]
-        """The page's actions, for the main window's Edit menu (separators included).
-
-        Their shortcuts work while the focus is in this page, so Delete on another tab
-        archives nothing here.
-        """
-        return list(self._menu_actions)
+        """The browser's selection actions, for the main window's Edit menu (separators
+        included). Once the window calls ``selection_actions.follow(tabs)`` they act on
+        the tab on screen; alone, on this page."""
+        return self.selection_actions.menu_actions()
 
     def selected_ids(self) -> list[str]:
         """The selected memories' ids, in row order."""
@@ -559,7 +1007,35 @@ class MemoriesPage(QWidget):
     @property
     def dialog(self) -> QWidget | None:
         """The dialog an action opened and that is still open (tests drive it)."""
-        return self._dialog
+        return self.selection_actions.dialog
+
+    # -- as a target of the selection actions (MemoryTarget) ----------------------------
+
+    def selected_memory_ids(self) -> list[str]:
+        return self.selected_ids()
+
+    def selection_sample(self) -> tuple[int, list[Memory]]:
+        # Runs after every batch of rows: with all 100,000 selected, look at a sample.
+        n, rows = 0, list[int]()
+        selection = self.view.selectionModel().selection()
+        for i in range(selection.count()):
+            rng = selection.at(i)
+            n += rng.bottom() - rng.top() + 1
+            rows.extend(range(rng.top(), min(rng.bottom() + 1, rng.top() + 500 - len(rows))))
+        cached = [self.model.memory(self.model.id_at(r) or "") for r in rows[:500]]
+        return n, [m for m in cached if m is not None]
+
+    def cached_memory(self, memory_id: str) -> Memory | None:
+        return self.model.memory(memory_id)
+
+    def edit_selection(self) -> None:
+        ids = self.selected_ids()
+        if len(ids) == 1:
+            self.detail.show_memory(ids[0])
+            self.detail.focus_editor()
+
+    def report(self, text: str, *, error: bool = False) -> None:
+        self._status(text, error=error)
 
     def show_error(self, text: str) -> None:
         self._status(text, error=True)
@@ -649,7 +1125,7 @@ class MemoriesPage(QWidget):
             else:
                 self._pending_select = None
                 self._status(f"Memory {pending[:8]} is not in the store.", error=True)
-        self._update_actions()
+        self.selection_changed.emit()
 
     def _widen(self) -> None:
         """The memory to show is filtered out: list every memory, of any status."""
@@ -716,10 +1192,6 @@ class MemoriesPage(QWidget):
         if m.created or m.deleted:
             self._load_projects()
 
-    def _undo_changed(self, label: str) -> None:
-        self.act_undo.setText(label or "Undo")
-        self.act_undo.setEnabled(bool(label))
-
     # -- selection -------------------------------------------------------------------------
 
     def _selected_rows(self) -> list[int]:
@@ -747,237 +1219,6 @@ class MemoriesPage(QWidget):
         if mid is not None:
             self.detail.show_memory(mid)
 
-    # -- actions -----------------------------------------------------------------------------
-
-    def _action(
-        self, text: str, slot: Callable[[], None], shortcut: QKeySequence | str | None, tip: str
-    ) -> QAction:
-        a = QAction(text, self)
-        if shortcut is not None:
-            a.setShortcut(QKeySequence(shortcut))
-        a.setShortcutContext(Qt.ShortcutContext.WidgetWithChildrenShortcut)
-        a.setToolTip(f"{tip} ({a.shortcut().toString()})" if shortcut is not None else tip)
-        a.setStatusTip(tip)
-        a.triggered.connect(lambda _=False: slot())
-        self.addAction(a)
-        return a
-
-    def _make_actions(self) -> None:
-        key = QKeySequence.StandardKey
-        self.act_pin = self._action("Pin", self.toggle_pin, "Ctrl+P", "Pin or unpin the selection")
-        self.act_archive = self._action(
-            "Archive", self.archive_selected, "Delete", "Archive: leaves searches, can be restored"
-        )
-        self.act_restore = self._action(
-            "Restore", self.restore_selected, "Ctrl+Shift+R", "Make archived or superseded active"
-        )
-        self.act_supersede = self._action(
-            "Supersede…", self.supersede_selected, "Ctrl+Shift+S", "Replace by a newer version"
-        )
-        self.act_edit = self._action("Edit", self.edit_selected, "F2", "Edit the content")
-        self.act_link = self._action(
-            "Link…", self.link_selected, "Ctrl+L", "Link to another memory"
-        )
-        self.act_forget = self._action(
-            "Forget…", self.forget_selected, "Shift+Delete", "Delete for good (cannot be undone)"
-        )
-        self.act_copy = self._action(
-            "Copy as Markdown", self.copy_markdown, "Ctrl+Shift+C", "Copy as Markdown"
-        )
-        self.act_undo = self._action(
-            "Undo", self.undo, QKeySequence(key.Undo), "Undo the last action"
-        )
-        self.act_refresh = self._action("Refresh", self.refresh, "F5", "Read everything again")
-        self.type_menu = QMenu("Change type", self)
-        self.type_actions: dict[str, QAction] = {}
-        for t in MemoryType:
-            a = self.type_menu.addAction(type_icon(t.value), t.value)
-            a.triggered.connect(lambda _=False, v=t.value: self.set_type_selected(v))
-            self.type_actions[t.value] = a
-        self.act_type = self.type_menu.menuAction()
-        self.act_type.setToolTip("Change the type of the selection")
-        sep1, sep2, sep3 = (QAction(self) for _ in range(3))
-        for sep in (sep1, sep2, sep3):
-            sep.setSeparator(True)
-        self._menu_actions = [
-            self.act_undo, sep1,
-            self.act_pin, self.act_archive, self.act_restore, self.act_supersede,
-            self.act_edit, self.act_type, self.act_link, sep2,
-            self.act_copy, self.act_forget, sep3, self.act_refresh,
-        ]  # fmt: skip
-
-    def _update_actions(self) -> None:
-        # Runs after every batch of rows: with all 100,000 selected, look at a sample.
-        n, rows = 0, list[int]()
-        selection = self.view.selectionModel().selection()
-        for i in range(selection.count()):
-            rng = selection.at(i)
-            n += rng.bottom() - rng.top() + 1
-            rows.extend(range(rng.top(), min(rng.bottom() + 1, rng.top() + 500 - len(rows))))
-        cached = [self.model.memory(self.model.id_at(r) or "") for r in rows[:500]]
-        known = [m for m in cached if m is not None]
-        statuses = {m.status for m in known}
-        unknown = len(known) < n
-        for a in (self.act_pin, self.act_archive, self.act_restore, self.act_forget,
-                  self.act_copy, self.act_type):  # fmt: skip
-            a.setEnabled(n > 0)
-        self.act_archive.setEnabled(n > 0 and (unknown or MemoryStatus.ACTIVE in statuses))
-        self.act_restore.setEnabled(n > 0 and (unknown or bool(statuses - {MemoryStatus.ACTIVE})))
-        for a in (self.act_supersede, self.act_edit, self.act_link):
-            a.setEnabled(n == 1)
-        unpin = bool(known) and not unknown and all(m.pinned for m in known)
-        self.act_pin.setText("Unpin" if unpin else "Pin")
-
-    def toggle_pin(self) -> None:
-        ids = self.selected_ids()
-        if not ids:
-            return
-        known = [self.model.memory(i) for i in ids]
-        unpin = all(m is not None and m.pinned for m in known)
-        ops.pin(self.ctx, ids, not unpin, on_done=lambda c: self._done(
-            ("Unpinned " if unpin else "Pinned ") + _count(len(ids))
-        ))  # fmt: skip
-
-    def archive_selected(self) -> None:
-        ids = self.selected_ids()
-        if ids:
-            ops.archive(
-                self.ctx, ids, on_done=lambda c: self._done(f"Archived {_count(len(c.updated))}")
-            )
-
-    def restore_selected(self) -> None:
-        ids = self.selected_ids()
-        if ids:
-            ops.restore(
-                self.ctx, ids, on_done=lambda c: self._done(f"Restored {_count(len(c.updated))}")
-            )
-
-    def set_type_selected(self, mtype: str) -> None:
-        ids = self.selected_ids()
-        if ids:
-            ops.set_type(self.ctx, ids, mtype, on_done=lambda c: self._done(f"Now {mtype}"))
-
-    def edit_selected(self) -> None:
-        ids = self.selected_ids()
-        if len(ids) == 1:
-            self.detail.show_memory(ids[0])
-            self.detail.focus_editor()
-
-    def supersede_selected(self) -> None:
-        """Open the supersede dialog for the selected memory."""
-        self._with_one(self._open_supersede)
-
-    def link_selected(self) -> None:
-        """Open the link dialog for the selected memory."""
-        self._with_one(self._open_link)
-
-    def _with_one(self, then: Callable[[Memory], None]) -> None:
-        ids = self.selected_ids()
-        if len(ids) != 1:
-            return
-        cached = self.model.memory(ids[0])
-        if cached is not None:
-            then(cached)
-            return
-        lm = self.ctx.lm
-        submit_read(
-            self.ctx.read,
-            lambda: lm.get(ids[0]),
-            lambda m: then(m) if alive(self) else None,
-            lambda exc: self.show_error(str(exc)) if alive(self) else None,
-        )
-
-    def _open_supersede(self, old: Memory) -> None:
-        dlg = SupersedeDialog(self.ctx, old, self)
-
-        def accepted() -> None:
-            by, text = dlg.choice()
-            ops.supersede(
-                self.ctx,
-                old.id,
-                by=by,
-                with_text=None if by else text,
-                on_done=lambda c: self._done("Superseded; undo puts it back"),
-            )
-
-        self._open(dlg, accepted)
-
-    def _open_link(self, source: Memory) -> None:
-        dlg = LinkDialog(self.ctx, source, self)
-
-        def accepted() -> None:
-            choice = dlg.choice()
-            if choice is not None:
-                target, kind = choice
-                ops.link(self.ctx, source.id, target, kind, on_done=lambda c: self._done("Linked"))
-
-        self._open(dlg, accepted)
-
-    def forget_selected(self) -> None:
-        """Ask, then delete the selected memories for good."""
-        ids = self.selected_ids()
-        if not ids:
-            return
-        what = "this memory" if len(ids) == 1 else f"these {len(ids)} memories"
-        box = QMessageBox(
-            QMessageBox.Icon.Warning,
-            "Forget memories",
-            f"Forget {what}?\n\nThey are deleted with their links and history, "
-            "and this cannot be undone.",
-            QMessageBox.StandardButton.Cancel,
-            self,
-        )
-        yes = box.addButton("Forget", QMessageBox.ButtonRole.DestructiveRole)
-        box.setDefaultButton(QMessageBox.StandardButton.Cancel)
-
-        def finished() -> None:
-            if box.clickedButton() is yes:
-                ops.forget(
-                    self.ctx, ids, on_done=lambda c: self._done(f"Forgot {_count(len(ids))}")
-                )
-
-        self._open(box, finished, on_finished=True)
-
-    def _open(self, dlg: QDialog, then: Callable[[], None], *, on_finished: bool = False) -> None:
-        """Open a dialog window-modally without a nested event loop (``open``, not ``exec``)."""
-        self._dialog = dlg
-        dlg.setAttribute(Qt.WidgetAttribute.WA_DeleteOnClose)
-
-        def closed() -> None:
-            if self._dialog is dlg:
-                self._dialog = None
-
-        if on_finished:
-            dlg.finished.connect(lambda _: then())
-        else:
-            dlg.accepted.connect(then)
-        dlg.finished.connect(lambda _: closed())
-        dlg.open()
-
-    def copy_markdown(self) -> None:
-        """Copy the selected memories to the clipboard as Markdown."""
-        ids = self.selected_ids()
-        if not ids:
-            return
-        lm = self.ctx.lm
-
-        def done(memories: list[Memory]) -> None:
-            if not alive(self):
-                return
-            text = "\n".join(memory_markdown(m) for m in memories)
-            QApplication.clipboard().setText(text)
-            self._done(f"Copied {_count(len(memories))} as Markdown")
-
-        submit_read(
-            self.ctx.read, lambda: lm.memories_for(ids), done, lambda e: self.show_error(str(e))
-        )
-
-    def undo(self) -> None:
-        label = self.act_undo.text()
-        if ops.undo(self.ctx, on_done=lambda c: self._done(label.replace("Undo", "Undid", 1))):
-            return
-        self._status("Nothing to undo")
-
     def refresh(self) -> None:
         """Read the ids and every shown row again."""
         self.model.invalidate()
@@ -986,9 +1227,6 @@ class MemoriesPage(QWidget):
         self._requery()
 
     # -- small things ------------------------------------------------------------------
-
-    def _done(self, text: str) -> None:
-        self._status(text)
 
     def _status(self, text: str, *, error: bool = False) -> None:
         if not alive(self):

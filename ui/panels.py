@@ -55,6 +55,7 @@ from PySide6.QtWidgets import (
     QLabel,
     QLineEdit,
     QMenu,
+    QMessageBox,
     QPlainTextEdit,
     QPushButton,
     QScrollArea,
@@ -321,6 +322,10 @@ class _Panel(QWidget):
     def _load(self) -> None:
         raise NotImplementedError
 
+    def report(self, text: str, *, error: bool = False) -> None:
+        """One line under the panel: what an action from the Edit menu did here."""
+        self._say(text)
+
     def _on_changed(self, changes: UiChanges) -> None:
         if not self.concerns(changes):
             return
@@ -404,12 +409,17 @@ class ReviewPanel(_Panel):
     Accept keeps a memory; reject archives it and teaches capture not to keep the
     same again; edit-then-accept corrects it first; pin keeps it at the top of its
     project's digest. Every action works on the selection (or one row from the
-    context menu); "Accept all"/"Reject all" act on the whole queue. All are undoable
-    through the app's undo.
+    context menu); "Accept all"/"Reject all" act on the whole queue, and "Reject all"
+    asks first, naming how many. The Edit menu's actions act on this selection while
+    the tab is on screen (it is a :class:`ui.browser.MemoryTarget`).
     """
 
     #: The number of memories waiting, each time it is known (tray badge, tab title).
     count_changed = Signal(int)
+    #: The selection, or what is known of its rows, changed (the Edit menu follows it).
+    selection_changed = Signal()
+    #: The Edit action's text on this tab: editing here accepts too.
+    edit_label = "Edit, then accept…"
 
     COLUMNS = ("Content", "Type", "Source", "Project", "Confidence", "Created")
     SHOWN = 500  # rows fetched; the count covers the whole queue
@@ -421,6 +431,7 @@ class ReviewPanel(_Panel):
         self._count: int | None = None
         self._pending: set[str] = set()  # sent to review: hidden until the write settles
         self.editor: _EditDialog | None = None
+        self.dialog: QMessageBox | None = None  # the open "Reject all?" question
         bold = QFont()
         bold.setBold(True)
         self._bold = bold
@@ -497,6 +508,23 @@ class ReviewPanel(_Panel):
 
     def selected_ids(self) -> list[str]:
         return [self.model.row(r).id for r in _selected_rows(self.view)]
+
+    # -- as a target of the Edit menu's actions (ui.browser.MemoryTarget) --------------
+
+    def selected_memory_ids(self) -> list[str]:
+        return [i for i in self.selected_ids() if i not in self._pending]
+
+    def selection_sample(self) -> tuple[int, list[Memory]]:
+        rows = [self.model.row(r) for r in _selected_rows(self.view)]
+        rows = [m for m in rows if m.id not in self._pending]
+        return len(rows), rows
+
+    def cached_memory(self, memory_id: str) -> Memory | None:
+        row = self.model.find(memory_id)
+        return self.model.row(row) if row >= 0 else None
+
+    def edit_selection(self) -> None:
+        self.edit_selected()
 
     def select(self, ids: Iterable[str]) -> None:
         """Select these rows (the rest are deselected)."""
@@ -583,8 +611,35 @@ class ReviewPanel(_Panel):
         self.accept(list(self._queue))
 
     def reject_all(self) -> None:
-        # No confirmation: like every review action it is one undo away.
-        self.reject(list(self._queue))
+        """Ask, naming how many, then reject every memory waiting (those asked about:
+        one captured while the question is open is not rejected unasked)."""
+        ids = [i for i in self._queue if i not in self._pending]
+        if not ids:
+            return
+        n = len(ids)
+        what = "the memory" if n == 1 else f"all {n} memories"
+        box = QMessageBox(
+            QMessageBox.Icon.Warning,
+            "Reject all",
+            f"Reject {what} waiting for review?\n\n"
+            "Rejected memories are deleted, and capture will not keep the same again.",
+            QMessageBox.StandardButton.Cancel,
+            self,
+        )
+        yes = box.addButton(f"Reject {n}", QMessageBox.ButtonRole.DestructiveRole)
+        box.setDefaultButton(QMessageBox.StandardButton.Cancel)
+        box.setEscapeButton(QMessageBox.StandardButton.Cancel)
+        box.setAttribute(Qt.WidgetAttribute.WA_DeleteOnClose)
+
+        def finished(_result: int) -> None:
+            if self.dialog is box:
+                self.dialog = None
+            if box.clickedButton() is yes:
+                self.reject(ids)
+
+        box.finished.connect(finished)
+        self.dialog = box
+        box.open()  # window-modal, and the event loop keeps running
 
     def pin_selected(self) -> None:
         rows = [self.model.row(r) for r in _selected_rows(self.view)]
@@ -664,6 +719,7 @@ class ReviewPanel(_Panel):
         waiting = bool(self._count)
         self.accept_all_button.setEnabled(waiting)
         self.reject_all_button.setEnabled(waiting)
+        self.selection_changed.emit()
 
     def _menu(self, pos: QPoint) -> None:
         index = self.view.indexAt(pos)
@@ -896,6 +952,8 @@ class SessionsPanel(_Panel):
     open_memory = Signal(str)
     #: The opened session's timeline is on screen (its id).
     timeline_loaded = Signal(str)
+    #: The timeline's selection, or its rows, changed (the Edit menu follows it).
+    selection_changed = Signal()
 
     COLUMNS = ("Status", "Agent", "Project", "Started", "Duration", "Memories")
     TIMELINE = ("Time", "Type", "Content")
@@ -961,6 +1019,9 @@ class SessionsPanel(_Panel):
             lambda *_: self.open_button.setEnabled(bool(_selected_rows(self.view)))
         )
         self.open_button.setEnabled(False)
+        self.timeline_view.selectionModel().selectionChanged.connect(
+            lambda *_: self.selection_changed.emit()
+        )
 
     # -- what the lead and tests read ------------------------------------------------------
 
@@ -978,6 +1039,23 @@ class SessionsPanel(_Panel):
 
     def select(self, session_id: str) -> None:
         _select_row(self.view, self.model.find(session_id))
+
+    # -- as a target of the Edit menu's actions: the timeline's memories -----------------
+
+    def selected_memory_ids(self) -> list[str]:
+        return [self.timeline.row(r).id for r in _selected_rows(self.timeline_view)]
+
+    def selection_sample(self) -> tuple[int, list[Memory]]:
+        rows = [self.timeline.row(r) for r in _selected_rows(self.timeline_view)]
+        return len(rows), rows
+
+    def cached_memory(self, memory_id: str) -> Memory | None:
+        row = self.timeline.find(memory_id)
+        return self.timeline.row(row) if row >= 0 else None
+
+    def select_memory(self, memory_id: str) -> None:
+        """Select a memory of the open session's timeline."""
+        _select_row(self.timeline_view, self.timeline.find(memory_id))
 
     # -- loading ----------------------------------------------------------------------------
 
@@ -1037,6 +1115,7 @@ class SessionsPanel(_Panel):
         else:
             self.timeline_hint.setText("No memories from this session")
             self.timeline_stack.setCurrentWidget(self.timeline_hint)
+        self.selection_changed.emit()
         self.timeline_loaded.emit(session_id)
 
     def _title_timeline(self) -> None:
