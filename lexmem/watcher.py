@@ -207,6 +207,9 @@ class MarkdownWatcher:
             report.unchanged += 1
             return []
         text = raw.decode("utf-8")  # seed 002: invalid UTF-8 is an error for this file
+        # The whole note is redacted before it is cut: a chunk may start after the words
+        # that make a value a secret ("az login -u x -p" ... "pw"), and then no rule sees it.
+        text = redact(text).text
         store = self.service.lm.store
         old = [
             m
@@ -217,7 +220,7 @@ class MarkdownWatcher:
             chunks = self.chunker.chunk_text(text, key)
         except ChunkerError:
             chunks = []  # an emptied file: its old chunks are superseded below by nothing
-        heading = redact(_heading(text) or path.stem).text
+        heading = _heading(text) or redact(path.stem).text
         memories: list[Memory] = []
         if chunks:
             encoder = self.service.lm.encoder
@@ -227,7 +230,7 @@ class MarkdownWatcher:
                 capture_mode=settings.mode,
             )  # fmt: skip
             # A note is the user's own file, but a key pasted into it must not reach the
-            # store: chunks are redacted like every other captured text.
+            # store: the note was redacted whole above, and each chunk again (idempotent).
             texts = [redact(c.content).text for c in chunks]
             classes = [encoder.classify_type(t) for t in texts]
             vectors = encoder.embedder.embed(texts)
