@@ -1296,6 +1296,17 @@ def review(lm: Lexmem, ids: Sequence[str], decision: str) -> Changes:
     return Changes(updated=tuple(m.id for m in memories))
 
 
+def memories_under(lm: Lexmem, root: str) -> int:
+    """How many memories (of any status) the repository ``root`` has: its project or one
+    inside it (what an opt-out's purge would erase)."""
+    root = root.rstrip("/\\") or root
+    return sum(
+        lm.store.count(MemoryFilter(project=p, status=None))
+        for p in lm.projects()
+        if under(p, root)
+    )
+
+
 def purge_project(lm: Lexmem, root: str) -> Changes:
     """Erase everything captured from the repository at ``root`` (opt-out's ``--purge``):
     every memory whose project is the root or inside it, its sessions, their buffered

@@ -146,7 +146,10 @@ def find_markers(home: Path, markers: Iterable[str]) -> list[str]:
     raw = [m.casefold().encode() for m in markers]
     found: list[str] = []
     for path in sorted(p for p in home.rglob("*") if p.is_file()):
-        data = path.read_bytes().lower()
+        try:
+            data = path.read_bytes().lower()
+        except FileNotFoundError:  # a live writer's temporary file, gone meanwhile
+            continue
         hit = [m.decode() for m in raw if m in data]
         if hit:
             found.append(f"{path.relative_to(home)}: raw bytes hold {sorted(hit)}")

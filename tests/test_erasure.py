@@ -211,15 +211,3 @@ def test_cli_forget_and_optout_purge_say_backups_keep_it(
         assert "Backups made before now still hold them" in purged.stdout
     assert_nowhere(data_home, ["zqxmarker2m", "zqxmarker3n"])
     assert str(repo.resolve()) in load_settings(Paths(data_home)).capture.optout
-
-
-def test_taking_back_a_rejection_forgets_the_record(service: CaptureService) -> None:
-    lm = service.lm
-    service.settings.mode = "full"
-    _say(service, "s1", "We decided to use PostgreSQL 16 for the billing service.")
-    (mid,) = review_queue(lm)
-    review(lm, [mid], "rejected")
-    review(lm, [mid], "pending")
-    assert Journal(lm.store).rejected() == []
-    _say(service, "s2", "We decided to use PostgreSQL 16 for the billing service.")
-    assert len(review_queue(lm)) == 1  # captured again: the rejection was taken back
