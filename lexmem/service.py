@@ -970,7 +970,11 @@ class CaptureService:
                 entry.metadata = {"llm_notes": head.metadata["llm_notes"]}
             if self._was_rejected(head, project):
                 # The person rejected this text: the audit keeps no title of it either.
-                entry.decision, entry.reason, entry.title = "skipped", "rejected in review before", ""
+                entry.decision, entry.reason, entry.title = (
+                    "skipped",
+                    "rejected in review before",
+                    "",
+                )
                 report.skipped += 1
                 audit.append(entry)
                 continue

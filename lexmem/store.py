@@ -1034,7 +1034,9 @@ class MemoryStore:
                     part.replace("id IN", "superseded_by IN", 1),
                     values_sql={"superseded_by": "NULL"},
                 )
-            sessions = {r["session_id"] for r in rows if r["session_id"] and r["source"] in SESSION_SOURCES}
+            sessions = {
+                r["session_id"] for r in rows if r["session_id"] and r["source"] in SESSION_SOURCES
+            }
             if sessions:
                 # The next memory's context held this one's text: forgetting takes it too.
                 self._sync_context(sessions)

@@ -56,7 +56,9 @@ def _text_of(table: Any) -> Iterator[str]:
 
 
 # The ``fst`` crate's table of common input bytes (its format, src/raw/common_inputs.rs).
-_COMMON_INPUTS = b"te/oasripcnw.hlm-du012g=:bf3y5&_4v9678k%?xCDASFIBEjPTzRNM+LOqHGWUV,YKJZXQ;)(~[]$!'*@"
+_COMMON_INPUTS = (
+    b"te/oasripcnw.hlm-du012g=:bf3y5&_4v9678k%?xCDASFIBEjPTzRNM+LOqHGWUV,YKJZXQ;)(~[]$!'*@"
+)
 
 
 def _uint(data: bytes, at: int, n: int) -> int:
@@ -129,13 +131,14 @@ def _hits(texts: Iterable[str], markers: Iterable[str]) -> set[str]:
 
 def _decode_file(path: Path) -> Any | None:
     """A Lance file's rows (all of them: a data file knows nothing of deletions), or
-    None when ``path`` is not a Lance file."""
+    None when ``path`` is not a Lance file (a deletion vector, an index's ``.idx``: their
+    raw bytes are scanned). A ``.lance`` file that cannot be decoded fails the scan: a
+    proof must not skip what it cannot read."""
     from lance.file import LanceFileReader
 
-    try:
-        return LanceFileReader(str(path)).read_all().to_table()
-    except Exception:  # not a Lance file (a deletion vector, a legacy index): scanned raw
+    if path.suffix != ".lance":
         return None
+    return LanceFileReader(str(path)).read_all().to_table()
 
 
 def find_markers(home: Path, markers: Iterable[str]) -> list[str]:

@@ -14,11 +14,12 @@ from datetime import timedelta
 from pathlib import Path
 
 from click.testing import CliRunner
-
+from conftest import shared_model
+from diskscan import assert_nowhere, find_markers
 
 from lexmem.api import Lexmem
-from lexmem.config import Paths, load_settings
 from lexmem.cli import cli
+from lexmem.config import Paths, load_settings
 from lexmem.embedder import Embedder
 from lexmem.inbox import Inbox, make_event
 from lexmem.journal import Journal
@@ -26,16 +27,15 @@ from lexmem.models import MemorySource, MemoryStatus, utcnow
 from lexmem.service import CaptureService, apply_op, review, review_queue
 from lexmem.store import MemoryFilter
 
-from conftest import shared_model
-from diskscan import assert_nowhere, find_markers
-
 
 def _say(service: CaptureService, sid: str, text: str, *, project: str | None = None) -> None:
     """One short agent session in which the person says ``text``."""
     inbox = Inbox(service.lm.paths.inbox)
     for event_type, body in (("prompt", text), ("response", "Noted."), ("session_end", "")):
         inbox.write(
-            make_event(event_type, body, session_id=sid, agent="claude", project=project, cwd=project)
+            make_event(
+                event_type, body, session_id=sid, agent="claude", project=project, cwd=project
+            )
         )
     service.drain()
 
@@ -109,7 +109,9 @@ def test_review_reject_erases_and_still_refuses_the_same_again(service: CaptureS
     assert len(row["fingerprint"]) == 64 and len(row["particulars"]) == 32
     _say(service, "s2", "We decided to use zqxmarker6f 16 for the billing service!")
     assert review_queue(lm) == []
-    refused = [e for e in lm.audit_entries(decision="skipped") if e.reason == "rejected in review before"]
+    refused = [
+        e for e in lm.audit_entries(decision="skipped") if e.reason == "rejected in review before"
+    ]
     assert refused and refused[0].title == ""  # the refusal names no text either
 
 
@@ -170,7 +172,7 @@ def test_a_reader_searching_while_forget_erases_recovers(
             try:
                 reader.search("cache key prefix", mode="bm25", record_access=False)
                 reader.store.list_memories(limit=5)
-            except BaseException as exc:  # the failure under test
+            except Exception as exc:  # noqa: BLE001 - the assertion below shows any of them
                 errors.append(exc)
                 return
 
@@ -184,7 +186,9 @@ def test_a_reader_searching_while_forget_erases_recovers(
         thread.join(timeout=60)
     assert errors == []
     reader.store.refresh()
-    assert {h.memory.id for h in reader.search("cache key prefix", mode="bm25").hits} == set(ids[4:])
+    assert {h.memory.id for h in reader.search("cache key prefix", mode="bm25").hits} == set(
+        ids[4:]
+    )
     assert_nowhere(data_home, [f"zqxmarker{i}l" for i in range(4)])
     writer.close()
     reader.close()

@@ -323,7 +323,7 @@ class CaptureMenu(QObject):
         self.ctx.update_settings(mutate)
 
     def ask_purge(self, repo: str, n: int) -> str:
-        """"erase", "keep" or "cancel": what to do with the ``n`` memories already captured
+        """ "erase", "keep" or "cancel": what to do with the ``n`` memories already captured
         from ``repo`` now that it is opted out."""
         box = QMessageBox()
         box.setIcon(QMessageBox.Icon.Warning)
@@ -348,9 +348,7 @@ class CaptureMenu(QObject):
         def done(changes: Changes) -> None:
             self.ctx.emit(UiChanges.of(changes, review=True, sessions=True))
 
-        self.ctx.runner.run(
-            lambda: self.ctx.writer.purge_project(repo), on_done=done, write=True
-        )
+        self.ctx.runner.run(lambda: self.ctx.writer.purge_project(repo), on_done=done, write=True)
 
     # -- capture state ------------------------------------------------------------------
 
