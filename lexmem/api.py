@@ -304,12 +304,15 @@ class Lexmem:
     ) -> SearchResult:
         if mode != "bm25":
             self._require_current_space()
-        return self.searcher.search(
-            query,
-            flt,
-            limit=self.settings.search.default_limit if limit is None else limit,
-            mode=mode,
-            record_access=record_access,
+        # An erasure in another process may remove the version being read: reopen, retry.
+        return self.store.reading(
+            lambda: self.searcher.search(
+                query,
+                flt,
+                limit=self.settings.search.default_limit if limit is None else limit,
+                mode=mode,
+                record_access=record_access,
+            )
         )
 
     # -- changing ---------------------------------------------------------------
@@ -418,11 +421,45 @@ class Lexmem:
         return Changes(updated=(mid,))
 
     def forget(self, ident: str) -> Changes:
-        """Hard delete: the memory, its links and its history are gone for good."""
+        """Hard delete: the memory, its links and its history are gone for good, and no
+        byte of its text stays in any file of the data folder (:meth:`erase_memories`)."""
+        from .errors import NotFoundError
+
         mid = self.resolve(ident)
         successors = self.store.ids_with(f"superseded_by = '{mid}'")
-        self.store.delete(mid)
+        if not self.erase_memories([mid]):
+            raise NotFoundError("memory", mid)
         return Changes(updated=tuple(successors), deleted=(mid,), links=True, counts=True)
+
+    def erase_memories(
+        self, ids: Sequence[str], *, keep_review: bool = False, projects: Sequence[str] = ()
+    ) -> list[str]:
+        """Delete these memories (unknown ids are skipped) and erase their text from disk:
+        the tables' older versions and indices, the neighbours' ``context``, the audit's
+        titles and texts (and every audit entry of ``projects``, for a purge) and the
+        digests that showed them, rewritten at once. ``keep_review`` keeps a rejection's
+        record (fingerprint, embedding, particulars hash: no text) so review's reject still
+        refuses the same candidate. Returns the ids deleted."""
+        from .digest import DigestKeeper
+
+        memories = self.store.get_many(list(ids))
+        shown = {m.project for m in memories}
+        related = [(m.session_id, text) for m in memories for text in (m.content, m.title)]
+        with self.store.writing():
+            deleted = self.store.delete_many(ids, erase=False)
+            if not deleted and not projects:
+                return []
+            journal = self.journal
+            if not keep_review:
+                journal.forget_review(deleted)
+            journal.scrub_audit(deleted, projects=projects, related=related)
+            journal.erase()
+        # A digest is a plain file: the ones that showed these memories are written again
+        # now, not at the service's next flush (a memory with no project is in every one).
+        keeper = DigestKeeper(self)
+        keeper.mark(shown)
+        keeper.flush(force=True)
+        return deleted
 
     def link(self, a: str, b: str, link_type: str, strength: float = 0.5) -> Changes:
         if not 0.0 <= strength <= 1.0:

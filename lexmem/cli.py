@@ -760,26 +760,32 @@ def backup(c: Ctx, dest: Path | None, list_: bool, as_json: bool) -> None:
         click.echo(f"Backed up {made.memories} memories to {made.path} ({_size(made.size)}).")
 
 
+# Where the person forgets: erasure reaches the data folder, not copies made of it.
+BACKUPS_KEEP = "Backups made before now still hold it (lexmem backup --list shows them)."
+
+
 @cli.command()
 @click.argument("ident", metavar="ID")
 @click.option("--yes", "-y", is_flag=True, help="Do not ask for confirmation.")
 @json_option
 @pass_ctx
 def forget(c: Ctx, ident: str, yes: bool, as_json: bool) -> None:
-    """Delete the memory ID for good, with its links and history."""
+    """Delete the memory ID for good, with its links and history, and erase its text from
+    every file of the data folder (backups made before keep it)."""
     lm = c.lm()
     m = lm.get(ident)
     if not yes:
         if not interactive():
             raise InvalidInputError("forget deletes for good: pass --yes to confirm")
+        click.echo(f"lexmem: {BACKUPS_KEEP}", err=True)
         if not click.confirm(f"Forget {short(m.id)} “{m.title}” for good?", err=True):
             click.echo(f"lexmem: kept {short(m.id)}; nothing was forgotten", err=True)
             raise click.exceptions.Exit(1)
     changes = c.writer().forget(m.id)
     if as_json:
-        emit_json({"id": m.id, "changes": changes.to_dict()})
+        emit_json({"id": m.id, "changes": changes.to_dict(), "note": BACKUPS_KEEP})
     else:
-        click.echo(f"Forgot {short(m.id)}.")
+        click.echo(f"Forgot {short(m.id)}: erased from the data folder. {BACKUPS_KEEP}")
 
 
 @cli.command()
@@ -1243,11 +1249,23 @@ def _show_folders(c: Ctx, key: str, as_json: bool, empty: str) -> None:
 
 @optout.command("add")
 @click.argument("path", type=click.Path(file_okay=False))
+@click.option(
+    "--purge",
+    is_flag=True,
+    help="Also erase everything captured from it before: memories, sessions, queued events.",
+)
 @pass_ctx
-def optout_add(c: Ctx, path: str) -> None:
+def optout_add(c: Ctx, path: str, purge: bool) -> None:
     """Never capture from the repository at PATH (takes effect at once, for the hook too)."""
-    _edit_folders(c, "optout", path, True)
-    click.echo(f"Opted out: {Path(path).expanduser().resolve()}")
+    target = _edit_folders(c, "optout", path, True)
+    click.echo(f"Opted out: {target}")
+    if purge:
+        changes = c.writer().purge_project(str(target))
+        n = len(changes.deleted)
+        click.echo(
+            f"Erased {n} {'memory' if n == 1 else 'memories'} captured from {target}, with "
+            "its sessions and queued events. Backups made before now still hold them."
+        )
 
 
 @optout.command("remove")

@@ -4,10 +4,13 @@
   file seen twice after a crash is recognised and dropped).
 - ``buffer``: events waiting for their session's window to close. Durable, so a
   crash between taking an event in and extracting from its window loses nothing;
-  rows leave once their window is extracted (lexmem keeps memories, not transcripts).
+  rows leave once their window is extracted (lexmem keeps memories, not transcripts),
+  and with them every older version of the table: a released event's text is in no
+  file afterwards (:meth:`Journal.release`).
 - ``sessions``: agent sessions (seed 002 SessionManager): status, times, counts.
 - ``audit``: every candidate saved or skipped, with reason, confidence and rule
-  (seed 003); never the content of a secret or of an opted-out repository.
+  (seed 003); never the content of a secret or of an opted-out repository. When a
+  memory is forgotten its entries keep id, time, decision and reason, not its title or text.
 - ``file_hashes``: sha256 per watched Markdown file, so unchanged files are skipped
   across restarts (seed 002).
 
@@ -19,6 +22,7 @@ from __future__ import annotations
 
 import contextlib
 import json
+import re
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
@@ -30,7 +34,7 @@ from .store import MemoryStore, q
 if TYPE_CHECKING:
     import pyarrow as pa
 
-__all__ = ["AuditEntry", "Journal", "Session", "SessionStatus"]
+__all__ = ["ERASE_KEYS", "AuditEntry", "Journal", "Session", "SessionStatus", "under"]
 
 PROCESSED, BUFFER, SESSIONS, AUDIT, FILE_HASHES, REVIEWS = (
     "processed",
@@ -40,6 +44,20 @@ PROCESSED, BUFFER, SESSIONS, AUDIT, FILE_HASHES, REVIEWS = (
     "file_hashes",
     "reviews",
 )
+
+
+# The journal tables that can hold a memory's text or an event's, with their unique key:
+# what an erasure rewrites (MemoryStore.erase). ``processed`` and ``file_hashes`` hold
+# ids, paths and hashes only.
+ERASE_KEYS = {BUFFER: "event_id", SESSIONS: "id", AUDIT: "id", REVIEWS: "memory_id"}
+
+
+def under(path: str | None, root: str) -> bool:
+    """Whether ``path`` is the folder ``root`` or inside it (the opt-out purge's test)."""
+    if not path:
+        return False
+    root = root.rstrip("/\\") or root
+    return path == root or path.startswith(root + "/") or path.startswith(root + "\\")
 
 
 class SessionStatus:
@@ -268,13 +286,94 @@ class Journal:
         return sorted({r["session_id"] for r in rows})
 
     def release(self, event_ids: Sequence[str]) -> None:
-        """Drop buffered events whose window has been extracted."""
+        """Drop buffered events whose window has been extracted, and erase them: raw event
+        text must not outlive its drain in any file.
+
+        Constraint: a Lance delete only marks rows; their text stays in the data file and
+        in every older version until the table is rewritten and its versions cleaned up.
+        The buffer holds only the open sessions' events (a few hundred rows), so the
+        rewrite is cheap (measured in docs/privacy.md); only the service reads it, so no
+        reader can be holding a version the clean-up removes."""
         if not event_ids:
             return
         with self.store.writing():
             for start in range(0, len(event_ids), 500):
                 part = event_ids[start : start + 500]
                 self.t(BUFFER).delete("event_id IN (" + ", ".join(q(i) for i in part) + ")")
+            self.store.erase_tables({BUFFER: ERASE_KEYS[BUFFER]})
+
+    def buffered_under(self, root: str) -> list[str]:
+        """Ids of buffered events from the repository ``root`` (its project or working
+        folder is the root or inside it)."""
+        out = []
+        for r in self._rows(BUFFER):
+            event = json.loads(r["event"])
+            if under(event.get("project"), root) or under(event.get("cwd"), root):
+                out.append(str(r["event_id"]))
+        return out
+
+    # -- erasure ----------------------------------------------------------------------
+
+    def scrub_audit(
+        self,
+        memory_ids: Sequence[str] = (),
+        projects: Sequence[str] = (),
+        related: Sequence[tuple[str | None, str]] = (),
+    ) -> None:
+        """Forgotten memories' audit entries (and, for a purge, every entry of these
+        projects) keep id, time, decision and reason; their title, text and metadata go.
+
+        ``related`` is (session id, text) of each forgotten memory: other candidates of its
+        session that hold its text (a handoff quoting the decision, say, skipped with its
+        text kept for "capture anyway") lose their text too."""
+        conds = []
+        near = _related_entries(self, related)
+        if near:
+            conds.append("id IN (" + ", ".join(q(i) for i in near) + ")")
+        for start in range(0, len(memory_ids), 500):
+            conds.append(
+                "memory_id IN (" + ", ".join(q(i) for i in memory_ids[start : start + 500]) + ")"
+            )
+        for start in range(0, len(projects), 500):
+            conds.append(
+                "project IN (" + ", ".join(q(p) for p in projects[start : start + 500]) + ")"
+            )
+        if not conds:
+            return
+        with self.store.writing():
+            for cond in conds:
+                self.t(AUDIT).update(
+                    where=cond, values_sql={"title": "''", "text": "NULL", "metadata": "NULL"}
+                )
+
+    def audit_projects_under(self, root: str) -> list[str]:
+        """Every project named in the audit that is ``root`` or inside it."""
+        table = self.t(AUDIT)
+        n = int(table.count_rows("project IS NOT NULL"))
+        if not n:
+            return []
+        names = table.search().where("project IS NOT NULL").select(["project"]).limit(n)
+        return sorted({p for p in names.to_arrow()["project"].to_pylist() if under(p, root)})
+
+    def purge_sessions(self, root: str) -> list[str]:
+        """Delete the sessions of the repository ``root`` and their buffered events;
+        returns the session ids. The caller erases (:meth:`MemoryStore.erase`)."""
+        sessions = [s.id for s in self.sessions(limit=1_000_000) if under(s.project, root)]
+        events = self.buffered_under(root)
+        with self.store.writing():
+            for start in range(0, len(sessions), 500):
+                part = ", ".join(q(i) for i in sessions[start : start + 500])
+                self.t(SESSIONS).delete(f"id IN ({part})")
+            for start in range(0, len(events), 500):
+                part = ", ".join(q(i) for i in events[start : start + 500])
+                self.t(BUFFER).delete(f"event_id IN ({part})")
+        return sessions
+
+    def erase(self) -> None:
+        """Erase the memory tables and the journal's text-bearing tables (see
+        :meth:`MemoryStore.erase`)."""
+        self.ensure()
+        self.store.erase(others=ERASE_KEYS)
 
     # -- sessions -------------------------------------------------------------------
 
@@ -411,6 +510,33 @@ class Journal:
             name: int(self.t(name).count_rows())
             for name in (PROCESSED, BUFFER, SESSIONS, AUDIT, FILE_HASHES, REVIEWS)
         }
+
+
+def _words(text: str | None) -> frozenset[str]:
+    return frozenset(w for w in re.findall(r"\w+", (text or "").casefold()) if len(w) > 2)
+
+
+# An audit entry holds a forgotten memory's text when it has this share of its words:
+# extraction rewords a little ("Decided: use X" becomes "Decision: use X").
+_HOLDS = 0.75
+
+
+def _related_entries(journal: Journal, related: Sequence[tuple[str | None, str]]) -> list[str]:
+    """Audit entries of these sessions whose title or text holds most of the words of one
+    of the given texts (:data:`_HOLDS`)."""
+    by_session: dict[str, list[frozenset[str]]] = {}
+    for session_id, text in related:
+        if session_id and _words(text):
+            by_session.setdefault(session_id, []).append(_words(text))
+    if not by_session:
+        return []
+    where = "session_id IN (" + ", ".join(q(s) for s in sorted(by_session)) + ")"
+    out = []
+    for r in journal._rows(AUDIT, where):
+        mine = _words(r["title"]) | _words(r["text"])
+        if any(len(w & mine) >= _HOLDS * len(w) for w in by_session.get(r["session_id"], [])):
+            out.append(str(r["id"]))
+    return out
 
 
 def _session(r: dict[str, Any]) -> Session:

@@ -49,7 +49,7 @@ from .errors import (
 from .extract import Candidate, Extractor, confirmations
 from .hook import capture_mode, is_paused
 from .inbox import BadEvent, Inbox
-from .journal import AuditEntry, Journal, Session, SessionStatus
+from .journal import AuditEntry, Journal, Session, SessionStatus, under
 from .licence import CAPTURE, CORE_ACTIVE_LIMIT, STORAGE
 from .llm import LlmError
 from .locks import FileLock, LockTimeout
@@ -973,7 +973,12 @@ class CaptureService:
             if head.metadata.get("llm_notes"):  # the LLM failed; the rules' result stands
                 entry.metadata = {"llm_notes": head.metadata["llm_notes"]}
             if self._was_rejected(head, project):
-                entry.decision, entry.reason = "skipped", "rejected in review before"
+                # The person rejected this text: the audit keeps no title of it either.
+                entry.decision, entry.reason, entry.title = (
+                    "skipped",
+                    "rejected in review before",
+                    "",
+                )
                 report.skipped += 1
                 audit.append(entry)
                 continue
@@ -1096,7 +1101,8 @@ class CaptureService:
             log.exception("[MEM:STORE] background optimize failed")
 
     def forget_expired(self, now: datetime | None = None) -> int:
-        """Retention: archived memories older than ``retention_days`` are forgotten for good."""
+        """Retention: archived memories older than ``retention_days`` are forgotten for good,
+        erased from disk as ``forget`` erases."""
         days = self.lm.settings.store.retention_days
         if days <= 0:
             return 0
@@ -1110,9 +1116,9 @@ class CaptureService:
             str(r["id"])
             for r in store.table().search().where(where).select(["id"]).limit(10_000).to_list()
         ]
-        for mid in ids:
-            store.delete(mid)
         if ids:
+            # One erasure for the lot: text, audit texts, older versions, digests.
+            self.lm.erase_memories(ids)
             log.info("[MEM:STORE] Retention forgot %d archived memories", len(ids))
         return len(ids)
 
@@ -1221,7 +1227,7 @@ class CaptureService:
 
 OPS = (
     "pin", "archive", "restore", "forget", "supersede", "edit", "link", "decay", "reinforce",
-    "review", "unsupersede", "unlink",
+    "review", "unsupersede", "unlink", "purge_project",
 )  # fmt: skip
 
 
@@ -1241,13 +1247,10 @@ def apply_op(lm: Lexmem, op: str, kwargs: dict[str, Any], event_id: str) -> dict
         changes, n = lm.decay(kwargs.get("factor"))
         return {"changes": changes.to_dict(), "count": n}
     if op == "forget":
-        changes = lm.forget(**kwargs)
-        Journal(lm.store).forget_review(changes.deleted)  # nothing of a forgotten memory stays
-        return {"changes": changes.to_dict()}
-    if op == "forget":
-        changes = lm.forget(**kwargs)
-        Journal(lm.store).forget_review(changes.deleted)  # nothing of a forgotten memory stays
-        return {"changes": changes.to_dict()}
+        # Lexmem.forget erases: the review record, audit texts, older versions, digests.
+        return {"changes": lm.forget(**kwargs).to_dict()}
+    if op == "purge_project":
+        return {"changes": purge_project(lm, str(kwargs["root"])).to_dict()}
     if op == "review":
         return {
             "changes": review(
@@ -1266,8 +1269,11 @@ REVIEW_DECISIONS = ("accepted", "rejected", "pending")
 
 
 def review(lm: Lexmem, ids: Sequence[str], decision: str) -> Changes:
-    """Accept (keep) or reject (archive, and never capture the same again) reviewed memories;
-    ``pending`` takes a review back (a rejected memory is active again)."""
+    """Accept (keep) or reject reviewed memories. Reject deletes the memory and erases
+    its text from disk (:meth:`Lexmem.erase_memories`); what stays is what refuses the
+    same candidate again, none of it text: the fingerprint (a sha256), the embedding and
+    a hash of its particulars. ``pending`` takes a review back: an accepted memory is
+    queued again; a rejected one is gone, so the same candidate may be captured again."""
     if decision not in REVIEW_DECISIONS:
         raise InvalidInputError(
             f"a review decision is accepted, rejected or pending, not {decision!r}"
@@ -1277,15 +1283,14 @@ def review(lm: Lexmem, ids: Sequence[str], decision: str) -> Changes:
     if decision == "pending":
         rejected = {r["memory_id"] for r in journal.rejected()}
         for mid in resolved:
-            if mid in rejected:
+            # Rejected before rejection erased: archived, and brought back.
+            if mid in rejected and lm.store.get_optional(mid, with_embedding=False):
                 lm.store.restore(mid)
         journal.forget_review(resolved)
         return Changes(updated=tuple(resolved), counts=True)
     memories = lm.store.get_many(resolved, with_embedding=decision == "rejected")
     rows = []
     for m in memories:
-        if decision == "rejected" and m.status == "active":
-            lm.store.archive(m.id)
         rows.append({
             "memory_id": m.id, "decision": decision, "project": m.project,
             "fingerprint": fingerprint(m.title, m.content, m.project, m.type),
@@ -1293,7 +1298,45 @@ def review(lm: Lexmem, ids: Sequence[str], decision: str) -> Changes:
             "particulars": particulars_key(m.content),
         })  # fmt: skip
     journal.record_reviews(rows)
-    return Changes(updated=tuple(m.id for m in memories), counts=decision == "rejected")
+    if decision == "rejected":
+        gone = lm.erase_memories([m.id for m in memories], keep_review=True)
+        return Changes(deleted=tuple(gone), links=True, counts=True)
+    return Changes(updated=tuple(m.id for m in memories))
+
+
+def memories_under(lm: Lexmem, root: str) -> int:
+    """How many memories (of any status) the repository ``root`` has: its project or one
+    inside it (what an opt-out's purge would erase)."""
+    root = root.rstrip("/\\") or root
+    return sum(
+        lm.store.count(MemoryFilter(project=p, status=None))
+        for p in lm.projects()
+        if under(p, root)
+    )
+
+
+def purge_project(lm: Lexmem, root: str) -> Changes:
+    """Erase everything captured from the repository at ``root`` (opt-out's ``--purge``):
+    every memory whose project is the root or inside it, its sessions, their buffered
+    events, the audit's texts of those projects and their digests, by the same erasure
+    as forget (:meth:`Lexmem.erase_memories`)."""
+    root = root.strip()
+    if not root:
+        raise InvalidInputError("purge needs the repository's folder")
+    root = root.rstrip("/\\") or root
+    projects = [p for p in lm.projects() if under(p, root)]
+    ids: list[str] = []
+    for start in range(0, len(projects), 200):
+        part = ", ".join(q(p) for p in projects[start : start + 200])
+        ids += list(lm.store.ids_with(f"project IN ({part})"))
+    journal = Journal(lm.store)
+    journal.ensure()
+    with lm.store.writing():
+        journal.purge_sessions(root)
+        named = {root, *projects, *journal.audit_projects_under(root)}
+        gone = lm.erase_memories(ids, projects=sorted(named))
+    log.info("[MEM:STORE] Purged %d memories of an opted-out repository", len(gone))
+    return Changes(deleted=tuple(gone), links=True, counts=True)
 
 
 def review_queue(lm: Lexmem, limit: int | None = None) -> list[str]:
@@ -1317,8 +1360,7 @@ def unsupersede(lm: Lexmem, old: str, drop: str | None = None) -> Changes:
     old_id = lm.resolve(old)
     lm.store.restore(old_id)
     deleted: tuple[str, ...] = ()
-    if drop and lm.store.get_optional(drop, with_embedding=False) is not None:
-        lm.store.delete(drop)
+    if drop and lm.erase_memories([drop]):
         deleted = (drop,)
     return Changes(updated=(old_id,), deleted=deleted, links=True, counts=True)
 
@@ -1397,6 +1439,10 @@ class InboxWriter:
 
     def forget(self, ident: str) -> Changes:
         return self._changes(self._run("forget", ident=ident))
+
+    def purge_project(self, root: str) -> Changes:
+        """Erase every memory, session and buffered event of the repository ``root``."""
+        return self._changes(self._run("purge_project", root=root))
 
     def reinforce(self, ident: str, boost: float = 0.1) -> Changes:
         return self._changes(self._run("reinforce", ident=ident, boost=boost))

@@ -23,6 +23,15 @@ while it is younger than :data:`KEEP_VERSIONS_FOR` (readers mid-query keep a con
 view), and the newest :data:`KEEP_VERSIONS` versions of each table survive however old
 they are, so ``lexmem doctor --repair`` always has a few good versions to go back to when
 the newest one is damaged.
+
+Erasure wins over that retention (:meth:`MemoryStore.erase`): forgetting a memory (and
+review's reject, an opt-out purge, retention expiry) rewrites every table that held its
+text so no data file, deletion-vectored row, older version or full-text index keeps a
+byte of it, and then removes every older version. Right after an erasure each table has
+one version; repair can go back only to versions written since.
+
+A reader in another process may hold a version that an erasure has just removed; the
+store's reads reopen the table and try once more when a file they expected is gone.
 """
 
 from __future__ import annotations
@@ -32,12 +41,13 @@ import logging
 import os
 import re
 import threading
+import warnings
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, TypeVar
 
 from .config import Paths, StoreSettings, secure_umask
 from .errors import InvalidInputError, NotFoundError, StoreError, StoreLockedError
@@ -71,6 +81,9 @@ OPTIMIZE_EVERY = 64  # commits between compactions
 KEEP_VERSIONS_FOR = timedelta(minutes=10)  # readers mid-query keep a consistent view
 KEEP_VERSIONS = 8  # the newest versions of each table that clean-up never removes
 _ID_PREFIX = re.compile(r"^[0-9a-fA-F-]{4,36}$")
+# The unique key of each table an erasure may rewrite (see MemoryStore.erase).
+ERASE_KEYS = {"memories": "id", LINKS: "id", CONFIDENCE: "id"}
+_T = TypeVar("_T")
 
 # Columns other than the vector; reads that do not need vectors select these.
 ROW_COLUMNS = (
@@ -353,6 +366,39 @@ def _retention(table: Any) -> timedelta:
     stamp: datetime = kept["timestamp"]  # LanceDB reports local, naive times
     age = datetime.now(stamp.tzinfo) - stamp
     return max(KEEP_VERSIONS_FOR, age + KEEP_VERSIONS_FOR / 10)
+
+
+def gone_file(exc: BaseException) -> bool:
+    """Whether ``exc`` is LanceDB finding a file of an older table version missing: an
+    erasure in another process removed the version this process was reading."""
+    text = str(exc).lower()
+    return any(
+        s in text for s in ("not found", "no such file", "does not exist", "object at location")
+    )
+
+
+def _rewrite(table: Any, key: str) -> None:
+    """Write every live row of ``table`` anew, in one commit.
+
+    Constraint: a delete only marks rows in a deletion vector; the rows stay in their data
+    file until compaction rewrites that file, and LanceDB's compaction rewrites a file only
+    once a tenth of its rows are deleted (its options are not reachable without pylance).
+    Updating every row leaves each old file with nothing live, so the commit drops them
+    from the table, and clean-up can then delete them from disk. Cost: the table is read
+    and written once (measured in docs/privacy.md)."""
+    n = int(table.count_rows())
+    if n == 0:
+        return  # a fragment with no live row is dropped by the delete that emptied it
+    data = table.search().limit(n).to_arrow()
+    table.merge_insert(key).when_matched_update_all().execute(data)
+
+
+def _prune_all(table: Any) -> None:
+    """Compact ``table`` and delete every version but the newest, with every file only
+    older versions used (erasure: no older version may keep a forgotten text)."""
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")  # "removes every version except the latest": meant
+        table.optimize(cleanup_older_than=timedelta(0), delete_unverified=True)
 
 
 def q(value: str) -> str:
@@ -961,22 +1007,72 @@ class MemoryStore:
         return self.replace(updated)
 
     def delete(self, memory_id: str) -> None:
-        """Hard delete: the row, its links and its confidence history (the right to forget)."""
+        """Hard delete: the row, its links and its confidence history (the right to forget),
+        erased from disk (:meth:`erase`)."""
+        if not self.delete_many([memory_id]):
+            raise NotFoundError("memory", memory_id)
+
+    def delete_many(self, memory_ids: Sequence[str], *, erase: bool = True) -> list[str]:
+        """Hard delete these memories (unknown ids are skipped) and, unless ``erase`` is
+        False (a caller that erases several things at once does it itself), erase them from
+        disk. Returns the ids deleted."""
         with self._writing():
-            if not self._existing_ids([memory_id]):
-                raise NotFoundError("memory", memory_id)
-            qid = q(memory_id)
-            gone = self._scan(f"id = {qid}", ["session_id", "source"])[0]
-            self.table().delete(f"id = {qid}")
-            if gone["session_id"] and gone["source"] in SESSION_SOURCES:
+            found = self._existing_ids(list(dict.fromkeys(memory_ids)))
+            if not found:
+                return []
+            ids = sorted(found)
+            rows: list[dict[str, Any]] = []
+            for start in range(0, len(ids), 500):
+                part = "id IN (" + ", ".join(q(i) for i in ids[start : start + 500]) + ")"
+                rows += self._scan(part, ["session_id", "source"])
+                self.table().delete(part)
+                self.table(CONFIDENCE).delete(part.replace("id IN", "memory_id IN", 1))
+                links = part.replace("id IN", "from_id IN", 1)
+                self.table(LINKS).delete(f"{links} OR {part.replace('id IN', 'to_id IN', 1)}")
+                # Older versions keep their status; the pointer to a forgotten memory goes.
+                self._update(
+                    part.replace("id IN", "superseded_by IN", 1),
+                    values_sql={"superseded_by": "NULL"},
+                )
+            sessions = {
+                r["session_id"] for r in rows if r["session_id"] and r["source"] in SESSION_SOURCES
+            }
+            if sessions:
                 # The next memory's context held this one's text: forgetting takes it too.
-                self._sync_context([gone["session_id"]])
-            self.table(LINKS).delete(f"from_id = {qid} OR to_id = {qid}")
-            self.table(CONFIDENCE).delete(f"memory_id = {qid}")
-            # Older versions keep their status; the pointer to a forgotten memory goes.
-            self._update(f"superseded_by = {qid}", values_sql={"superseded_by": "NULL"})
-            self._maybe_optimize()
-        log.info("[MEM:STORE] Deleted memory %s", memory_id)
+                self._sync_context(sessions)
+            if erase:
+                self.erase()
+            else:
+                self._maybe_optimize()
+        for mid in ids:
+            log.info("[MEM:STORE] Deleted memory %s", mid)
+        return ids
+
+    def erase(self, others: dict[str, str] | None = None) -> None:
+        """Leave no byte of deleted or overwritten text anywhere on disk: rewrite the
+        memories, links and confidence tables (and ``others``, table name to its unique
+        key: the journal's), rebuild the memories' indices from the live rows, and delete
+        every older version and every file only those used.
+
+        Erasure wins over :data:`KEEP_VERSIONS`: afterwards each table has one version
+        (a backup taken before still holds what was erased; the docs say so)."""
+        self.erase_tables({**ERASE_KEYS, **(others or {})})
+
+    def erase_tables(self, tables: dict[str, str]) -> None:
+        """:meth:`erase` for these tables only (name to unique key)."""
+        with self._writing():
+            for name, key in tables.items():
+                table = self.table(name)
+                _rewrite(table, key)
+                _prune_all(table)
+                if name == "memories":
+                    # Full-text index files keep the tokens of deleted rows; scalar ones
+                    # their values (a project's path): built again from the live rows.
+                    self._index_cache.clear()
+                    _index_memories(table)
+                    _prune_all(table)
+            if "memories" in tables:
+                self._write_meta(dict(self._meta, optimized_version=self.table().version))
 
     def decay_all(self, factor: float) -> int:
         """Multiply active salience by ``factor`` (seed 004), skipping pinned and floor rows."""
@@ -1092,8 +1188,25 @@ class MemoryStore:
 
     # -- reading ----------------------------------------------------------
 
+    def reading(self, read: Callable[[], _T]) -> _T:
+        """Run ``read``; when an erasure in another process has removed the files of the
+        version this process had open, reopen the tables and run it once more."""
+        try:
+            return read()
+        except Exception as exc:
+            if not gone_file(exc):
+                raise
+            log.info("[MEM:STORE] A table version was erased under a read; reopening")
+            self.refresh()
+            return read()
+
     def _scan(
         self, where: str | None, columns: Sequence[str], limit: int | None = None
+    ) -> list[dict[str, Any]]:
+        return self.reading(lambda: self._scan_once(where, columns, limit))
+
+    def _scan_once(
+        self, where: str | None, columns: Sequence[str], limit: int | None
     ) -> list[dict[str, Any]]:
         query = self.table().search()
         if where:
@@ -1111,11 +1224,15 @@ class MemoryStore:
         self, where: str | None = None, columns: Sequence[str] = ROW_COLUMNS
     ) -> pa.Table:
         """Rows as an Arrow table (for the DuckDB lens and bulk reads)."""
-        query = self.table().search()
-        if where:
-            query = query.where(where)
-        n = self.table().count_rows(where) if where else self.table().count_rows()
-        return query.select(list(columns)).limit(max(n, 1)).to_arrow()
+
+        def read() -> pa.Table:
+            query = self.table().search()
+            if where:
+                query = query.where(where)
+            n = self.table().count_rows(where) if where else self.table().count_rows()
+            return query.select(list(columns)).limit(max(n, 1)).to_arrow()
+
+        return self.reading(read)
 
     def resolve_id(self, ident: str) -> str:
         """A full id from an id or a unique prefix of at least 4 characters."""
@@ -1197,7 +1314,9 @@ class MemoryStore:
 
     def count(self, flt: MemoryFilter | None = None) -> int:
         where = (flt or MemoryFilter(status=None)).where()
-        return int(self.table().count_rows(where) if where else self.table().count_rows())
+        return self.reading(
+            lambda: int(self.table().count_rows(where) if where else self.table().count_rows())
+        )
 
     def iter_all(self, *, batch: int = 512, with_embedding: bool = True) -> Iterator[list[Memory]]:
         """Every memory, in batches (export, re-embedding)."""
@@ -1432,7 +1551,9 @@ class MemoryStore:
         cond = " OR ".join(parts)
         if where:
             cond = f"({where}) AND ({cond})"
-        return self.table().search().where(cond).select(list(columns)).limit(limit).to_arrow()
+        return self.reading(
+            lambda: self.table().search().where(cond).select(list(columns)).limit(limit).to_arrow()
+        )
 
     def ids_with(self, where: str) -> Iterable[str]:
         return [r["id"] for r in self._scan(where, ["id"])]

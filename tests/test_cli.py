@@ -492,7 +492,10 @@ def test_forget(monkeypatch: pytest.MonkeyPatch) -> None:
     assert "pass --yes" in msg
     assert run_json("show", gone)["id"] == gone
 
-    assert run("forget", gone[:8], "--yes").stdout == f"Forgot {gone[:8]}.\n"
+    assert run("forget", gone[:8], "--yes").stdout == (
+        f"Forgot {gone[:8]}: erased from the data folder. Backups made before now still hold "
+        "it (lexmem backup --list shows them).\n"
+    )
     assert "no memory" in error("show", gone, code=3)
     assert "no memory" in error("forget", gone, "--yes", code=3)
     assert run_json("show", keep)["links_from"] == []  # its links went with it
@@ -501,6 +504,7 @@ def test_forget(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setattr(cli_module, "interactive", lambda: True)
     declined = run("forget", keep[:8], input="n\n", code=1)
     assert "Forget " in declined.stderr and "for good?" in declined.stderr
+    assert "Backups made before now still hold it" in declined.stderr  # said before asking
     assert declined.stderr.splitlines()[-1] == (f"lexmem: kept {keep[:8]}; nothing was forgotten")
     assert declined.stdout == ""
     assert run_json("show", keep)["id"] == keep

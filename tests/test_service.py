@@ -577,8 +577,8 @@ def test_review_accept_reject_and_taking_it_back(service: CaptureService) -> Non
 
     assert review(service.lm, [main], "accepted").updated == (main,)
     assert review_queue(service.lm) == [pg]
-    review(service.lm, [pg], "rejected")
-    assert service.lm.get(pg).status == MemoryStatus.ARCHIVED
+    assert review(service.lm, [pg], "rejected").deleted == (pg,)
+    assert service.lm.store.get_optional(pg) is None  # rejected means erased
     assert review_queue(service.lm) == []
 
     # Rejection teaches capture: the same decision said again is skipped, with a reason...
@@ -591,10 +591,10 @@ def test_review_accept_reject_and_taking_it_back(service: CaptureService) -> Non
     (new,) = review_queue(service.lm)
     assert "PostgreSQL 17" in service.lm.get(new).content
 
-    # Taking a rejection back makes the memory active and queued again.
+    # Taking a rejection back forgets the refusal: the same candidate is captured again.
     review(service.lm, [pg], "pending")
-    assert service.lm.get(pg).status == MemoryStatus.ACTIVE
-    assert set(review_queue(service.lm)) == {pg, new}
+    _say(service, "s5", "We decided to use PostgreSQL 16 for the billing service.")
+    assert len(review_queue(service.lm)) == 2 and new in review_queue(service.lm)
     with pytest.raises(Exception, match="accepted, rejected or pending"):
         review(service.lm, [pg], "maybe")
 

@@ -57,6 +57,25 @@ def repo(tmp_path: Path) -> Path:
 
 
 @pytest.fixture
+def answer(monkeypatch: pytest.MonkeyPatch) -> list[str]:
+    """Answers the opt-out's question with the button named by ``answer[0]`` and records
+    each question asked after it. Why faked: ``QMessageBox.exec`` runs a modal loop that
+    waits for a person; the box itself, its text and its buttons stay real."""
+    from PySide6.QtWidgets import QMessageBox
+
+    said = ["Keep"]
+
+    def exec_(box: QMessageBox) -> int:
+        said.append(box.text())
+        (button,) = [b for b in box.buttons() if b.text().replace("&", "") == said[0]]
+        button.click()
+        return 0
+
+    monkeypatch.setattr(QMessageBox, "exec", exec_)
+    return said
+
+
+@pytest.fixture
 def app(qtbot: Any, lm: Lexmem) -> Iterator[App]:
     a = App(lm, tray=False)
     a.start(show_window=True)
@@ -77,7 +96,7 @@ def test_without_a_tray_the_browser_is_the_main_window(app: App) -> None:
 
 
 def test_unchecking_a_repository_opts_it_out_for_the_hook_at_once(
-    qtbot: Any, app: App, repo: Path
+    qtbot: Any, app: App, repo: Path, answer: list[str]
 ) -> None:
     app.lm.settings.capture.mode = "full"
     agent_session(repo, "We decided to use PostgreSQL 16 for the billing service.")
@@ -91,6 +110,7 @@ def test_unchecking_a_repository_opts_it_out_for_the_hook_at_once(
     assert toggle.isChecked()
     toggle.trigger()  # a click on the menu item
     qtbot.waitUntil(lambda: str(repo) in app.lm.settings.capture.optout, timeout=10_000)
+    assert answer[1:] and "Also erase the memory already captured" in answer[1]  # kept
 
     before = app.lm.count()
     marker = "OPTED-OUT-MARKER-77"
@@ -106,6 +126,38 @@ def test_unchecking_a_repository_opts_it_out_for_the_hook_at_once(
     assert not toggle.isChecked()
     toggle.trigger()
     qtbot.waitUntil(lambda: app.lm.settings.capture.optout == [], timeout=10_000)
+
+
+def test_unchecking_a_repository_with_memories_asks_and_erase_erases_them(
+    qtbot: Any, app: App, repo: Path, answer: list[str]
+) -> None:
+    from diskscan import assert_nowhere, find_markers
+
+    app.lm.settings.capture.mode = "full"
+    agent_session(repo, "We decided to use zqxmarker4p for the billing service.")
+    app.ctx.wake()
+    qtbot.waitUntil(lambda: app.lm.count() == 1, timeout=30_000)
+    qtbot.waitUntil(lambda: str(repo) in app.menu.repositories, timeout=30_000)
+    assert find_markers(app.lm.paths.home, ["zqxmarker4p"])
+
+    # Cancel: nothing changes, nothing is erased.
+    answer[0] = "Cancel"
+    app.menu.set_repository(str(repo), False)
+    qtbot.waitUntil(lambda: len(answer) == 2, timeout=10_000)
+    assert answer[1] == (
+        f"Also erase the memory already captured from {repo}? This cannot be undone; "
+        "backups made before now still hold them."
+    )
+    qtbot.waitUntil(lambda: not app.ctx.runner.pending, timeout=10_000)
+    assert app.lm.settings.capture.optout == [] and app.lm.count() == 1
+
+    # Erase: opted out, and the memory erased off the UI thread.
+    answer[0] = "Erase"
+    app.menu.set_repository(str(repo), False)
+    qtbot.waitUntil(lambda: len(answer) == 3, timeout=10_000)
+    qtbot.waitUntil(lambda: app.lm.count() == 0 and not app.ctx.runner.pending, timeout=60_000)
+    assert str(repo) in app.lm.settings.capture.optout
+    assert_nowhere(app.lm.paths.home, ["zqxmarker4p"])
 
 
 def test_pause_and_mode_show_in_the_tray_state(qtbot: Any, app: App) -> None:

@@ -152,7 +152,7 @@ def test_settings_change_applies_at_once_and_is_captured(qtbot: Any, ctx: AppCon
     assert [e["event_type"] for e in events] == ["config_change"]
 
 
-def test_review_reject_is_undoable(qtbot: Any, ctx: AppContext) -> None:
+def test_review_reject_erases_and_is_not_undoable(qtbot: Any, ctx: AppContext) -> None:
     from lexmem.inbox import Inbox, make_event
     from lexmem.service import CaptureService
 
@@ -168,9 +168,7 @@ def test_review_reject_is_undoable(qtbot: Any, ctx: AppContext) -> None:
     queue = review_queue(ctx.lm)
     assert len(queue) == 1
     (c,) = _wait(qtbot, ctx, lambda: ops.review(ctx, queue, "rejected"))
-    assert c.review and c.memories.updated == tuple(queue)
+    assert c.review and c.memories.deleted == tuple(queue)
     assert review_queue(ctx.lm) == []
-    assert ctx.lm.get(queue[0]).status == MemoryStatus.ARCHIVED
-    _wait(qtbot, ctx, lambda: ops.undo(ctx))
-    assert review_queue(ctx.lm) == queue
-    assert ctx.lm.get(queue[0]).status == MemoryStatus.ACTIVE
+    assert ctx.lm.store.get_optional(queue[0]) is None
+    assert ctx.undo_entry is None  # erased: nothing is left to bring back

@@ -84,7 +84,7 @@ def test_review_accept_removes_from_the_queue_and_the_count_follows(
     assert panel.ids() == [pg] and ctx.undo_entry is not None
 
 
-def test_bulk_reject_archives_and_teaches_capture(qtbot: Any, ctx: AppContext) -> None:
+def test_bulk_reject_erases_and_teaches_capture(qtbot: Any, ctx: AppContext) -> None:
     pg, main = _queued(ctx)
     panel = ReviewPanel(ctx)
     qtbot.addWidget(panel)
@@ -92,7 +92,7 @@ def test_bulk_reject_archives_and_teaches_capture(qtbot: Any, ctx: AppContext) -
     panel.select([pg, main])
     panel.reject_selected()
     qtbot.waitUntil(lambda: _idle(ctx) and panel.count == 0, timeout=30_000)
-    assert {ctx.lm.get(i).status for i in (pg, main)} == {MemoryStatus.ARCHIVED}
+    assert [ctx.lm.store.get_optional(i) for i in (pg, main)] == [None, None]
     assert panel.stack.currentWidget() is panel.empty
     assert panel.empty.text().startswith("Nothing to review")
     assert not panel.reject_all_button.isEnabled()

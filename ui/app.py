@@ -41,7 +41,8 @@ from lexmem.api import Lexmem
 from lexmem.hook import is_paused
 from lexmem.licence import CAPTURE, LicenceStatus
 from lexmem.locks import FileLock, LockTimeout
-from lexmem.service import CaptureService, DrainReport, ServiceBusyError
+from lexmem.models import Changes
+from lexmem.service import CaptureService, DrainReport, ServiceBusyError, memories_under
 
 from .context import AppContext, UiChanges
 from .licence_dialog import open_licence_dialog, tier_text, upgrade_prompt
@@ -296,13 +297,58 @@ class CaptureMenu(QObject):
             self.set_repository(str(action.data()), action.isChecked())
 
     def set_repository(self, repo: str, capture: bool) -> None:
-        """Capture from ``repo`` or opt it out; saved at once, so the hook follows too."""
+        """Capture from ``repo`` or opt it out; saved at once, so the hook follows too.
 
+        Opting out a repository that has memories asks first whether to erase them too
+        (:meth:`ask_purge`); the count and the erasure run off the UI thread."""
+        if capture:
+            self._save_repository(repo, True)
+            return
+
+        def asked(n: int) -> None:
+            choice = self.ask_purge(repo, n) if n else "keep"
+            if choice == "cancel":
+                return  # still captured: the submenu is filled afresh when it opens
+            self._save_repository(repo, False)
+            if choice == "erase":
+                self.purge_repository(repo)
+
+        self.ctx.read(lambda: memories_under(self.ctx.lm, repo), asked)
+
+    def _save_repository(self, repo: str, capture: bool) -> None:
         def mutate(s: Any) -> None:
             rest = [r for r in s.capture.optout if r != repo]
             s.capture.optout = rest if capture else [*rest, repo]
 
         self.ctx.update_settings(mutate)
+
+    def ask_purge(self, repo: str, n: int) -> str:
+        """ "erase", "keep" or "cancel": what to do with the ``n`` memories already captured
+        from ``repo`` now that it is opted out."""
+        box = QMessageBox()
+        box.setIcon(QMessageBox.Icon.Warning)
+        box.setWindowTitle("Opt out of a repository")
+        what = "the memory" if n == 1 else f"the {n} memories"
+        box.setText(
+            f"Also erase {what} already captured from {repo}? This cannot be undone; "
+            "backups made before now still hold them."
+        )
+        erase = box.addButton("Erase", QMessageBox.ButtonRole.DestructiveRole)
+        keep = box.addButton("Keep", QMessageBox.ButtonRole.AcceptRole)
+        box.addButton(QMessageBox.StandardButton.Cancel)
+        box.setDefaultButton(keep)
+        box.exec()
+        clicked = box.clickedButton()
+        return "erase" if clicked is erase else "keep" if clicked is keep else "cancel"
+
+    def purge_repository(self, repo: str) -> None:
+        """Erase everything captured from ``repo``, on the write thread (through the
+        inbox, like every write)."""
+
+        def done(changes: Changes) -> None:
+            self.ctx.emit(UiChanges.of(changes, review=True, sessions=True))
+
+        self.ctx.runner.run(lambda: self.ctx.writer.purge_project(repo), on_done=done, write=True)
 
     # -- capture state ------------------------------------------------------------------
 

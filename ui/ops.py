@@ -297,10 +297,13 @@ def review(
     on_done: Done = None,
     on_error: Failed = None,
 ) -> None:
-    """Accept (keep) or reject (archive, and never capture the same again)."""
+    """Accept (keep) or reject (erase, and never capture the same again). A reject cannot
+    be undone: the memory's text is gone from disk."""
 
     def work() -> tuple[Changes, UndoEntry | None]:
         changes = ctx.writer.review(ids, decision)
+        if decision == "rejected":
+            return changes, None
         ids_ = list(changes.updated)
         word = "accept" if decision == "accepted" else "reject"
         entry = UndoEntry(
