@@ -406,8 +406,8 @@ class _EditDialog(QDialog):
 class ReviewPanel(_Panel):
     """Memories captured automatically and not reviewed yet, newest first.
 
-    Accept keeps a memory; reject archives it and teaches capture not to keep the
-    same again; edit-then-accept corrects it first; pin keeps it at the top of its
+    Accept keeps a memory; reject erases it (as Forget does) and teaches capture not
+    to keep the same again; edit-then-accept corrects it first; pin keeps it at the top of its
     project's digest. Every action works on the selection (or one row from the
     context menu); "Accept all"/"Reject all" act on the whole queue, and "Reject all"
     asks first, naming how many. The Edit menu's actions act on this selection while
@@ -452,7 +452,7 @@ class ReviewPanel(_Panel):
         self.accept_button.setToolTip("Keep the selected memories (A)")
         self.edit_button.setToolTip("Correct the memory, then keep it (E)")
         self.reject_button.setToolTip(
-            "Archive the selected memories; capture will not keep the same again (R)"
+            "Erase the selected memories; capture will not keep the same again (R)"
         )
         self.pin_button.setToolTip("Pin: first in its project's digest, never decays (P)")
         self.accept_button.clicked.connect(self.accept_selected)
