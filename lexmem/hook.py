@@ -56,10 +56,14 @@ __all__ = [
     "is_paused",
     "last_assistant_message",
     "main",
+    "opted_out_event",
+    "optout_rules",
+    "project_opted_out",
     "project_root",
     "run",
     "service_running",
     "start_service",
+    "tool_paths",
 ]
 
 OPTOUT_MARKER = ".lexmem-optout"
@@ -100,14 +104,80 @@ def _resolved(path: str | Path) -> Path:
         return p
 
 
+def _small_text(path: Path) -> str | None:
+    """The first line of a small git bookkeeping file, or None when it cannot be read."""
+    try:
+        with open(path, "rb") as fh:
+            head = fh.read(4096).decode("utf-8", errors="replace")
+    except OSError:
+        return None
+    return head.splitlines()[0].strip() if head.strip() else None
+
+
+def _core_worktree(git_dir: Path) -> Path | None:
+    """``core.worktree`` of a git directory's config (a submodule's git dir has it)."""
+    try:
+        with open(git_dir / "config", "rb") as fh:
+            text = fh.read(65536).decode("utf-8", errors="replace")
+    except OSError:
+        return None
+    section = ""
+    for raw in text.splitlines():
+        line = raw.strip()
+        if line.startswith("["):
+            section = line.strip("[]").strip().lower()
+        elif section == "core" and "=" in line:
+            key, _, value = line.partition("=")
+            if key.strip().lower() == "worktree" and value.strip():
+                found = Path(value.strip().strip('"')).expanduser()
+                return _resolved(found if found.is_absolute() else git_dir / found)
+    return None
+
+
+def _main_worktree(folder: Path) -> Path | None:
+    """The main repository's root when ``folder`` is a linked worktree, else None.
+
+    A ``git worktree add`` checkout has a ``.git`` *file* ("gitdir: /main/.git/worktrees/NAME")
+    whose folder holds a ``commondir`` file pointing at the main ``.git``. A submodule's
+    ``.git`` file points at ``.git/modules/NAME``, which has no ``commondir``: it keeps
+    its own root. Read from the files rather than asked of git: the hook runs on every
+    agent event and a subprocess would cost more than the rest of it.
+    """
+    line = _small_text(folder / ".git")
+    if not line or not line.startswith("gitdir:"):
+        return None
+    git_dir = Path(line[len("gitdir:") :].strip()).expanduser()
+    if not git_dir.is_absolute():
+        git_dir = folder / git_dir
+    common = _small_text(git_dir / "commondir")
+    if not common:
+        return None
+    common_dir = Path(common).expanduser()
+    common_dir = _resolved(common_dir if common_dir.is_absolute() else git_dir / common_dir)
+    if not common_dir.is_dir():
+        return None  # the main repository moved or was deleted: the worktree stands alone
+    if common_dir.name == ".git":
+        return common_dir.parent
+    # A bare repository, or a submodule's git dir (a worktree of a submodule): its
+    # configured checkout when it has one, else the git dir itself names the project.
+    return _core_worktree(common_dir) or common_dir
+
+
 def project_root(cwd: str | None) -> str | None:
-    """The repository root above ``cwd`` (a ``.git`` entry), else ``cwd`` itself."""
+    """The repository root above ``cwd`` (a ``.git`` entry), else ``cwd`` itself.
+
+    A linked worktree maps to its main repository, so its memories, digest and opt-out
+    are the repository's; a submodule keeps its own root.
+    """
     if not cwd:
         return None
     start = _resolved(cwd)
     for folder in (start, *start.parents):
-        if (folder / ".git").exists():
+        git = folder / ".git"
+        if git.is_dir():
             return str(folder)
+        if git.exists():
+            return str(_main_worktree(folder) or folder)
     return str(start)
 
 
@@ -126,24 +196,108 @@ def _under(path: str, roots: Iterable[str]) -> bool:
 
 
 def is_opted_out(cwd: str | None, capture: Capture) -> bool:
-    """Opted out by a marker file in ``cwd`` or any parent, or by the settings' list."""
+    """Opted out by a marker file in ``cwd`` or any parent, or by the settings' list.
+
+    Inside a linked worktree the main repository's marker (committed or not) and
+    settings entry hold too: a worktree is the same repository checked out elsewhere.
+    """
     if not cwd:
         return False
     start = _resolved(cwd)
-    for folder in (start, *start.parents):
-        if (folder / OPTOUT_MARKER).exists():
-            return True
-    return _under(str(start), capture.optout)
+    places = [start]
+    root = project_root(str(start))
+    if root is not None:
+        main = Path(root)
+        if main != start and main not in start.parents:
+            places.append(main)
+    seen: set[Path] = set()
+    for place in places:
+        for folder in (place, *place.parents):
+            if folder in seen:
+                break  # the rest of this chain was checked from the other place
+            seen.add(folder)
+            if (folder / OPTOUT_MARKER).exists():
+                return True
+    return any(_under(str(place), capture.optout) for place in places)
 
 
-def _opted_out(cwd: str | None, project: str | None, capture: Capture) -> bool:
+# Tool input fields that name a file or folder the tool reads or writes (Read, Edit,
+# Write, NotebookEdit, Grep, Glob, ...).
+_PATH_KEYS = ("file_path", "path", "notebook_path")
+# How much of a shell command is searched for absolute paths, and how many are checked:
+# a heredoc can be megabytes, and each path costs a few file system checks.
+_COMMAND_SCAN_CHARS = 4096
+_COMMAND_MAX_PATHS = 16
+
+
+def tool_paths(tool_input: Any, cwd: str | None = None) -> list[str]:
+    """The files and folders a tool call names: its path fields, and the absolute paths
+    in a shell command (``cat /other/repo/.env``). Relative paths are taken from ``cwd``."""
+    if not isinstance(tool_input, dict):
+        return []
+    found = [v for v in (tool_input.get(k) for k in _PATH_KEYS) if isinstance(v, str) and v]
+    command = tool_input.get("command")
+    if isinstance(command, str):
+        for token in command[:_COMMAND_SCAN_CHARS].split():
+            token = token.strip("'\"`;|&<>(){}")
+            if token.startswith(("/", "~/")) and len(found) < _COMMAND_MAX_PATHS:
+                found.append(token)
+    out = []
+    for path in found:
+        p = Path(path).expanduser()
+        if not p.is_absolute():
+            if not cwd:
+                continue
+            p = Path(cwd).expanduser() / p
+        out.append(str(p))
+    return out
+
+
+def _opted_out(
+    cwd: str | None, project: str | None, capture: Capture, paths: Sequence[str] = ()
+) -> bool:
+    """An event is dropped when where it happened, its project, or a file its tool
+    touched lies in an opted-out repository (an agent elsewhere reading a file in one)."""
     if cwd and is_opted_out(cwd, capture):
+        return True
+    if any(is_opted_out(p, capture) for p in paths):
         return True
     if not project:
         return False
     if project in capture.optout:
         return True
     return Path(project).expanduser().is_absolute() and is_opted_out(project, capture)
+
+
+def opted_out_event(event: Mapping[str, Any], capture: Capture) -> bool:
+    """An inbox event that belongs to an opted-out repository (the service asks this at
+    drain time: the repository may have been opted out since the event was queued)."""
+    meta = event.get("metadata")
+    meta = meta if isinstance(meta, dict) else {}
+    cwd, project = _str(event.get("cwd")), _str(event.get("project"))
+    return _opted_out(cwd, project, capture, tool_paths(meta.get("tool_input"), cwd))
+
+
+def _payload_paths(adapter: str, payload: Mapping[str, Any], cwd: str | None) -> list[str]:
+    """The paths a payload's tool call names (a wrapper's event keeps them in metadata)."""
+    holder = payload.get("metadata") if adapter == "event" else payload
+    return tool_paths(holder.get("tool_input"), cwd) if isinstance(holder, dict) else []
+
+
+def project_opted_out(project: str | None, capture: Capture) -> bool:
+    """A memory's project (a repository root or a name) is opted out."""
+    return bool(project) and _opted_out(None, project, capture)
+
+
+def optout_rules(paths: Paths, capture: Capture | None = None) -> CaptureRules:
+    """The opt-outs as they stand now, for a long-lived process: the settings file, which
+    another process (``lexmem optout add``, the tray) may have changed since this one
+    read it, and ``capture``, this process's own settings. An unreadable file raises
+    :class:`~lexmem.errors.ConfigError`: then the opt-outs cannot be known."""
+    rules = load_capture_rules(paths)
+    if capture is not None:
+        rules.optout = [*rules.optout, *(p for p in capture.optout if p not in rules.optout)]
+    return rules
 
 
 def _allowed(cwd: str | None, project: str | None, capture: Capture) -> bool:
@@ -738,7 +892,7 @@ def _run(
         capture, settings_error = None, f"{type(exc).__name__}: {exc}"
     # Opt-out comes before anything is written, a log line included: an opted-out
     # repository leaves no trace at all.
-    if _opted_out(cwd, project, capture or CaptureRules()):
+    if _opted_out(cwd, project, capture or CaptureRules(), _payload_paths(adapter, payload, cwd)):
         return
     if capture is None:
         log.write(f"settings unreadable, nothing captured: {settings_error}")
