@@ -28,6 +28,7 @@ from __future__ import annotations
 
 import json
 import os
+import stat
 import sys
 import time
 from pathlib import Path
@@ -37,7 +38,7 @@ from .inbox import EVENT_VERSION, BadEvent, Inbox, make_event, now_iso, validate
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
-    from collections.abc import Iterable, Mapping, Sequence
+    from collections.abc import Iterable, Iterator, Mapping, Sequence
     from typing import Any
 
     from .config import CaptureSettings
@@ -163,6 +164,43 @@ def _main_worktree(folder: Path) -> Path | None:
     return _core_worktree(common_dir) or common_dir
 
 
+def _real(path: str) -> str:
+    """``path`` absolute, links resolved (as strings: pathlib costs the hook time on every event)."""
+    expanded = os.path.expanduser(path)
+    try:
+        return os.path.realpath(expanded)
+    except (OSError, ValueError):
+        return os.path.abspath(expanded)
+
+
+def _chain(folder: str) -> Iterator[str]:
+    """``folder`` and every folder above it."""
+    while True:
+        yield folder
+        parent = os.path.dirname(folder)
+        if parent == folder:
+            return
+        folder = parent
+
+
+def _within(path: str, folder: str) -> bool:
+    return path == folder or path.startswith(folder.rstrip(os.sep) + os.sep)
+
+
+def _git_root(start: str) -> str | None:
+    """The repository root at or above the real path ``start`` (a worktree's: its main one)."""
+    for folder in _chain(start):
+        try:
+            mode = os.stat(os.path.join(folder, ".git")).st_mode  # one check per folder
+        except OSError:
+            continue
+        if stat.S_ISDIR(mode):
+            return folder
+        main = _main_worktree(Path(folder))
+        return str(main) if main is not None else folder
+    return None
+
+
 def project_root(cwd: str | None) -> str | None:
     """The repository root above ``cwd`` (a ``.git`` entry), else ``cwd`` itself.
 
@@ -171,14 +209,8 @@ def project_root(cwd: str | None) -> str | None:
     """
     if not cwd:
         return None
-    start = _resolved(cwd)
-    for folder in (start, *start.parents):
-        git = folder / ".git"
-        if git.is_dir():
-            return str(folder)
-        if git.exists():
-            return str(_main_worktree(folder) or folder)
-    return str(start)
+    start = _real(cwd)
+    return _git_root(start) or start
 
 
 def _under(path: str, roots: Iterable[str]) -> bool:
@@ -203,22 +235,20 @@ def is_opted_out(cwd: str | None, capture: Capture) -> bool:
     """
     if not cwd:
         return False
-    start = _resolved(cwd)
+    start = _real(cwd)
     places = [start]
-    root = project_root(str(start))
-    if root is not None:
-        main = Path(root)
-        if main != start and main not in start.parents:
-            places.append(main)
-    seen: set[Path] = set()
+    root = _git_root(start)
+    if root is not None and not _within(start, root):
+        places.append(root)
+    seen: set[str] = set()
     for place in places:
-        for folder in (place, *place.parents):
+        for folder in _chain(place):
             if folder in seen:
                 break  # the rest of this chain was checked from the other place
             seen.add(folder)
-            if (folder / OPTOUT_MARKER).exists():
+            if os.path.exists(os.path.join(folder, OPTOUT_MARKER)):
                 return True
-    return any(_under(str(place), capture.optout) for place in places)
+    return bool(capture.optout) and any(_under(place, capture.optout) for place in places)
 
 
 # Tool input fields that name a file or folder the tool reads or writes (Read, Edit,
@@ -266,7 +296,10 @@ def _opted_out(
         return False
     if project in capture.optout:
         return True
-    return Path(project).expanduser().is_absolute() and is_opted_out(project, capture)
+    if not os.path.isabs(os.path.expanduser(project)):
+        return False
+    # The usual project is the repository around ``cwd``: that chain was just checked.
+    return not (cwd and _within(_real(cwd), _real(project))) and is_opted_out(project, capture)
 
 
 def opted_out_event(event: Mapping[str, Any], capture: Capture) -> bool:
