@@ -17,7 +17,15 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, TypeGuard
 
-from .config import Paths, Settings, load_settings, resolve_paths, secure_umask, tighten_umask
+from .config import (
+    CaptureSettings,
+    Paths,
+    Settings,
+    load_settings,
+    resolve_paths,
+    secure_umask,
+    tighten_umask,
+)
 from .embedder import Embedder
 from .encoder import EncoderOptions, LlmClassifier, LlmSummariser, MemoryEncoder
 from .errors import InvalidInputError
@@ -42,7 +50,14 @@ from .store import MemoryFilter, MemoryStore
 if TYPE_CHECKING:
     from .llm import LlmClient
 
-__all__ = ["Lexmem", "MemoryDetail", "RememberResult", "normalise_link_type", "scrub"]
+__all__ = [
+    "Lexmem",
+    "MemoryDetail",
+    "RememberResult",
+    "normalise_link_type",
+    "refuse_opted_out",
+    "scrub",
+]
 
 log = logging.getLogger("lexmem")
 
@@ -106,6 +121,27 @@ def normalise_link_type(text: str) -> str:
     if not kind:
         raise InvalidInputError("a link needs a type (e.g. relates_to, depends_on)")
     return kind
+
+
+def refuse_opted_out(
+    paths: Paths, capture: CaptureSettings | None, project: str | None, *, cwd: str | None = None
+) -> None:
+    """Raise :class:`InvalidInputError` (one line, exit code 2) when a save would go into an
+    opted-out repository, or comes from one (``cwd``): checked before anything is written.
+
+    ``project`` may be a repository root, a name in the opt-out list, or a folder given
+    relative to the current one (``--project .``).
+    """
+    from .hook import OPTOUT_MARKER, is_opted_out, optout_rules, project_opted_out
+
+    rules = optout_rules(paths, capture)
+    why = f"(in the settings or by a {OPTOUT_MARKER} file), so lexmem keeps nothing of it"
+    if project_opted_out(project, rules) or (
+        project and Path(project).expanduser().is_dir() and is_opted_out(project, rules)
+    ):
+        raise InvalidInputError(f"not saved: {project} is opted out {why}")
+    if cwd and is_opted_out(cwd, rules):
+        raise InvalidInputError(f"not saved: this runs in {cwd}, which is opted out {why}")
 
 
 class Lexmem:
@@ -233,6 +269,7 @@ class Lexmem:
             raise InvalidInputError("nothing to remember: the text is empty")
         if title is not None:
             title = scrub(title)
+        refuse_opted_out(self.paths, self.settings.capture, context.project if context else project)
         self._require_current_space()
         ctx = context or MemoryContext(
             source=source,

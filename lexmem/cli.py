@@ -388,7 +388,9 @@ def status(c: Ctx, as_json: bool) -> None:
 @click.option(
     "--type", "mtype", type=click.Choice(["auto", *TYPES]), default="auto", show_default=True
 )
-@click.option("--project", help="A repository root or a project name.")
+@click.option(
+    "--project", help="A repository root or a project name (an opted-out one is refused)."
+)
 @click.option("--title", help="A short title (default: the first sentence).")
 @click.option(
     "--pin", is_flag=True, help="Pin it: it never decays and leads its project's context."

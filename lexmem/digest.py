@@ -35,7 +35,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from .config import secure_umask
-from .hook import digest_path
+from .hook import digest_path, optout_rules, project_opted_out
 from .models import MemoryType, utcnow
 from .store import q
 
@@ -46,6 +46,7 @@ __all__ = [
     "DEFAULT_DIGEST_BYTES",
     "DigestKeeper",
     "DigestLine",
+    "opted_out_projects",
     "rank_for_digest",
     "render_digest",
     "write_digest",
@@ -137,7 +138,15 @@ def _one_line(text: str) -> str:
 def rank_for_digest(
     lm: Lexmem, project: str | None, *, now: datetime | None = None
 ) -> list[DigestLine]:
-    """The digest's candidates, best first, repeats removed (no size cap applied yet)."""
+    """The digest's candidates, best first, repeats removed (no size cap applied yet).
+
+    An opted-out project has none: its memories stay the person's (the CLI and the
+    browser show them until purged) but are never handed to an agent.
+    """
+    if project is not None and project_opted_out(
+        project, optout_rules(lm.paths, lm.settings.capture)
+    ):
+        return []
     now = now or utcnow()
     where = "status = 'active'"
     if project is not None:
@@ -186,6 +195,13 @@ def rank_for_digest(
         section = "pinned" if m.pinned else str(m.type)
         lines.append(DigestLine(m.id, section, text, row["_score"]))
     return lines
+
+
+def opted_out_projects(lm: Lexmem) -> tuple[str, ...]:
+    """The projects memories name that are opted out now (by the settings or a marker
+    file, a worktree's main repository included): what readers serving agents leave out."""
+    rules = optout_rules(lm.paths, lm.settings.capture)
+    return tuple(p for p in lm.projects() if project_opted_out(p, rules))
 
 
 def _project_name(project: str) -> str:

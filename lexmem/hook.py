@@ -28,6 +28,7 @@ from __future__ import annotations
 
 import json
 import os
+import stat
 import sys
 import time
 from pathlib import Path
@@ -37,7 +38,7 @@ from .inbox import EVENT_VERSION, BadEvent, Inbox, make_event, now_iso, validate
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
-    from collections.abc import Iterable, Mapping, Sequence
+    from collections.abc import Iterable, Iterator, Mapping, Sequence
     from typing import Any
 
     from .config import CaptureSettings
@@ -56,10 +57,14 @@ __all__ = [
     "is_paused",
     "last_assistant_message",
     "main",
+    "opted_out_event",
+    "optout_rules",
+    "project_opted_out",
     "project_root",
     "run",
     "service_running",
     "start_service",
+    "tool_paths",
 ]
 
 OPTOUT_MARKER = ".lexmem-optout"
@@ -100,15 +105,112 @@ def _resolved(path: str | Path) -> Path:
         return p
 
 
+def _small_text(path: Path) -> str | None:
+    """The first line of a small git bookkeeping file, or None when it cannot be read."""
+    try:
+        with open(path, "rb") as fh:
+            head = fh.read(4096).decode("utf-8", errors="replace")
+    except OSError:
+        return None
+    return head.splitlines()[0].strip() if head.strip() else None
+
+
+def _core_worktree(git_dir: Path) -> Path | None:
+    """``core.worktree`` of a git directory's config (a submodule's git dir has it)."""
+    try:
+        with open(git_dir / "config", "rb") as fh:
+            text = fh.read(65536).decode("utf-8", errors="replace")
+    except OSError:
+        return None
+    section = ""
+    for raw in text.splitlines():
+        line = raw.strip()
+        if line.startswith("["):
+            section = line.strip("[]").strip().lower()
+        elif section == "core" and "=" in line:
+            key, _, value = line.partition("=")
+            if key.strip().lower() == "worktree" and value.strip():
+                found = Path(value.strip().strip('"')).expanduser()
+                return _resolved(found if found.is_absolute() else git_dir / found)
+    return None
+
+
+def _main_worktree(folder: Path) -> Path | None:
+    """The main repository's root when ``folder`` is a linked worktree, else None.
+
+    A ``git worktree add`` checkout has a ``.git`` *file* ("gitdir: /main/.git/worktrees/NAME")
+    whose folder holds a ``commondir`` file pointing at the main ``.git``. A submodule's
+    ``.git`` file points at ``.git/modules/NAME``, which has no ``commondir``: it keeps
+    its own root. Read from the files rather than asked of git: the hook runs on every
+    agent event and a subprocess would cost more than the rest of it.
+    """
+    line = _small_text(folder / ".git")
+    if not line or not line.startswith("gitdir:"):
+        return None
+    git_dir = Path(line[len("gitdir:") :].strip()).expanduser()
+    if not git_dir.is_absolute():
+        git_dir = folder / git_dir
+    common = _small_text(git_dir / "commondir")
+    if not common:
+        return None
+    common_dir = Path(common).expanduser()
+    common_dir = _resolved(common_dir if common_dir.is_absolute() else git_dir / common_dir)
+    if not common_dir.is_dir():
+        return None  # the main repository moved or was deleted: the worktree stands alone
+    if common_dir.name == ".git":
+        return common_dir.parent
+    # A bare repository, or a submodule's git dir (a worktree of a submodule): its
+    # configured checkout when it has one, else the git dir itself names the project.
+    return _core_worktree(common_dir) or common_dir
+
+
+def _real(path: str) -> str:
+    """``path`` absolute, links resolved (as strings: pathlib costs the hook time on every event)."""
+    expanded = os.path.expanduser(path)
+    try:
+        return os.path.realpath(expanded)
+    except (OSError, ValueError):
+        return os.path.abspath(expanded)
+
+
+def _chain(folder: str) -> Iterator[str]:
+    """``folder`` and every folder above it."""
+    while True:
+        yield folder
+        parent = os.path.dirname(folder)
+        if parent == folder:
+            return
+        folder = parent
+
+
+def _within(path: str, folder: str) -> bool:
+    return path == folder or path.startswith(folder.rstrip(os.sep) + os.sep)
+
+
+def _git_root(start: str) -> str | None:
+    """The repository root at or above the real path ``start`` (a worktree's: its main one)."""
+    for folder in _chain(start):
+        try:
+            mode = os.stat(os.path.join(folder, ".git")).st_mode  # one check per folder
+        except OSError:
+            continue
+        if stat.S_ISDIR(mode):
+            return folder
+        main = _main_worktree(Path(folder))
+        return str(main) if main is not None else folder
+    return None
+
+
 def project_root(cwd: str | None) -> str | None:
-    """The repository root above ``cwd`` (a ``.git`` entry), else ``cwd`` itself."""
+    """The repository root above ``cwd`` (a ``.git`` entry), else ``cwd`` itself.
+
+    A linked worktree maps to its main repository, so its memories, digest and opt-out
+    are the repository's; a submodule keeps its own root.
+    """
     if not cwd:
         return None
-    start = _resolved(cwd)
-    for folder in (start, *start.parents):
-        if (folder / ".git").exists():
-            return str(folder)
-    return str(start)
+    start = _real(cwd)
+    return _git_root(start) or start
 
 
 def _under(path: str, roots: Iterable[str]) -> bool:
@@ -126,24 +228,109 @@ def _under(path: str, roots: Iterable[str]) -> bool:
 
 
 def is_opted_out(cwd: str | None, capture: Capture) -> bool:
-    """Opted out by a marker file in ``cwd`` or any parent, or by the settings' list."""
+    """Opted out by a marker file in ``cwd`` or any parent, or by the settings' list.
+
+    Inside a linked worktree the main repository's marker (committed or not) and
+    settings entry hold too: a worktree is the same repository checked out elsewhere.
+    """
     if not cwd:
         return False
-    start = _resolved(cwd)
-    for folder in (start, *start.parents):
-        if (folder / OPTOUT_MARKER).exists():
-            return True
-    return _under(str(start), capture.optout)
+    start = _real(cwd)
+    places = [start]
+    root = _git_root(start)
+    if root is not None and not _within(start, root):
+        places.append(root)
+    seen: set[str] = set()
+    for place in places:
+        for folder in _chain(place):
+            if folder in seen:
+                break  # the rest of this chain was checked from the other place
+            seen.add(folder)
+            if os.path.exists(os.path.join(folder, OPTOUT_MARKER)):
+                return True
+    return bool(capture.optout) and any(_under(place, capture.optout) for place in places)
 
 
-def _opted_out(cwd: str | None, project: str | None, capture: Capture) -> bool:
+# Tool input fields that name a file or folder the tool reads or writes (Read, Edit,
+# Write, NotebookEdit, Grep, Glob, ...).
+_PATH_KEYS = ("file_path", "path", "notebook_path")
+# How much of a shell command is searched for absolute paths, and how many are checked:
+# a heredoc can be megabytes, and each path costs a few file system checks.
+_COMMAND_SCAN_CHARS = 4096
+_COMMAND_MAX_PATHS = 16
+
+
+def tool_paths(tool_input: Any, cwd: str | None = None) -> list[str]:
+    """The files and folders a tool call names: its path fields, and the absolute paths
+    in a shell command (``cat /other/repo/.env``). Relative paths are taken from ``cwd``."""
+    if not isinstance(tool_input, dict):
+        return []
+    found = [v for v in (tool_input.get(k) for k in _PATH_KEYS) if isinstance(v, str) and v]
+    command = tool_input.get("command")
+    if isinstance(command, str):
+        for token in command[:_COMMAND_SCAN_CHARS].split():
+            token = token.strip("'\"`;|&<>(){}")
+            if token.startswith(("/", "~/")) and len(found) < _COMMAND_MAX_PATHS:
+                found.append(token)
+    out = []
+    for path in found:
+        p = Path(path).expanduser()
+        if not p.is_absolute():
+            if not cwd:
+                continue
+            p = Path(cwd).expanduser() / p
+        out.append(str(p))
+    return out
+
+
+def _opted_out(
+    cwd: str | None, project: str | None, capture: Capture, paths: Sequence[str] = ()
+) -> bool:
+    """An event is dropped when where it happened, its project, or a file its tool
+    touched lies in an opted-out repository (an agent elsewhere reading a file in one)."""
     if cwd and is_opted_out(cwd, capture):
+        return True
+    if any(is_opted_out(p, capture) for p in paths):
         return True
     if not project:
         return False
     if project in capture.optout:
         return True
-    return Path(project).expanduser().is_absolute() and is_opted_out(project, capture)
+    if not os.path.isabs(os.path.expanduser(project)):
+        return False
+    # The usual project is the repository around ``cwd``: that chain was just checked.
+    return not (cwd and _within(_real(cwd), _real(project))) and is_opted_out(project, capture)
+
+
+def opted_out_event(event: Mapping[str, Any], capture: Capture) -> bool:
+    """An inbox event that belongs to an opted-out repository (the service asks this at
+    drain time: the repository may have been opted out since the event was queued)."""
+    meta = event.get("metadata")
+    meta = meta if isinstance(meta, dict) else {}
+    cwd, project = _str(event.get("cwd")), _str(event.get("project"))
+    return _opted_out(cwd, project, capture, tool_paths(meta.get("tool_input"), cwd))
+
+
+def _payload_paths(adapter: str, payload: Mapping[str, Any], cwd: str | None) -> list[str]:
+    """The paths a payload's tool call names (a wrapper's event keeps them in metadata)."""
+    holder = payload.get("metadata") if adapter == "event" else payload
+    return tool_paths(holder.get("tool_input"), cwd) if isinstance(holder, dict) else []
+
+
+def project_opted_out(project: str | None, capture: Capture) -> bool:
+    """A memory's project (a repository root or a name) is opted out."""
+    return bool(project) and _opted_out(None, project, capture)
+
+
+def optout_rules(paths: Paths, capture: Capture | None = None) -> CaptureRules:
+    """The opt-outs as they stand now, for a long-lived process: the settings file, which
+    another process (``lexmem optout add``, the tray) may have changed since this one
+    read it, and ``capture``, this process's own settings. An unreadable file raises
+    :class:`~lexmem.errors.ConfigError`: then the opt-outs cannot be known."""
+    rules = load_capture_rules(paths)
+    if capture is not None:
+        rules.optout = [*rules.optout, *(p for p in capture.optout if p not in rules.optout)]
+    return rules
 
 
 def _allowed(cwd: str | None, project: str | None, capture: Capture) -> bool:
@@ -738,7 +925,7 @@ def _run(
         capture, settings_error = None, f"{type(exc).__name__}: {exc}"
     # Opt-out comes before anything is written, a log line included: an opted-out
     # repository leaves no trace at all.
-    if _opted_out(cwd, project, capture or CaptureRules()):
+    if _opted_out(cwd, project, capture or CaptureRules(), _payload_paths(adapter, payload, cwd)):
         return
     if capture is None:
         log.write(f"settings unreadable, nothing captured: {settings_error}")

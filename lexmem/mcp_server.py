@@ -41,7 +41,7 @@ from pydantic import BaseModel, Field, ValidationError
 from . import __version__
 from .config import Paths, resolve_paths
 from .errors import InvalidInputError, LexmemError
-from .hook import digest_path, project_root
+from .hook import digest_path, is_opted_out, optout_rules, project_opted_out, project_root
 
 if TYPE_CHECKING:
     from .api import Lexmem
@@ -174,7 +174,8 @@ class MemoryTools:
 
     def __init__(self, home: str | Path | None = None, *, cwd: str | None = None) -> None:
         self.paths = Paths(Path(home).expanduser().absolute()) if home else resolve_paths()
-        self.project = project_root(cwd or os.getcwd())
+        self.cwd = cwd or os.getcwd()
+        self.project = project_root(self.cwd)
         self._lm: Lexmem | None = None
         self._lock = threading.RLock()
         self.wait = WAIT_S
@@ -203,6 +204,24 @@ class MemoryTools:
         assert lm is not None  # create=True always opens
         return lm
 
+    # -- what an agent is never served ---------------------------------------------------
+
+    def _hidden(self, lm: Lexmem) -> tuple[str, ...]:
+        """The opted-out projects, read now: ``lexmem optout add`` or a marker file may
+        have come since the last call. Their memories stay the person's (the CLI and
+        the browser show them until purged); an agent is served none of them."""
+        from .digest import opted_out_projects
+
+        return opted_out_projects(lm)
+
+    def _visible(self, lm: Lexmem, ident: str) -> str:
+        """The full id of a memory an agent may see; an opted-out one is not there for it."""
+        mid = lm.resolve(ident)
+        memory = lm.store.get_optional(mid, with_embedding=False)
+        if memory is not None and memory.project in self._hidden(lm):
+            raise InvalidInputError(f"no memory with id {ident.strip()}")
+        return mid
+
     def close(self) -> None:
         with self._lock:
             if self._lm is not None:
@@ -224,7 +243,10 @@ class MemoryTools:
             lm = self.core(create=False)
             if lm is None:
                 return {"query": query, "results": []}
-            flt = MemoryFilter(project=project or None, type=MemoryType(type) if type else None)
+            flt = MemoryFilter(
+                project=project or None, type=MemoryType(type) if type else None,
+                exclude_projects=self._hidden(lm),
+            )  # fmt: skip
             result = lm.search(query, flt, limit=limit)
         return {"query": query, "results": [_hit(h) for h in result.hits]}
 
@@ -238,7 +260,8 @@ class MemoryTools:
         with self._lock:
             lm = self._reader_or_unknown(wanted[0])
             full = [lm.resolve(i) for i in wanted]
-            found = {m.id: m for m in lm.memories_for(full)}
+            hidden = self._hidden(lm)
+            found = {m.id: m for m in lm.memories_for(full) if m.project not in hidden}
         missing = [i for i, f in zip(wanted, full, strict=True) if f not in found]
         if missing:
             raise InvalidInputError(f"no memory with id {missing[0]}")
@@ -252,7 +275,8 @@ class MemoryTools:
             lm = self.core(create=False)
             if lm is None:
                 return {"memories": []}
-            memories = lm.list_memories(MemoryFilter(project=project or None), limit=limit)
+            flt = MemoryFilter(project=project or None, exclude_projects=self._hidden(lm))
+            memories = lm.list_memories(flt, limit=limit)
         return {"memories": [_out(m) for m in memories]}
 
     def timeline(
@@ -282,9 +306,10 @@ class MemoryTools:
                 if anchor and not _looks_like_time(anchor):
                     raise InvalidInputError(f"no memory with id {anchor.strip()}")
                 return {"anchor": anchor or "now", "memories": []}
+            flt = _with(flt, exclude_projects=self._hidden(lm))
             centre: Memory | None = None
             if anchor and not _looks_like_time(anchor):
-                centre = lm.get(anchor.strip())
+                centre = lm.get(self._visible(lm, anchor.strip()))
                 when = centre.created_at
             elif anchor:
                 when = _parse_time(anchor)
@@ -330,6 +355,7 @@ class MemoryTools:
         title: str | None = None,
         pin: bool = False,
     ) -> dict[str, Any]:
+        from .api import refuse_opted_out
         from .service import derived_id, remember_through_inbox
 
         if not text.strip():
@@ -339,6 +365,10 @@ class MemoryTools:
         if type not in (None, "auto", *TYPES):
             raise InvalidInputError(f"unknown type {type!r} (use auto, {', '.join(TYPES)})")
         where = self.project if project is None else (project.strip() or None)
+        # Before the data folder is opened (or created): a refused save writes nothing.
+        # A server running inside an opted-out repository saves nothing at all, general
+        # memories included: what its agent learns there is that repository's.
+        refuse_opted_out(self.paths, None, where, cwd=self.cwd)
         with self._lock:
             done = remember_through_inbox(
                 self._writer_core(), text, mtype=None if type in (None, "auto") else type,
@@ -359,7 +389,8 @@ class MemoryTools:
     def confirm(self, memory_id: str, query: str | None = None) -> dict[str, Any]:
         """Seed 000's search confirmation: the memory answered a search, so it is reinforced."""
         with self._lock:
-            mid = self._reader_or_unknown(memory_id).resolve(memory_id)
+            lm = self._reader_or_unknown(memory_id)
+            mid = self._visible(lm, memory_id)
             meta = {"memory_id": mid, "query": (query or "").strip()}
             status, _ = self._send("search_confirmation", meta, acked_by="processed")
         log.info("[MEM:CAPTURE] Search confirmation for memory %s (%s)", mid, status)
@@ -373,7 +404,7 @@ class MemoryTools:
             raise InvalidInputError("the corrected text is empty (use forget_memory to delete)")
         with self._lock:
             lm = self._reader_or_unknown(memory_id)
-            mid = lm.resolve(memory_id)
+            mid = self._visible(lm, memory_id)
             status_now = lm.get(mid).status
             if status_now != "active":
                 raise InvalidInputError(f"memory {mid[:8]} is not active (it is {status_now})")
@@ -428,12 +459,18 @@ class MemoryTools:
 
     # -- the context digest -----------------------------------------------------------------
 
-    def digest(self, project: str | None) -> str:
+    def digest(self, project: str | None, *, cwd: str | None = None) -> str:
         """A project's context digest: the file the service keeps, else rendered now.
 
         As the SessionStart hook does, a project with no digest of its own gets the
-        general one (memories kept with no project).
+        general one (memories kept with no project); and as the hook does, an opted-out
+        project gets nothing at all (a digest file written before the opt-out included).
         """
+        rules = optout_rules(self.paths)
+        if project_opted_out(project, rules) or (cwd and is_opted_out(cwd, rules)):
+            return (
+                f"# lexmem\n{project or cwd} is opted out: lexmem keeps and serves nothing of it.\n"
+            )
         for key in (project, None) if project else (None,):
             try:
                 text = digest_path(self.paths, key).read_text(encoding="utf-8", errors="replace")
@@ -690,7 +727,7 @@ def build_server(tools: MemoryTools) -> McpMemory:
         mime_type="text/markdown",
     )
     def current_digest() -> str:
-        return _read(lambda: tools.digest(tools.project))
+        return _read(lambda: tools.digest(tools.project, cwd=tools.cwd))
 
     @server.resource(
         "lexmem://digest/{+project}",

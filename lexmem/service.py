@@ -35,6 +35,7 @@ from datetime import datetime, timedelta
 from typing import TYPE_CHECKING, Any
 
 from .api import Lexmem
+from .config import CaptureRules
 from .digest import DigestKeeper
 from .errors import (
     ConfigError,
@@ -47,7 +48,7 @@ from .errors import (
     io_failure,
 )
 from .extract import Candidate, Extractor, confirmations
-from .hook import capture_mode, is_paused
+from .hook import capture_mode, is_paused, opted_out_event, optout_rules, project_opted_out
 from .inbox import BadEvent, Inbox
 from .journal import AuditEntry, Journal, Session, SessionStatus, under
 from .licence import CAPTURE, CORE_ACTIVE_LIMIT, STORAGE
@@ -397,6 +398,8 @@ class CaptureService:
             except BadEvent as exc:
                 self._quarantine(path, exc.reason)
                 report.quarantined += 1
+        parsed, dropped = self._drop_opted_out(parsed)
+        report.skipped += dropped
         if not parsed:
             return report
         seen = self.journal.seen([e["event_id"] for _, e in parsed])
@@ -442,6 +445,49 @@ class CaptureService:
         elif report.saved or report.reinforced:
             self.digests.mark(e.get("project") for e in fresh)
         return report
+
+    # -- opt-out, asked again at drain time ------------------------------------------
+
+    def optout_rules(self) -> CaptureRules:
+        """The opt-outs as they stand now: the settings file, which another process
+        (``lexmem optout add``, the tray) may have changed since this service started,
+        and this process's own settings. Unreadable settings raise :class:`ConfigError`:
+        the events then wait in the inbox until the opt-outs can be known."""
+        return optout_rules(self.lm.paths, self.settings)
+
+    def _drop_opted_out(
+        self, parsed: list[tuple[Any, dict[str, Any]]]
+    ) -> tuple[list[tuple[Any, dict[str, Any]]], int]:
+        """Events of a repository opted out since they were queued (or a tool call on a
+        file inside one) leave nothing: no memory, buffer row, session or digest line;
+        their files go, and the audit says how many, never what or where."""
+        rules = self.optout_rules()
+        keep: list[tuple[Any, dict[str, Any]]] = []
+        gone: list[tuple[Any, dict[str, Any]]] = []
+        for item in parsed:
+            (gone if opted_out_event(item[1], rules) else keep).append(item)
+        if gone:
+            self._audit_opted_out([e for _, e in gone])
+            for path, _ in gone:
+                self.inbox.remove(path)
+            # A digest written before the opt-out goes at the next flush.
+            self.digests.mark(e.get("project") for _, e in gone if e.get("project"))
+        return keep, len(gone)
+
+    def _audit_opted_out(self, events: Sequence[dict[str, Any]]) -> None:
+        by_session: dict[str, list[str]] = {}
+        for e in events:
+            by_session.setdefault(e["session_id"], []).append(e["event_id"])
+        self.journal.audit([
+            AuditEntry(
+                id=derived_id("optout", sid, *sorted(ids)), timestamp=utcnow(), session_id=sid,
+                candidate_id=derived_id("optout", sid, *sorted(ids)), decision="skipped",
+                reason="opted out", confidence=0.0, rule="optout", kind="optout",
+                metadata={"events": len(ids)},
+            )
+            for sid, ids in by_session.items()
+        ])  # fmt: skip
+        log.info("[MEM:CAPTURE] Dropped %d events of opted-out repositories", len(events))
 
     def _gate(self, events: Sequence[dict[str, Any]]) -> list[dict[str, Any]]:
         """The capture gate, asked once per batch: under Core, automatic events are
@@ -867,16 +913,30 @@ class CaptureService:
         events = self.journal.buffered(session_id)
         if not events and not final:
             return DrainReport()
+        # Taken in before their repository was opted out: let go unread.
+        rules = self.optout_rules()
+        gone = [e for e in events if opted_out_event(e, rules)]
+        if gone:
+            self._audit_opted_out(gone)
+            self.journal.release([e["event_id"] for e in gone])
+            events = [e for e in events if not opted_out_event(e, rules)]
         project = next((e.get("project") for e in events if e.get("project")), None)
         if project is None:
             s = self.journal.session(session_id)
             project = s.project if s else None
+        if project_opted_out(project, rules):
+            # What the extractor kept of the session's earlier windows is the
+            # repository's too: no hand-off is written from it.
+            self.extractor.forget(session_id)
+            self.journal.release([e["event_id"] for e in events])
+            return DrainReport(skipped=len(gone) + len(events))
         if events:
             candidates = self.extractor.extract(events, final=final)
             candidates += self._llm_extract(events, candidates, session_id, project)
         else:
             candidates = self.extractor.finish(session_id) if final else []
         report = self._admit(candidates, session_id, project)
+        report.skipped += len(gone)
         self.journal.release([e["event_id"] for e in events])
         if final:
             report.sessions_closed += 1
@@ -887,6 +947,21 @@ class CaptureService:
     ) -> DrainReport:
         """Policy, dedupe, encode and store; every candidate gets one audit entry."""
         report = DrainReport()
+        if project_opted_out(project, self.optout_rules()):
+            # Every capture path ends here (windows, direct events, the app's own calls):
+            # an opted-out repository's candidates leave one audit line, no title, no text.
+            dropped = [c for c in candidates if c is not None]
+            if dropped:
+                ident = derived_id(
+                    "optout", session_id, *sorted(i for c in dropped for i in c.event_ids)
+                )
+                self.journal.audit([AuditEntry(
+                    id=ident, timestamp=utcnow(), session_id=session_id, candidate_id=ident,
+                    decision="skipped", reason="opted out", confidence=0.0, rule="optout",
+                    kind="optout", metadata={"candidates": len(dropped)},
+                )])  # fmt: skip
+            report.skipped += len(dropped)
+            return report
         mode = capture_mode(project, self.settings)
         threshold = THRESHOLDS.get(mode, 1.1)
         audit: list[AuditEntry] = []
@@ -1532,12 +1607,13 @@ def remember_through_inbox(
     the lock, drains the inbox (this event and anything agents left) and lets go.
     With one running, it waits up to ``wait`` seconds for the memory to appear.
     """
-    from .api import scrub
+    from .api import refuse_opted_out, scrub
     from .inbox import make_event
 
     body = scrub(text)
     if not body:
         raise InvalidInputError("nothing to remember: the text is empty")
+    refuse_opted_out(lm.paths, lm.settings.capture, project)
     lm.check_storage(1)  # say so now, rather than leave the person waiting on a skip
     meta: dict[str, Any] = {"pin": pin}
     if mtype:

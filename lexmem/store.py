@@ -424,11 +424,16 @@ class MemoryFilter:
     created_after: datetime | None = None
     created_before: datetime | None = None
     source_document: str | None = None
+    # Projects left out (what an agent is never served: opted-out repositories).
+    exclude_projects: tuple[str, ...] = ()
 
     def where(self) -> str | None:
         parts: list[str] = []
         if self.project is not None:
             parts.append(f"project = {q(self.project)}")
+        if self.exclude_projects:
+            listed = ", ".join(q(p) for p in self.exclude_projects)
+            parts.append(f"(project IS NULL OR project NOT IN ({listed}))")
         if self.type is not None:
             parts.append(f"type = {q(self.type)}")
         if self.status is not None:
