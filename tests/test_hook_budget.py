@@ -298,6 +298,10 @@ def test_10_mb_of_stdin_is_captured_clipped_and_redacted_in_time(
     assert len(event["content"]) < hook.MAX_CONTENT_CHARS + 200
     assert event["metadata"]["tool_input"]["old_string"].startswith("DB_PASSWORD=[REDACTED")
     assert "\nDEBUG=1\nLINE_0=value 0\n" in event["metadata"]["tool_input"]["old_string"]
+    # In the response (text at last), the value stops at its line's end: the lines after
+    # it are kept, not swallowed up to the next space.
+    assert '"oldString": "DB_PASSWORD=[REDACTED' in event["content"]
+    assert "\\nDEBUG=1\\nLINE_0=value 0\\nLINE_1=" in event["content"]
 
 
 def test_json_nested_as_deep_as_the_parser_goes_is_captured_shallow(
