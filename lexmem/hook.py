@@ -14,11 +14,17 @@ prints the project's context digest (unless the repository is opted out), and
 starts ``lexmem serve`` when no service is running, so capture works without the
 tray.
 
+It has a hard budget (:data:`HOOK_BUDGET_SECONDS`): stdin is read until a deadline and
+a byte cap, a transcript only when it is a regular file and only its tail, and every
+text is redacted field by field, cut to what is kept before it is checked; what cannot
+be checked in time is dropped, never written unchecked, and the event says so
+(``metadata.dropped``, which the service puts in the audit log).
+
 Constraint: this module and everything it imports are standard library only and
 import in a few milliseconds (a test checks); the agent waits for it. What only
-some events need (``subprocess``, ``hashlib``, ``select``, ``uuid``, ``datetime``,
-the lock probe, and the redaction rules, which an opted-out or ignored event never
-reaches) is imported where it is used, and nothing here imports ``typing``,
+some events need (``subprocess``, ``hashlib``, ``select``, ``signal``, ``uuid``,
+``datetime``, the lock probe, and the redaction rules, which an opted-out or ignored
+event never reaches) is imported where it is used, and nothing here imports ``typing``,
 ``dataclasses`` or ``contextlib`` at run time: each would add milliseconds to every
 call (the settings are read through :func:`~lexmem.config.load_capture_rules`, which
 builds no dataclass).
