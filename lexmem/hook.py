@@ -14,11 +14,17 @@ prints the project's context digest (unless the repository is opted out), and
 starts ``lexmem serve`` when no service is running, so capture works without the
 tray.
 
+It has a hard budget (:data:`HOOK_BUDGET_SECONDS`): stdin is read until a deadline and
+a byte cap, a transcript only when it is a regular file and only its tail, and every
+text is redacted field by field, cut to what is kept before it is checked; what cannot
+be checked in time is dropped, never written unchecked, and the event says so
+(``metadata.dropped``, which the service puts in the audit log).
+
 Constraint: this module and everything it imports are standard library only and
 import in a few milliseconds (a test checks); the agent waits for it. What only
-some events need (``subprocess``, ``hashlib``, ``select``, ``uuid``, ``datetime``,
-the lock probe, and the redaction rules, which an opted-out or ignored event never
-reaches) is imported where it is used, and nothing here imports ``typing``,
+some events need (``subprocess``, ``hashlib``, ``select``, ``signal``, ``uuid``,
+``datetime``, the lock probe, and the redaction rules, which an opted-out or ignored
+event never reaches) is imported where it is used, and nothing here imports ``typing``,
 ``dataclasses`` or ``contextlib`` at run time: each would add milliseconds to every
 call (the settings are read through :func:`~lexmem.config.load_capture_rules`, which
 builds no dataclass).
@@ -69,18 +75,30 @@ __all__ = [
 
 OPTOUT_MARKER = ".lexmem-optout"
 ADAPTERS = ("claude", "codex", "event")
-MAX_INPUT_BYTES = 64 * 1024 * 1024
-# An agent writes its payload at once and closes the pipe; one that does not must not
-# hold the hook (and so itself) hostage.
-STDIN_BUDGET_SECONDS = 3.0
+# What one call may take: reading, redacting, all of it (but the inbox's fsync) within
+# HOOK_BUDGET_SECONDS of starting. What could not be redacted by then is dropped, and
+# the event says so. An agent writes its payload at once and closes the pipe; one that
+# does not (or never stops writing) must not hold the hook, and so itself, hostage.
+HOOK_BUDGET_SECONDS = 0.8
+STDIN_BUDGET_SECONDS = 0.5
+LOG_BUDGET_SECONDS = 0.2
+# Agents' payloads are kilobytes (Claude Code cuts tool output at 30,000 characters);
+# the cap is there so that parsing what comes stays a fraction of the budget.
+MAX_INPUT_BYTES = 16 * 1024 * 1024
 # What one event keeps of a field: tool output can be megabytes; memories need the gist.
 MAX_CONTENT_CHARS = 100_000
 MAX_META_CHARS = 8_000
+# A session id, a folder, a project; a mapping's key.
+MAX_IDENT_CHARS = 4_096
+MAX_KEY_CHARS = 1_000
+MAX_FIELDS = 1_000  # of one mapping
+LOG_LINE_CHARS = 2_000
 # A field is redacted this far past its cut before it is cut, so a secret that straddles
 # the cut is replaced whole instead of leaving a prefix no rule recognises any more.
 CLIP_MARGIN_CHARS = 8_192
 # Tool responses nest; nothing a person reads is deeper than this.
 MAX_TEXT_DEPTH = 32
+# The last answer is at a transcript's end: only this much of it is read.
 TRANSCRIPT_TAIL_BYTES = 2 * 1024 * 1024
 DIGEST_MAX_BYTES = 1024 * 1024
 LOG_MAX_BYTES = 1024 * 1024
@@ -446,17 +464,230 @@ def start_service(paths: Paths) -> None:
     subprocess.Popen(cmd, **kwargs)
 
 
-# -- payload to events ------------------------------------------------------------
+# -- redaction inside the budget ----------------------------------------------------
+#
+# Everything an event keeps from a payload or a transcript is redacted where it is
+# taken, field by field, before it is joined into text or serialised: JSON text of a
+# structure turns a newline into the two characters "\n", which glues a value to the
+# next line's words and hides it from the rules. Each text is cut to what the event
+# keeps (plus a margin, so a secret across the cut is still replaced whole) before it
+# is redacted, and the whole redaction has a deadline: checked between fields, and
+# enforced inside one slow call by an alarm. What cannot be checked in time is not
+# written at all; the event says so (``metadata.dropped``).
+
+DROPPED = "too large to check"
+_NESTED = "[not captured: nested too deeply]"
+
+
+class _TooLarge(BaseException):
+    """Redaction did not finish inside the hook's budget.
+
+    A BaseException, as KeyboardInterrupt is: the budget's alarm raises it wherever the
+    redaction rules happen to be, and no ``except Exception`` on the way may swallow it.
+    """
+
+
+def _expired(signum: int, frame: Any) -> None:
+    raise _TooLarge
+
+
+def _arm(seconds: float) -> Any:
+    """An alarm that raises :class:`_TooLarge` in ``seconds``; what :func:`_disarm` needs.
+
+    ``re`` matching is C code that the interpreter checks for signals between calls,
+    so a rule that is slow on some text is cut short where it is. None where there is
+    no alarm (Windows; a thread other than the main one): then the checks between
+    fields are the budget.
+    """
+    try:
+        import signal
+
+        previous = signal.signal(signal.SIGALRM, _expired)
+    except (ImportError, AttributeError, ValueError, OSError):
+        return None
+    # A timer someone else set (a test runner's) is put back afterwards, not lost.
+    old = signal.setitimer(signal.ITIMER_REAL, max(seconds, 0.001))
+    return signal, previous, old, time.monotonic()
+
+
+def _disarm(armed: Any) -> None:
+    if armed is None:
+        return
+    signal, previous, (delay, interval), since = armed
+    signal.setitimer(signal.ITIMER_REAL, 0)
+    signal.signal(signal.SIGALRM, previous if previous is not None else signal.SIG_DFL)
+    if delay > 0:
+        signal.setitimer(signal.ITIMER_REAL, max(delay - (time.monotonic() - since), 0.001),
+                         interval)  # fmt: skip
+
+
+def _note(text: str, more: int) -> str:
+    # Said, never silent: the reader sees how much was left out.
+    return f"{text}\n[… {more} more characters not captured]"
 
 
 def _clip(text: str, limit: int) -> str:
-    if len(text) <= limit:
-        return text
-    from .redact import redact
+    """Redacted text cut to ``limit`` characters."""
+    return text if len(text) <= limit else _note(text[:limit], len(text) - limit)
 
-    head = redact(text[: limit + CLIP_MARGIN_CHARS]).text[:limit]
-    # Said, never silent: the reader sees how much was left out.
-    return f"{head}\n[… {len(text) - limit} more characters not captured]"
+
+class _Redactor:
+    """Redacts what one event keeps, within ``deadline`` (``time.monotonic()``; None: no
+    deadline) and ``count``\\ s what it replaced. ``kept`` holds the identifying fields
+    already redacted, for the event that says its content was dropped."""
+
+    __slots__ = ("count", "deadline", "kept")
+
+    def __init__(self, deadline: float | None = None) -> None:
+        self.count = 0
+        self.deadline = deadline
+        self.kept: dict[str, Any] = {}
+
+    def check(self) -> None:
+        if self.deadline is not None and time.monotonic() >= self.deadline:
+            raise _TooLarge
+
+    def text(self, value: str, limit: int) -> str:
+        """``value`` redacted and cut to ``limit`` characters."""
+        from .redact import redact
+
+        self.check()
+        result = redact(value[: limit + CLIP_MARGIN_CHARS])
+        self.count += result.count
+        if len(value) <= limit:
+            return result.text
+        return _note(result.text[:limit], len(value) - limit)
+
+    def ident(self, name: str, value: Any) -> str | None:
+        """An identifying string (session, folder, project) redacted, and kept in ``kept``."""
+        if not (isinstance(value, str) and value):
+            return None
+        self.kept[name] = clean = self.text(value, MAX_IDENT_CHARS)
+        return clean
+
+    def obj(self, value: Any, limit: int, *, leaf: int | None = None, each: bool = False,
+            key: str | None = None) -> Any:  # fmt: skip
+        """A JSON value redacted field by field, as ``redact_obj`` would (a value under a
+        secret-like key is replaced whole), keeping about ``limit`` characters of it and
+        at most ``leaf`` of any one string; with ``each``, every entry of a mapping gets
+        ``limit`` of its own. ``key``: the key it sits under, which the rules may weigh."""
+        leaf = leaf or limit
+        if each and isinstance(value, dict):
+            return self._dict(value, None, leaf, 0, key, each=limit)
+        return self._walk(value, [limit], leaf, 0, key)
+
+    def _walk(self, value: Any, room: list[int], leaf: int, depth: int, key: str | None) -> Any:
+        if isinstance(value, str):
+            limit = max(min(leaf, room[0]), 0)
+            room[0] -= min(len(value), limit) + 2
+            return self.text(value, limit)
+        if value is None or isinstance(value, (bool, int, float)):
+            room[0] -= 8
+            return value
+        if depth >= MAX_TEXT_DEPTH:
+            room[0] -= len(_NESTED)
+            return _NESTED
+        if isinstance(value, dict):
+            return self._dict(value, room, leaf, depth, key)
+        if isinstance(value, (list, tuple)):
+            return self._list(value, room, leaf, depth)
+        return self._walk(str(value), room, leaf, depth, key)
+
+    def _dict(self, value: dict[Any, Any], room: list[int] | None, leaf: int, depth: int,
+              key: str | None, each: int = 0) -> Any:  # fmt: skip
+        from .redact import redact, redact_obj
+
+        order: list[tuple[str, bool]] = []  # (key, is a container)
+        scalars: dict[str, Any] = {}
+        limits: dict[str, tuple[int, int]] = {}  # a string's limit and original length
+        nested: dict[str, tuple[str, Any]] = {}
+        left = 0
+        for k, v in value.items():
+            cell = [each] if each else room
+            assert cell is not None
+            if cell[0] <= 0 or len(order) >= MAX_FIELDS:
+                left = len(value) - len(order)
+                break
+            name = str(k)[:MAX_KEY_CHARS]
+            cell[0] -= len(name) + 4
+            if isinstance(v, (dict, list, tuple)) and depth + 1 < MAX_TEXT_DEPTH:
+                self.check()
+                clean_key = redact(name)
+                self.count += clean_key.count
+                nested[name] = (clean_key.text, self._walk(v, cell, leaf, depth + 1, name))
+                order.append((name, True))
+                continue
+            if isinstance(v, str):
+                limit = max(min(leaf, cell[0]), 0)
+                cell[0] -= min(len(v), limit)
+                limits[name] = (limit, len(v))
+                v = v[: limit + CLIP_MARGIN_CHARS]
+            elif isinstance(v, (dict, list, tuple)):
+                v = _NESTED
+            elif not (v is None or isinstance(v, (bool, int, float))):
+                v = str(v)[:leaf]
+            scalars[name] = v
+            order.append((name, False))
+        clean: dict[str, tuple[Any, Any]] = {}
+        if scalars:
+            # One call for a mapping's scalars: the rules see each key with its value, and
+            # under the key this mapping sits in (a "secrets" mapping is secret throughout).
+            self.check()
+            done, count = redact_obj({key: scalars} if key is not None else scalars)
+            inner = next(iter(done.values())) if key is not None else done
+            if not isinstance(inner, dict):
+                return inner  # the rules replaced the mapping whole
+            self.count += count
+            if len(inner) == len(scalars):
+                clean = dict(zip(scalars, inner.items(), strict=True))
+            else:  # two keys redacted alike: one by one, so neither value is lost
+                for name, v in scalars.items():
+                    self.check()
+                    one, count = redact_obj({name: v})
+                    self.count += count
+                    clean[name] = next(iter(one.items()))
+        out: dict[str, Any] = {}
+        for name, container in order:
+            if container:
+                new_key, new_value = nested[name]
+            else:
+                new_key, new_value = clean[name]
+                if name in limits and isinstance(new_value, str):
+                    limit, length = limits[name]
+                    if length > limit:
+                        new_value = _note(new_value[:limit], length - limit)
+            out[new_key] = new_value
+        if left:
+            out["…"] = f"{left} more fields not captured"
+        return out
+
+    def _list(self, value: list[Any] | tuple[Any, ...], room: list[int], leaf: int,
+              depth: int) -> list[Any]:  # fmt: skip
+        if len(value) > 1 and all(isinstance(v, str) and "\n" not in v for v in value):
+            # Lines (a diff's, a file's): redacted as the text they are, in one call, so
+            # a secret over several lines (a PEM block) is seen whole.
+            size, taken = 0, 0
+            for v in value:
+                if size > room[0] + CLIP_MARGIN_CHARS:
+                    break
+                size += len(v) + 1
+                taken += 1
+            limit = max(room[0], 0)
+            lines = self.text("\n".join(value[:taken]), limit).split("\n")
+            room[0] -= min(size, limit) + 2 * taken
+            if taken < len(value):
+                lines.append(f"[… {len(value) - taken} more items not captured]")
+            return lines
+        out: list[Any] = []
+        for i, v in enumerate(value):
+            if room[0] <= 0:
+                out.append(f"[… {len(value) - i} more items not captured]")
+                break
+            out.append(self._walk(v, room, leaf, depth + 1, None))
+        return out
+
+
+# -- payload to events ------------------------------------------------------------
 
 
 def _json(value: Any) -> str | None:
@@ -467,7 +698,11 @@ def _json(value: Any) -> str | None:
 
 
 def _text(value: Any, depth: int = 0) -> str:
-    """Readable text from a tool response or message content (str, list of parts, dict)."""
+    """Readable text from a tool response or message content (str, list of parts, dict).
+
+    Given what :class:`_Redactor` returned: a structure without a text field becomes
+    JSON only once each of its fields is redacted.
+    """
     if value is None:
         return ""
     if isinstance(value, str):
@@ -491,33 +726,56 @@ def _str(value: Any) -> str | None:
     return value if isinstance(value, str) and value else None
 
 
-def _small(value: Any) -> Any:
-    """A metadata value small enough to keep (long strings clipped, big objects summarised)."""
-    if isinstance(value, str):
-        return _clip(value, MAX_META_CHARS)
-    text = _json(value)
-    if text is None:
-        return "[not captured: not representable as JSON]"
-    if len(text) <= MAX_META_CHARS:
-        return value
-    return _clip(text, MAX_META_CHARS)
+def describe_tool_call(tool: str, tool_input: Any, redactor: _Redactor | None = None) -> str:
+    """One line a person (and the extractor) can read: "Bash: pytest -q", "Edit: src/app.py".
 
-
-def _tool_input(value: Any) -> Any:
-    """A tool's input for metadata: small fields whole, only the big ones clipped."""
-    if isinstance(value, dict):
-        return {str(k): _small(v) for k, v in value.items()}
-    return _small(value)
-
-
-def describe_tool_call(tool: str, tool_input: Any) -> str:
-    """One line a person (and the extractor) can read: "Bash: pytest -q", "Edit: src/app.py"."""
+    ``tool`` is already redacted; ``tool_input`` is redacted here.
+    """
+    r = redactor if redactor is not None else _Redactor()
     if isinstance(tool_input, dict):
         for key in _DESCRIBE_KEYS:
             value = tool_input.get(key)
             if isinstance(value, str) and value:
-                return f"{tool}: {value}"
-    return f"{tool}: {_text(tool_input)}"
+                return _clip(f"{tool}: {r.text(value, MAX_CONTENT_CHARS)}", MAX_CONTENT_CHARS)
+    return _clip(f"{tool}: {_text(r.obj(tool_input, MAX_CONTENT_CHARS))}", MAX_CONTENT_CHARS)
+
+
+def _transcript_tail(path: str) -> str:
+    """The last :data:`TRANSCRIPT_TAIL_BYTES` of a transcript, whole lines only; "" when
+    ``path`` is not a regular file.
+
+    Opened without blocking (a FIFO would wait for a writer for ever) and checked on the
+    open descriptor, so what is read is what was checked: a FIFO, a device (``/dev/zero``
+    never ends), a socket, a folder, or a link to one, is not read.
+    """
+    flags = os.O_RDONLY | getattr(os, "O_NONBLOCK", 0) | getattr(os, "O_NOCTTY", 0)
+    try:
+        fd = os.open(os.path.expanduser(path), flags | getattr(os, "O_BINARY", 0))
+    except (OSError, ValueError):  # ValueError: a NUL in the path
+        return ""
+    try:
+        st = os.fstat(fd)
+        if not stat.S_ISREG(st.st_mode):
+            return ""
+        size = st.st_size
+        start = max(0, size - TRANSCRIPT_TAIL_BYTES)
+        os.lseek(fd, start, os.SEEK_SET)
+        chunks: list[bytes] = []
+        left = size - start  # a file still growing is read to the size it had
+        while left > 0:
+            chunk = os.read(fd, min(left, 1 << 20))
+            if not chunk:
+                break
+            chunks.append(chunk)
+            left -= len(chunk)
+    except OSError:
+        return ""
+    finally:
+        os.close(fd)
+    data = b"".join(chunks)
+    if start > 0:  # the first line is cut: only whole lines are parsed
+        data = data[data.find(b"\n") + 1 :] if b"\n" in data else b""
+    return data.decode("utf-8", errors="replace")
 
 
 def _transcript_message(entry: Mapping[str, Any]) -> tuple[str, Any, Any] | None:
@@ -559,13 +817,7 @@ def last_assistant_message(transcript_path: str | None) -> str:
     """
     if not transcript_path:
         return ""
-    try:
-        with open(Path(transcript_path).expanduser(), "rb") as fh:
-            size = fh.seek(0, os.SEEK_END)
-            fh.seek(max(0, size - TRANSCRIPT_TAIL_BYTES))
-            tail = fh.read().decode("utf-8", errors="replace")
-    except OSError:
-        return ""
+    tail = _transcript_tail(transcript_path)
     texts: list[str] = []
     message_id: Any = None
     for line in reversed(tail.splitlines()):
@@ -619,60 +871,71 @@ GENERIC_EVENT_TYPES = frozenset(
 _GENERIC_ID_NAMESPACE = "5c1d0b3e-3f0e-4b5e-9a59-6c65786d656d"  # uuid5 namespace
 
 
-def events_from_hook(payload: Mapping[str, Any], agent: str) -> list[dict[str, Any]]:
-    """Claude Code (and Codex hook) payloads to inbox events."""
+def events_from_hook(
+    payload: Mapping[str, Any], agent: str, redactor: _Redactor | None = None
+) -> list[dict[str, Any]]:
+    """Claude Code (and Codex hook) payloads to inbox events, redacted."""
+    r = redactor if redactor is not None else _Redactor()
     name = payload.get("hook_event_name")
     event_type = CLAUDE_EVENTS.get(name) if isinstance(name, str) else None
     if event_type is None:
         return []
-    session = _str(payload.get("session_id")) or f"{agent}-unknown"
-    cwd = _str(payload.get("cwd"))
+    session = r.ident("session_id", payload.get("session_id")) or f"{agent}-unknown"
+    cwd = r.ident("cwd", payload.get("cwd"))
+    raw: dict[str, Any] = {key: payload[key] for key in _META_KEYS if payload.get(key) is not None}
+    if event_type in ("tool_call", "tool_result"):
+        raw["tool_name"] = str(payload.get("tool_name") or "tool")
+        if payload.get("tool_use_id") is not None:
+            raw["tool_use_id"] = str(payload["tool_use_id"])
+    elif name == "SubagentStop":
+        raw.update(
+            (k, payload[k]) for k in ("agent_id", "agent_type") if payload.get(k) is not None
+        )
+    elif event_type == "compact" and payload.get("custom_instructions"):
+        raw["custom_instructions"] = payload["custom_instructions"]
     meta: dict[str, Any] = {"hook_event_name": name}
-    for key in _META_KEYS:
-        if payload.get(key) is not None:
-            meta[key] = _small(payload[key])
+    meta.update(r.obj(raw, MAX_META_CHARS, each=True, key="metadata"))
     content = ""
     if event_type == "prompt":
-        content = _text(payload.get("prompt"))
+        content = _text(r.obj(payload.get("prompt"), MAX_CONTENT_CHARS))
     elif event_type in ("tool_call", "tool_result"):
-        tool = str(payload.get("tool_name") or "tool")
-        meta["tool_name"] = tool
-        meta["tool_input"] = _tool_input(payload.get("tool_input"))
-        if payload.get("tool_use_id") is not None:
-            meta["tool_use_id"] = str(payload["tool_use_id"])
+        tool = str(meta.get("tool_name") or "tool")
+        tool_input = payload.get("tool_input")
+        # Edit, MultiEdit, Write, NotebookEdit: old_string, new_string, content, edits[]
+        # are fields like any other, each redacted with its key.
+        meta["tool_input"] = r.obj(tool_input, MAX_META_CHARS, each=True, key="tool_input")
         if event_type == "tool_call":
-            content = describe_tool_call(tool, payload.get("tool_input"))
+            content = describe_tool_call(tool, tool_input, r)
         elif name == "PostToolUseFailure":
             # Claude Code reports failed tool calls here, not in PostToolUse.
-            content = _text(payload.get("error")) or _text(payload.get("tool_response"))
+            content = _text(r.obj(payload.get("error"), MAX_CONTENT_CHARS)) or _text(
+                r.obj(payload.get("tool_response"), MAX_CONTENT_CHARS)
+            )
             meta["is_error"] = True
             if payload.get("is_interrupt") is not None:
                 meta["is_interrupt"] = bool(payload.get("is_interrupt"))
         else:
+            # A structured response (Edit's structuredPatch, originalFile, filePath...)
+            # is redacted field by field; only then is it text.
             response = payload.get("tool_response")
-            content = _text(response)
+            content = _text(r.obj(response, MAX_CONTENT_CHARS))
             if isinstance(response, dict):
                 for key in _STATUS_KEYS:
                     if key in response and isinstance(response[key], (int, bool)):
                         meta[key] = response[key]
     elif event_type == "response":
         meta["stop_hook_active"] = bool(payload.get("stop_hook_active"))
-        content = _text(payload.get("last_assistant_message"))
+        content = _text(r.obj(payload.get("last_assistant_message"), MAX_CONTENT_CHARS))
         if name == "SubagentStop":
             # The main transcript's last answer is not the sub-agent's: read only its own.
             meta["subagent"] = True
-            for key in ("agent_id", "agent_type"):
-                if payload.get(key) is not None:
-                    meta[key] = _small(payload[key])
             transcript = payload.get("agent_transcript_path")
         else:
             transcript = payload.get("transcript_path")
         if not content.strip():
-            content = last_assistant_message(_str(transcript))
+            content = r.text(last_assistant_message(_str(transcript)), MAX_CONTENT_CHARS)
         if not content.strip():
             return []
-    elif event_type == "compact" and payload.get("custom_instructions"):
-        meta["custom_instructions"] = _small(payload["custom_instructions"])
     return [
         make_event(
             event_type,
@@ -685,18 +948,23 @@ def events_from_hook(payload: Mapping[str, Any], agent: str) -> list[dict[str, A
     ]
 
 
-def events_from_codex_notify(payload: Mapping[str, Any]) -> list[dict[str, Any]]:
+def events_from_codex_notify(
+    payload: Mapping[str, Any], redactor: _Redactor | None = None
+) -> list[dict[str, Any]]:
     """The older Codex ``notify`` program form: one agent-turn-complete object."""
+    r = redactor if redactor is not None else _Redactor()
     if payload.get("type") != "agent-turn-complete":
         return []
-    session = _str(payload.get("thread-id")) or _str(payload.get("thread_id")) or "codex-unknown"
-    cwd = _str(payload.get("cwd"))
-    meta: dict[str, Any] = {"turn_id": _small(payload.get("turn-id")), "notify": True}
+    thread = _str(payload.get("thread-id")) or _str(payload.get("thread_id"))
+    session = r.ident("session_id", thread) or "codex-unknown"
+    cwd = r.ident("cwd", payload.get("cwd"))
+    raw: dict[str, Any] = {"turn_id": payload.get("turn-id")}
     if payload.get("client") is not None:
-        meta["client"] = _small(payload["client"])
-    inputs = payload.get("input-messages") or []
+        raw["client"] = payload["client"]
+    meta = {**r.obj(raw, MAX_META_CHARS, each=True, key="metadata"), "notify": True}
+    inputs = r.obj(payload.get("input-messages") or [], MAX_CONTENT_CHARS)
     prompt = "\n".join(_text(m) for m in inputs) if isinstance(inputs, list) else _text(inputs)
-    answer = _text(payload.get("last-assistant-message"))
+    answer = _text(r.obj(payload.get("last-assistant-message"), MAX_CONTENT_CHARS))
     out = []
     for event_type, text in (("prompt", prompt), ("response", answer)):
         if text.strip():
@@ -705,7 +973,9 @@ def events_from_codex_notify(payload: Mapping[str, Any]) -> list[dict[str, Any]]
     return out
 
 
-def events_from_generic(payload: Mapping[str, Any]) -> list[dict[str, Any]]:
+def events_from_generic(
+    payload: Mapping[str, Any], redactor: _Redactor | None = None
+) -> list[dict[str, Any]]:
     """Seed 003's event contract, as any wrapper would send it; :class:`BadEvent` if invalid.
 
     An ``event_id`` that is not a UUID (``"e1"``) becomes a UUID derived from it and the
@@ -714,6 +984,7 @@ def events_from_generic(payload: Mapping[str, Any]) -> list[dict[str, Any]]:
     """
     import uuid
 
+    r = redactor if redactor is not None else _Redactor()
     data = dict(payload)
     data.setdefault("v", EVENT_VERSION)
     data.setdefault("agent", "generic")
@@ -735,32 +1006,109 @@ def events_from_generic(payload: Mapping[str, Any]) -> list[dict[str, Any]]:
                 )
             )
             if isinstance(meta, dict):
-                meta["source_event_id"] = _small(event_id)
+                meta["source_event_id"] = event_id
     event = validate_event(data)
     if event["event_type"] not in GENERIC_EVENT_TYPES:
         raise BadEvent(
             f"event_type {event['event_type']!r} is not one an agent may send "
             f"(use {', '.join(sorted(GENERIC_EVENT_TYPES))})"
         )
-    event["content"] = _clip(event["content"], MAX_CONTENT_CHARS)
-    return [event]
+    # Checked by validate_event: a UUID, one of a few words, an ISO time. Safe to keep
+    # as they are should the rest be dropped.
+    for key in ("event_id", "event_type", "timestamp"):
+        r.kept[key] = event[key]
+    clean: dict[str, Any] = {key: event[key] for key in ("event_id", "event_type", "timestamp")}
+    clean["session_id"] = r.ident("session_id", event["session_id"])
+    clean["agent"] = r.ident("agent", event["agent"]) or "generic"
+    clean["project"] = r.ident("project", event.get("project"))
+    clean["cwd"] = r.ident("cwd", event.get("cwd"))
+    clean["content"] = r.text(event["content"], MAX_CONTENT_CHARS)
+    clean["metadata"] = r.obj(event["metadata"], MAX_META_CHARS, each=True, key="metadata")
+    rest = {k: v for k, v in event.items() if k not in clean}  # "v", and what else was sent
+    clean.update(r.obj(rest, MAX_META_CHARS, each=True))
+    return [clean]
 
 
-def _events(adapter: str, payload: Mapping[str, Any]) -> tuple[list[dict[str, Any]], str | None]:
-    """The events a payload makes, and the problem to log when it makes none it should."""
-    if adapter == "event":
-        try:
-            return events_from_generic(payload), None
-        except BadEvent as exc:
-            return [], f"event: invalid event, nothing captured: {exc.reason}"
-    if adapter == "codex" and "hook_event_name" not in payload and "type" in payload:
-        return events_from_codex_notify(payload), None  # other notify types carry no turn
+def _events(
+    adapter: str,
+    payload: Mapping[str, Any],
+    project: str | None = None,
+    deadline: float | None = None,
+) -> tuple[list[dict[str, Any]], str | None]:
+    """The events a payload makes, redacted by ``deadline``, and the problem to log when it
+    makes none it should, or when what it holds could not be checked in time."""
     name = payload.get("hook_event_name")
-    if isinstance(name, str) and name in IGNORED_EVENTS:
+    if adapter == "event":
+        build: Any = events_from_generic
+    elif adapter == "codex" and "hook_event_name" not in payload and "type" in payload:
+        build = events_from_codex_notify  # other notify types carry no turn
+    elif isinstance(name, str) and name in IGNORED_EVENTS:
         return [], None
-    if not (isinstance(name, str) and name in CLAUDE_EVENTS):
-        return [], f"{adapter}: unknown hook_event_name {name!r}, nothing captured"
-    return events_from_hook(payload, agent=adapter), None
+    elif not (isinstance(name, str) and name in CLAUDE_EVENTS):
+        return [], f"{adapter}: unknown hook_event_name {_shown(name)}, nothing captured"
+    else:
+
+        def build(payload: Mapping[str, Any], r: _Redactor) -> list[dict[str, Any]]:
+            return events_from_hook(payload, adapter, r)
+
+    r = _Redactor(deadline)
+    armed = _arm(deadline - time.monotonic()) if deadline is not None else None
+    try:
+        try:
+            clean_project = r.ident("project", project)
+            events = build(payload, r)
+        finally:
+            _disarm(armed)
+    except _TooLarge:
+        event = _dropped(adapter, payload, r)
+        what = event["event_type"] if event else "event"
+        return ([event] if event else []), (
+            f"{adapter}: {what} too large to check for secrets in "
+            f"{HOOK_BUDGET_SECONDS:g}s; its content was dropped"
+        )
+    except BadEvent as exc:
+        return [], f"event: invalid event, nothing captured: {exc.reason}"
+    for event in events:
+        event["project"] = clean_project
+        if r.count:
+            event["metadata"]["redactions"] = r.count
+    return events, None
+
+
+def _shown(value: Any) -> str:
+    text = repr(value)
+    return text if len(text) <= 200 else text[:200] + "…"
+
+
+def _dropped(adapter: str, payload: Mapping[str, Any], r: _Redactor) -> dict[str, Any] | None:
+    """The event whose content could not be checked in time: only what is known safe (its
+    kind, and the ids already redacted), and ``metadata.dropped``."""
+    kept = r.kept
+    meta: dict[str, Any] = {"dropped": DROPPED}
+    name = payload.get("hook_event_name")
+    if adapter == "event":
+        event_type = kept.get("event_type")  # only once validated
+        if event_type is None:
+            return None
+        agent = kept.get("agent") or "generic"
+    elif isinstance(name, str) and name in CLAUDE_EVENTS:
+        event_type, agent = CLAUDE_EVENTS[name], adapter
+        meta["hook_event_name"] = name
+    else:
+        event_type, agent = "response", adapter
+        meta["notify"] = True
+    event = make_event(
+        event_type,
+        "",
+        session_id=kept.get("session_id") or f"{agent}-unknown",
+        agent=agent,
+        cwd=kept.get("cwd"),
+        metadata=meta,
+        event_id=kept.get("event_id"),
+        timestamp=kept.get("timestamp"),
+    )
+    event["project"] = kept.get("project")
+    return event
 
 
 # -- the command -------------------------------------------------------------------
@@ -778,9 +1126,7 @@ class _Log:
             return
         self.lines += 1
         try:
-            from .redact import redact
-
-            line = redact(message[:20_000]).text.replace("\n", " ").replace("\r", " ")[:2000]
+            line = _log_line(message)
             line = f"{now_iso()} {line}\n"
             folder = self.paths.logs
             with secure_umask():  # the data folder itself may be created here: owner-only
@@ -795,10 +1141,29 @@ class _Log:
             return
 
 
+def _log_line(message: str) -> str:
+    """A problem's one line, redacted: cut first (a line keeps 2,000 characters), and
+    given :data:`LOG_BUDGET_SECONDS`, as events are given theirs."""
+    from .redact import redact
+
+    armed = _arm(LOG_BUDGET_SECONDS)
+    try:
+        try:
+            line = redact(message[: LOG_LINE_CHARS + 200]).text
+        finally:
+            _disarm(armed)
+    except _TooLarge:
+        line = message.split(":", 1)[0][:40] + ": [the rest was too large to check for secrets]"
+    return line.replace("\n", " ").replace("\r", " ")[:LOG_LINE_CHARS]
+
+
 def _read_stdin(deadline: float) -> bytes | None:
     """All of stdin, or None when the writer keeps it open past ``deadline``.
 
-    A terminal (a person trying the command) gives nothing rather than a wait.
+    Past :data:`MAX_INPUT_BYTES` the rest is read and let go (until its end or the
+    deadline, so the agent's write does not fail), and what is returned is longer than
+    the cap: too large. A terminal (a person trying the command) gives nothing rather
+    than a wait.
     """
     stream = sys.stdin
     if stream is None:
@@ -815,14 +1180,15 @@ def _read_stdin(deadline: float) -> bytes | None:
 
     chunks: list[bytes] = []
     size = 0
-    while size <= MAX_INPUT_BYTES:
+    while True:
         remaining = deadline - time.monotonic()
         if remaining <= 0 or not select.select([fd], [], [], remaining)[0]:
-            return None
+            return b"".join(chunks) if size > MAX_INPUT_BYTES else None
         chunk = os.read(fd, 1 << 20)
         if not chunk:
             break
-        chunks.append(chunk)
+        if size <= MAX_INPUT_BYTES:
+            chunks.append(chunk)
         size += len(chunk)
     return b"".join(chunks)
 
@@ -894,7 +1260,7 @@ def run(argv: Sequence[str], stdin: bytes | None = None, out: Any = None) -> int
         paths = resolve_paths()
         log = _Log(paths)
         _run(paths, argv, stdin, out if out is not None else sys.stdout, log, started)
-    except Exception as exc:  # noqa: BLE001 - the agent must never see the hook fail
+    except (Exception, _TooLarge) as exc:  # noqa: BLE001 - the agent must never see the hook fail
         log.write(f"hook failed: {type(exc).__name__}: {exc}")
     finally:
         elapsed = time.monotonic() - started
@@ -930,7 +1296,7 @@ def _run(
     if capture is None:
         log.write(f"settings unreadable, nothing captured: {settings_error}")
         return
-    events, problem = _events(adapter, payload)
+    events, problem = _events(adapter, payload, project, started + HOOK_BUDGET_SECONDS)
     for note in [*notes, problem]:
         if note:
             log.write(note)
@@ -945,7 +1311,6 @@ def _run(
         return
     inbox = Inbox(paths.inbox)
     for event in events:
-        event["project"] = project
         try:
             _write(inbox, event)
         except OSError as exc:  # a full or read-only disk: the inbox holds no half event
@@ -959,34 +1324,13 @@ def _run(
             log.write(f"could not start `lexmem serve`: {exc}")
 
 
-def _flatten(value: Any, depth: int = 0) -> Any:
-    """A metadata value with what nests deeper than two levels as clipped JSON text."""
-    if isinstance(value, (str, int, float, bool)) or value is None:
-        return value
-    if isinstance(value, dict) and depth < 2:
-        return {str(k): _flatten(v, depth + 1) for k, v in value.items()}
-    text = _json(value)
-    return _clip(text, MAX_META_CHARS) if text is not None else "[not captured: nested too deeply]"
-
-
 def _write(inbox: Inbox, event: dict[str, Any]) -> None:
-    """Redact, then write one event."""
-    from .redact import redact_obj
-
+    """Write one event (every text in it is redacted already)."""
     try:
-        clean, count = redact_obj(event)
-    except RecursionError:
-        meta = event.get("metadata")
-        if isinstance(meta, dict):
-            event["metadata"] = _flatten(meta)
-        clean, count = redact_obj(event)
-    if count and isinstance(clean.get("metadata"), dict):
-        clean["metadata"]["redactions"] = count
-    try:
-        inbox.write(clean)
+        inbox.write(event)
     except UnicodeEncodeError:
         # A lone surrogate ("\ud83d" from a cut emoji) is valid JSON but not UTF-8.
-        inbox.write(_scrub(clean))
+        inbox.write(_scrub(event))
 
 
 def _scrub(value: Any) -> Any:

@@ -48,7 +48,14 @@ from .errors import (
     io_failure,
 )
 from .extract import Candidate, Extractor, confirmations
-from .hook import capture_mode, is_paused, opted_out_event, optout_rules, project_opted_out
+from .hook import (
+    DROPPED,
+    capture_mode,
+    is_paused,
+    opted_out_event,
+    optout_rules,
+    project_opted_out,
+)
 from .inbox import BadEvent, Inbox
 from .journal import AuditEntry, Journal, Session, SessionStatus, under
 from .licence import CAPTURE, CORE_ACTIVE_LIMIT, STORAGE
@@ -413,6 +420,7 @@ class CaptureService:
             event["_seq"] = f"{path.name}"
             fresh.append(event)
         report.events += len(fresh)
+        self._audit_dropped(fresh)
         if any(_needs_model(e) for e in fresh):
             # A missing or broken model stops the batch here, before anything is written:
             # every event stays queued (nothing half-done to repeat on the retry).
@@ -506,6 +514,20 @@ class CaptureService:
         known = {i for i in entries if self.journal.audit_entry(derived_id("gate", CAPTURE, i))}
         self.journal.audit([a for sid, a in entries.items() if sid not in known])
         return automatic
+
+    def _audit_dropped(self, events: Sequence[dict[str, Any]]) -> None:
+        """Events whose content the hook could not check for secrets in time, and so never
+        wrote (``metadata.dropped``): the audit says what was lost, and why."""
+        self.journal.audit([
+            AuditEntry(
+                id=derived_id("dropped", e["event_id"]), timestamp=utcnow(), session_id=e["session_id"],
+                candidate_id=e["event_id"], decision="skipped", confidence=0.0, rule="hook.budget",
+                kind="event", project=e.get("project"),
+                reason=f"{e['event_type']} event {DROPPED} for secrets: its content was dropped",
+            )
+            for e in events
+            if isinstance(e.get("metadata"), dict) and e["metadata"].get("dropped") == DROPPED
+        ])  # fmt: skip
 
     def _quarantine(self, path: Any, reason: str) -> None:
         reason = redact(reason).text  # a reason may quote a field of the bad file

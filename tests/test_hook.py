@@ -406,7 +406,7 @@ def test_a_fresh_data_folder_is_created_owner_only_even_by_a_log_line(data_home:
 
 
 def test_tool_output_of_megabytes_is_clipped_and_says_so(repo: Path, data_home: Path) -> None:
-    big = "log line\n" * (20 * 1024 * 1024 // 9)  # ~20 MB of output
+    big = "log line\n" * (12 * 1024 * 1024 // 9)  # ~12 MB of output, under the input cap
     payload = claude_payload(
         "PostToolUse",
         repo,
@@ -495,10 +495,17 @@ def test_parallel_hooks_each_write_their_own_event(repo: Path, data_home: Path) 
             env=os.environ,
             cwd=repo,
         )
-        procs.append((proc, json.dumps(payload).encode()))
-    for proc, data in procs:
-        out, err = proc.communicate(data, timeout=60)
-        assert (proc.returncode, out, err) == (0, b"", b"")
+        # As Claude Code does: the payload written and stdin closed as the hook starts
+        # (a payload this small fits the pipe's buffer), not once the previous one ended.
+        assert proc.stdin is not None
+        proc.stdin.write(json.dumps(payload).encode())
+        proc.stdin.close()
+        procs.append(proc)
+    for proc in procs:
+        code = proc.wait(timeout=60)
+        assert proc.stdout is not None and proc.stderr is not None
+        with proc.stdout, proc.stderr:
+            assert (code, proc.stdout.read(), proc.stderr.read()) == (0, b"", b"")
     inbox = Inbox(data_home / "inbox")
     events = [inbox.read(p) for p in inbox_files(data_home)]
     assert sorted(e["metadata"]["tool_use_id"] for e in events) == [
@@ -850,7 +857,13 @@ def test_a_deeply_nested_tool_input_json_can_parse_is_still_captured(
     ok(run_hook("claude", payload=payload, cwd=repo))
     (ev,) = inbox_events(data_home)
     assert ev["metadata"]["tool_name"] == "mcp__db__query"
-    assert isinstance(ev["metadata"]["tool_input"]["filter"], str)  # summarised as text
+    kept = ev["metadata"]["tool_input"]["filter"]
+    depth = 0
+    while isinstance(kept, list):
+        (kept,) = kept
+        depth += 1
+    assert depth < hook.MAX_TEXT_DEPTH  # what no person reads is said, not kept
+    assert kept == "[not captured: nested too deeply]"
     assert log_lines(data_home) == []
 
 

@@ -1,6 +1,6 @@
 """Random and adversarial input to the capture path, property-based (hypothesis).
 
-Whatever an agent pipes into ``lexmem-hook`` — invalid JSON, invalid UTF-8, a 50 MB
+Whatever an agent pipes into ``lexmem-hook`` — invalid JSON, invalid UTF-8, a 16 MB
 field, nesting a hundred thousand deep, every field of the wrong type or missing,
 binary tool output — the hook exits 0, every file it leaves in the inbox is a valid
 event holding no planted secret, and the real service takes those files in without
@@ -266,12 +266,12 @@ def test_any_payload_leaves_only_valid_redacted_events_the_service_takes_in(
         service.lm.close()
 
 
-def test_a_50_mb_field_is_clipped_and_redacted(
+def test_a_field_of_megabytes_is_clipped_and_redacted(
     data_home: Path, repo: Path, service_up: FileLock
 ) -> None:
-    """One explicit example (not generated): 50 MB of tool output with a key at its end
-    and one at its start, through the real command."""
-    output = f"{PLANTED[0]}\n" + "x" * 50_000_000 + f"\n{PLANTED[1]}\n"
+    """One explicit example (not generated): tool output just under the hook's input cap
+    with a key at its end and one at its start, through the real command."""
+    output = f"{PLANTED[0]}\n" + "x" * (hook.MAX_INPUT_BYTES - 4096) + f"\n{PLANTED[1]}\n"
     payload = {
         "session_id": "big", "cwd": str(repo), "hook_event_name": "PostToolUse",
         "tool_name": "Bash", "tool_input": {"command": "cat huge.log"},
