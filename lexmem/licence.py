@@ -487,14 +487,17 @@ def _parse_record(raw: bytes, keys: _TrialKeys, where: str, now: datetime) -> _R
     return _Record(started, seen, notice, frozenset(macs))
 
 
-def _behind(record: _Record | None, trial: _Trial, keys: _TrialKeys) -> bool:
+def _behind(where: str, record: _Record | None, trial: _Trial, keys: _TrialKeys) -> bool:
     """Whether a place's copy should be written again."""
-    if record is None:
+    if record is None or not record.signers:  # missing, or unsigned from before
         return True
-    return (
-        record.started != trial.started
-        or record.ended_notice != trial.ended_notice
-        or trial.seen - record.seen >= SEEN_STEP
+    if record.started != trial.started or record.ended_notice != trial.ended_notice:
+        return True
+    # Constraint: the data folder's copy is not kept up with the clock. A write into the
+    # data folder can race a move or a backup copying it (the copy would list a temporary
+    # file that is gone a moment later); the other two copies carry the latest time seen.
+    return where != "data" and (
+        trial.seen - record.seen >= SEEN_STEP
         or not set(keys.signers()) <= record.signers  # a key it does not carry yet
     )
 
@@ -754,7 +757,7 @@ class LicenceService:
         """Write the trial to every place whose copy is missing or behind."""
         assert trial.started is not None
         keys.make_missing()
-        stale = [where for where in _PLACES if _behind(found.get(where), trial, keys)]
+        stale = [where for where in _PLACES if _behind(where, found.get(where), trial, keys)]
         if not stale or not keys.signers():
             return
         body = {
@@ -765,8 +768,27 @@ class LicenceService:
         for where in stale:
             if where == "keyring":
                 keys.write_keyring_record(text)
+            elif where == "state":
+                _write_private(folder / "trial.json", text)
             else:
-                _write_private(folder / "trial.json" if where == "state" else self.trial_file, text)
+                self._write_data_copy(text)
+
+    def _write_data_copy(self, text: str) -> None:
+        """The data folder's copy, written only while no one else writes there.
+
+        Constraint: a move or a backup copies the data folder under the store's write lock
+        and would trip over a temporary file that vanishes mid-copy; when the lock is busy
+        (or the folder is gone) the copy waits for a later judgement.
+        """
+        lock = FileLock(self.paths.write_lock, timeout=0)
+        try:
+            lock.acquire()
+        except OSError:
+            return
+        try:
+            _write_private(self.trial_file, text)
+        finally:
+            lock.release()
 
     # -- answers ----------------------------------------------------------------------------
 
