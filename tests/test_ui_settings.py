@@ -55,6 +55,12 @@ class MemoryKeyring(KeyringBackend):
             raise PasswordDeleteError(username)
 
 
+def _own(backend: MemoryKeyring) -> dict[tuple[str, str], str]:
+    """The secrets the person put there: not the trial's record and key (lexmem keeps
+    those in the keyring itself once anything asks for the tier)."""
+    return {k: v for k, v in backend.secrets.items() if k[1] not in ("trial", "trial-key")}
+
+
 @pytest.fixture(autouse=True)
 def memory_keyring() -> Iterator[MemoryKeyring]:
     before = keyring.get_keyring()
