@@ -11,8 +11,13 @@ Where the key comes from, first found wins: ``LEXMEM_LICENCE`` (the key itself),
 ``LEXMEM_LICENCE_FILE`` (a file readable by its owner alone), the OS keyring (service
 ``lexmem``, entry ``licence``). It is never written into the settings file.
 
-A data folder's first run starts a 14-day Writer Pro trial (``trial.json``); when it
-ends lexmem falls back to Core and says so once.
+The first run on a machine starts the person's 14-day Writer Pro trial; when it ends
+lexmem falls back to Core and says so once. The trial is a signed record kept in the OS
+keyring, in the per-user state folder (:func:`trial_state_dir`, outside every data
+folder) and in the data folder (``trial.json``): the earliest start and the latest time
+ever seen win, so a deleted copy, a new data folder or a clock turned back gives no days
+back, and a copy that was altered or does not read means the trial is over (never a
+fresh trial, never an exception). See "the trial's records" below.
 
 Gates (the seeds' metadata): :data:`CAPTURE` (automatic capture: agent hooks,
 conversations, corrections, configuration changes, workflow patterns, the Markdown
@@ -25,6 +30,7 @@ away: search, browse, export and forget need no licence.
 from __future__ import annotations
 
 import base64
+import contextlib
 import hashlib
 import hmac
 import json
@@ -556,10 +562,8 @@ def _write_private(path: Path, text: str) -> bool:
         return True
     except OSError as exc:
         log.info("[MEM:LICENCE] Could not keep the trial's record in %s: %s", path, exc)
-        try:
+        with contextlib.suppress(OSError):
             tmp.unlink(missing_ok=True)
-        except OSError:
-            pass
         return False
 
 
@@ -806,7 +810,12 @@ class LicenceService:
                 return LicenceStatus(lic.tier, f"key ({source})", lic)
         trial = self._trial()
         problem = "; ".join(p for p in (problem, trial.problem) if p)
-        ends = trial.started + timedelta(days=TRIAL_DAYS) if trial.started else None
+        # A record that cannot be trusted has no end date worth showing.
+        ends = (
+            trial.started + timedelta(days=TRIAL_DAYS)
+            if trial.started and not trial.problem
+            else None
+        )
         # The high-water mark: a clock turned back does not give days back.
         at = max(now, trial.seen)
         if ends is not None and not trial.problem and at < ends:

@@ -63,9 +63,7 @@ def trial(paths: Paths, clock: Clock) -> Callable[..., LicenceService]:
     environment), on the test's data folder unless another is named."""
 
     def make(home: Path | None = None) -> LicenceService:
-        return LicenceService(
-            Paths(home) if home else paths, clock=clock, environ={}, cache_s=0.0
-        )
+        return LicenceService(Paths(home) if home else paths, clock=clock, environ={}, cache_s=0.0)
 
     return make
 
@@ -167,7 +165,7 @@ def test_an_edited_record_means_the_trial_is_over(
     st = trial().status()
     assert (st.tier, st.source) == (CORE, "core")
     assert OVER in st.problem and "trial.json" in st.problem and "\n" not in st.problem
-    assert not st.is_enabled(CAPTURE)
+    assert not st.is_enabled(CAPTURE) and st.trial_ends is None  # no date worth showing
     assert st.notice == ""  # not "the trial has ended": it was not the time that ran out
 
 
@@ -447,7 +445,9 @@ def test_the_service_drain_keeps_running_under_a_malformed_trial(
 
     with Lexmem.open(broken_trial, embedder=embedder) as lm, CaptureService(lm) as service:
         inbox = Inbox(lm.paths.inbox)
-        inbox.write(make_event("prompt", "We decided on Postgres.", session_id="s9", agent="claude"))
+        inbox.write(
+            make_event("prompt", "We decided on Postgres.", session_id="s9", agent="claude")
+        )
         first = service.drain()
         inbox.write(make_event("explicit", "Backups run at 02:00 UTC", agent="mcp"))
         second = service.drain()
