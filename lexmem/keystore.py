@@ -20,6 +20,8 @@ from .errors import LexmemError
 __all__ = [
     "LLM_API_KEY",
     "SERVICE",
+    "TRIAL_KEY",
+    "TRIAL_RECORD",
     "SecretStoreError",
     "backend_available",
     "delete_secret",
@@ -30,6 +32,10 @@ __all__ = [
 SERVICE = "lexmem"
 #: The API key of the OpenAI-compatible endpoint in ``[llm]``.
 LLM_API_KEY = "llm-api-key"
+#: The key that signs the trial's records (HMAC-SHA256, base64url), made on the first run.
+TRIAL_KEY = "trial-key"
+#: The trial's own signed record (its start, the latest time seen): one of its copies.
+TRIAL_RECORD = "trial"
 
 _NO_BACKEND = (
     "no OS keyring is available (install and unlock GNOME Keyring or KWallet, "

@@ -11,8 +11,13 @@ Where the key comes from, first found wins: ``LEXMEM_LICENCE`` (the key itself),
 ``LEXMEM_LICENCE_FILE`` (a file readable by its owner alone), the OS keyring (service
 ``lexmem``, entry ``licence``). It is never written into the settings file.
 
-A data folder's first run starts a 14-day Writer Pro trial (``trial.json``); when it
-ends lexmem falls back to Core and says so once.
+The first run on a machine starts the person's 14-day Writer Pro trial; when it ends
+lexmem falls back to Core and says so once. The trial is a signed record kept in the OS
+keyring, in the per-user state folder (:func:`trial_state_dir`, outside every data
+folder) and in the data folder (``trial.json``): the earliest start and the latest time
+ever seen win, so a deleted copy, a new data folder or a clock turned back gives no days
+back, and a copy that was altered or does not read means the trial is over (never a
+fresh trial, never an exception). See "the trial's records" below.
 
 Gates (the seeds' metadata): :data:`CAPTURE` (automatic capture: agent hooks,
 conversations, corrections, configuration changes, workflow patterns, the Markdown
@@ -25,9 +30,15 @@ away: search, browse, export and forget need no licence.
 from __future__ import annotations
 
 import base64
+import contextlib
+import hashlib
+import hmac
 import json
+import logging
 import os
+import secrets
 import stat
+import sys
 import threading
 import time
 from collections.abc import Callable, Mapping
@@ -36,8 +47,9 @@ from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
 
-from .config import Paths, secure_umask
+from .config import DIR_MODE, Paths, secure_umask
 from .errors import LexmemError
+from .locks import FileLock
 
 __all__ = [
     "CAPTURE",
@@ -58,8 +70,11 @@ __all__ = [
     "encode_token",
     "parse_token",
     "required_message",
+    "trial_state_dir",
     "verify_token",
 ]
+
+log = logging.getLogger("lexmem.licence")
 
 CORE = "core"
 WRITER_PRO = "writer_pro"
@@ -252,6 +267,306 @@ def verify_token(
     )  # fmt: skip
 
 
+# -- the trial's records -----------------------------------------------------------------------
+#
+# The trial is the person's, not a data folder's: it is kept in up to three places, each a
+# copy of one small signed record (its start, the latest time ever seen, whether its end
+# was said). The keyring holds a copy and the signing key; the per-user state folder
+# (outside every data folder) holds a copy and a second key; the data folder holds a copy.
+# Whichever copies exist, the earliest start and the latest time seen win, so deleting a
+# copy, a new data folder or a clock turned back gives nothing back. A copy that does not
+# read, or whose signature does not match, means the trial is over.
+
+#: The latest time seen is written again once the clock has moved this far past it, so
+#: turning the clock back gains at most this much.
+SEEN_STEP = timedelta(hours=1)
+_RECORD_CAP = 64 * 1024  # a record is ~300 bytes; anything much bigger is not one
+_MAC_CONTEXT = b"lexmem-trial-v1\n"
+_RECORD_FIELDS = frozenset({"v", "started", "seen", "days", "ended_notice", "macs"})
+_LEGACY_FIELDS = frozenset({"started", "days", "ended_notice"})
+_PLACES = {
+    "keyring": "in the OS keyring",
+    "state": "in the per-user state folder",
+    "data": "in the data folder (trial.json)",
+}
+
+
+def trial_state_dir(environ: Mapping[str, str] | None = None, platform: str | None = None) -> Path:
+    """The per-user folder holding the trial's record outside every data folder.
+
+    ``$XDG_STATE_HOME/lexmem`` (``~/.local/state/lexmem``) on Linux; beside the location
+    pointer on macOS and Windows, whose default data folders are elsewhere.
+    """
+    env = os.environ if environ is None else environ
+    plat = platform or sys.platform
+    if plat.startswith("win"):
+        return Path(env.get("APPDATA") or str(Path.home() / "AppData" / "Roaming")) / "lexmem"
+    if plat == "darwin":
+        return Path.home() / "Library" / "Preferences" / "lexmem"
+    xdg = env.get("XDG_STATE_HOME", "").strip()
+    base = Path(xdg) if xdg and Path(xdg).is_absolute() else Path.home() / ".local" / "state"
+    return base / "lexmem"
+
+
+class _Damaged(Exception):
+    """A trial record that cannot be trusted; the message says why, in a few words."""
+
+
+@dataclass(slots=True)
+class _Trial:
+    started: datetime | None  # None: no record could be trusted
+    seen: datetime  # the latest time seen (the high-water mark)
+    ended_notice: bool
+    problem: str = ""  # a record altered or damaged: the trial is over
+
+
+@dataclass(frozen=True, slots=True)
+class _Record:
+    started: datetime
+    seen: datetime
+    ended_notice: bool
+    signers: frozenset[str]  # the keys whose signatures it carries ("keyring", "local")
+
+
+def _instant(value: Any) -> datetime | None:
+    """An aware ISO-8601 time, or None for anything else."""
+    if not isinstance(value, str) or len(value) > 64:
+        return None
+    try:
+        t = datetime.fromisoformat(value)
+    except ValueError:
+        return None
+    # Constraint: a date near the calendar's ends would overflow when 14 days are added.
+    return t if t.tzinfo and 2000 <= t.year <= 9000 else None
+
+
+def _decode_key(text: str | None) -> bytes | None:
+    if text is None:
+        return None
+    try:
+        key = _b64d(text.strip())
+    except ValueError:
+        raise _Damaged("not a key") from None
+    if len(key) != 32:
+        raise _Damaged("not a key")
+    return key
+
+
+class _TrialKeys:
+    """The keys that sign the trial's records, and the keyring's own copy.
+
+    Constraint: the keyring may be missing (headless Linux), switched off, or locked. Then
+    only the key beside the per-user state signs: weaker (it is a file the person can
+    read), but a new or deleted data folder still finds the trial there.
+    """
+
+    def __init__(self, local_file: Path) -> None:
+        from .keystore import TRIAL_KEY, TRIAL_RECORD, backend_available, get_secret
+
+        self.local_file = local_file
+        self.keyring_ok = backend_available()[0]
+        self.keyring: bytes | None = None
+        self._record: str | None = None
+        self.local: bytes | None = None
+        self.problem = ""
+        if self.keyring_ok:
+            try:
+                key_text = get_secret(TRIAL_KEY)
+                self._record = get_secret(TRIAL_RECORD)
+            except Exception as exc:  # noqa: BLE001 - a locked or broken keyring: files only
+                log.info("[MEM:LICENCE] The keyring cannot be read for the trial: %s", exc)
+                self.keyring_ok = False
+            else:
+                try:
+                    self.keyring = _decode_key(key_text)
+                except _Damaged:
+                    self.problem = f"the trial's signing key {_PLACES['keyring']} is damaged"
+        try:
+            raw = _read_small(local_file)
+            self.local = _decode_key(raw.decode("ascii", "replace") if raw is not None else None)
+        except _Damaged:
+            self.problem = self.problem or f"the trial's signing key {_PLACES['state']} is damaged"
+
+    @classmethod
+    def load(cls, local_file: Path) -> _TrialKeys:
+        keys = cls(local_file)
+        if keys.problem:
+            raise _Damaged(keys.problem)
+        return keys
+
+    def read_keyring_record(self) -> bytes | None:
+        if not self.keyring_ok or self._record is None:
+            return None
+        return self._record.encode("utf-8")
+
+    def write_keyring_record(self, text: str) -> None:
+        from .keystore import TRIAL_RECORD, set_secret
+
+        if not self.keyring_ok or self.keyring is None:
+            return
+        try:
+            set_secret(TRIAL_RECORD, text)
+        except Exception as exc:  # noqa: BLE001 - the files still hold the trial
+            log.info("[MEM:LICENCE] The keyring did not take the trial's record: %s", exc)
+
+    def make_missing(self) -> None:
+        """A key for each place that can keep one and has none yet (the first run)."""
+        from .keystore import TRIAL_KEY, set_secret
+
+        if self.keyring_ok and self.keyring is None:
+            key = secrets.token_bytes(32)
+            try:
+                set_secret(TRIAL_KEY, _b64e(key))
+                self.keyring = key
+            except Exception as exc:  # noqa: BLE001 - the key beside the state signs alone
+                log.info("[MEM:LICENCE] The keyring did not take the trial's key: %s", exc)
+                self.keyring_ok = False
+        if self.local is None:
+            key = secrets.token_bytes(32)
+            if _write_private(self.local_file, _b64e(key)):
+                self.local = key
+
+    def signers(self) -> list[str]:
+        return [n for n, k in (("keyring", self.keyring), ("local", self.local)) if k]
+
+    def sign(self, body: Mapping[str, Any]) -> dict[str, str]:
+        msg = _mac_message(body)
+        keys = {"keyring": self.keyring, "local": self.local}
+        return {n: hmac.new(k, msg, hashlib.sha256).hexdigest() for n, k in keys.items() if k}
+
+    def verify(self, body: Mapping[str, Any], macs: Mapping[str, str]) -> None:
+        """Raise :class:`_Damaged` unless ``macs`` match: the keyring's signature when the
+        record carries one and the keyring can be read, else the local key's."""
+        if "keyring" in macs and self.keyring_ok:
+            name, key = "keyring", self.keyring
+            if key is None:
+                raise _Damaged("was signed with a key that is gone from the keyring")
+        else:
+            name, key = "local", self.local
+            if key is None:
+                raise _Damaged("was signed with a key that is gone from the per-user state folder")
+        mac = macs.get(name, "")
+        want = hmac.new(key, _mac_message(body), hashlib.sha256).hexdigest()
+        if not hmac.compare_digest(mac.encode("ascii", "replace"), want.encode("ascii")):
+            raise _Damaged("was altered (its signature does not match)")
+
+
+def _mac_message(body: Mapping[str, Any]) -> bytes:
+    fields = {k: v for k, v in body.items() if k != "macs"}
+    return _MAC_CONTEXT + json.dumps(fields, sort_keys=True, separators=(",", ":")).encode()
+
+
+def _parse_record(raw: bytes, keys: _TrialKeys, where: str, now: datetime) -> _Record:
+    """A record checked field by field and by its signature, or :class:`_Damaged`."""
+    try:
+        data = json.loads(raw.decode("utf-8"))
+    except (UnicodeDecodeError, ValueError, RecursionError):
+        raise _Damaged("does not read (not a trial record)") from None
+    if not isinstance(data, dict):
+        raise _Damaged("does not read (not a trial record)")
+    days = data.get("days")
+    if type(days) is not int or days != TRIAL_DAYS:
+        raise _Damaged(f"was altered (its length is {str(days)[:20]!r}, not {TRIAL_DAYS} days)")
+    started = _instant(data.get("started"))
+    if started is None:
+        raise _Damaged("was altered (its start is not a date)")
+    notice = data.get("ended_notice", False)
+    if not isinstance(notice, bool):
+        raise _Damaged("was altered (ended_notice is not true or false)")
+    if "macs" not in data:
+        # A data folder's trial.json from before records were signed: its start counts
+        # (it can only make the trial shorter; it is re-written signed at once).
+        if where != "data" or not set(data) <= _LEGACY_FIELDS:
+            raise _Damaged("is not signed")
+        if started > now + CLOCK_SKEW:
+            raise _Damaged("was altered (it starts in the future)")
+        return _Record(started, started, notice, frozenset())
+    macs = data["macs"]
+    seen = _instant(data.get("seen"))
+    if (
+        set(data) != _RECORD_FIELDS or data.get("v") != 1 or seen is None or seen < started
+        or not isinstance(macs, dict) or not macs
+        or not all(isinstance(k, str) and isinstance(v, str) for k, v in macs.items())
+    ):  # fmt: skip
+        raise _Damaged("was altered (its fields are not a trial record's)")
+    keys.verify(data, macs)
+    return _Record(started, seen, notice, frozenset(macs))
+
+
+def _behind(where: str, record: _Record | None, trial: _Trial, keys: _TrialKeys) -> bool:
+    """Whether a place's copy should be written again."""
+    if record is None or not record.signers:  # missing, or unsigned from before
+        return True
+    if record.started != trial.started or record.ended_notice != trial.ended_notice:
+        return True
+    # Constraint: the data folder's copy is not kept up with the clock. A write into the
+    # data folder can race a move or a backup copying it (the copy would list a temporary
+    # file that is gone a moment later); the other two copies carry the latest time seen.
+    return where != "data" and (
+        trial.seen - record.seen >= SEEN_STEP
+        or not set(keys.signers()) <= record.signers  # a key it does not carry yet
+    )
+
+
+def _read_small(path: Path) -> bytes | None:
+    """A regular file's bytes (None when there is none), or :class:`_Damaged`.
+
+    Constraint: opened without following links and without blocking, and read only up
+    to a cap, so a FIFO, a device or a huge file in its place cannot hang or fill memory.
+    """
+    flags = os.O_RDONLY | getattr(os, "O_NOFOLLOW", 0) | getattr(os, "O_NONBLOCK", 0)
+    try:
+        fd = os.open(path, flags)
+    except FileNotFoundError:
+        return None
+    except OSError as exc:
+        raise _Damaged(f"cannot be read ({exc.strerror or type(exc).__name__})") from None
+    try:
+        if not stat.S_ISREG(os.fstat(fd).st_mode):
+            raise _Damaged("is not a file")
+        chunks: list[bytes] = []
+        size = 0
+        while size <= _RECORD_CAP:
+            chunk = os.read(fd, _RECORD_CAP + 1 - size)
+            if not chunk:
+                break
+            chunks.append(chunk)
+            size += len(chunk)
+    except OSError as exc:
+        raise _Damaged(f"cannot be read ({exc.strerror or type(exc).__name__})") from None
+    finally:
+        os.close(fd)
+    if size > _RECORD_CAP:
+        raise _Damaged("is too large to be a trial record")
+    return b"".join(chunks)
+
+
+def _private_dir(folder: Path) -> None:
+    """The per-user state folder, 0700 (created if need be)."""
+    with secure_umask():
+        folder.mkdir(mode=DIR_MODE, parents=True, exist_ok=True)
+    if os.name == "posix" and stat.S_IMODE(folder.stat().st_mode) & 0o077:
+        folder.chmod(DIR_MODE)
+
+
+def _write_private(path: Path, text: str) -> bool:
+    """Write ``text`` atomically, owner-only (0600); False when the place is read-only."""
+    tmp = path.with_name(f".{path.name}.{os.getpid()}.{threading.get_ident()}.tmp")
+    try:
+        with secure_umask():
+            with open(tmp, "w", encoding="utf-8") as fh:
+                fh.write(text)
+                fh.flush()
+                os.fsync(fh.fileno())
+            os.replace(tmp, path)
+        return True
+    except OSError as exc:
+        log.info("[MEM:LICENCE] Could not keep the trial's record in %s: %s", path, exc)
+        with contextlib.suppress(OSError):
+            tmp.unlink(missing_ok=True)
+        return False
+
+
 # -- the service -----------------------------------------------------------------------------
 
 
@@ -296,7 +611,8 @@ class LicenceService:
 
     ``public_keys`` are the trust roots (tests pass their own); ``clock`` gives the time.
     The keyring is read at most once every ``cache_s`` seconds; expiry is judged at
-    each question, so a key that expires mid-run stops capture at once.
+    each question, so a key that expires mid-run stops capture at once. ``state_dir``
+    is where the trial's per-user record lives (default :func:`trial_state_dir`).
     """
 
     def __init__(
@@ -307,6 +623,7 @@ class LicenceService:
         clock: Callable[[], datetime] | None = None,
         environ: Mapping[str, str] | None = None,
         cache_s: float = 30.0,
+        state_dir: Path | None = None,
     ) -> None:
         self.paths = paths
         self.public_keys = dict(PUBLIC_KEYS if public_keys is None else public_keys)
@@ -315,6 +632,8 @@ class LicenceService:
         self.cache_s = cache_s
         self._lock = threading.Lock()
         self._cached: tuple[float, str | None, str, str] | None = None
+        self._state_dir = state_dir
+        self._trial_cached: tuple[float, _Trial] | None = None
 
     # -- where the key is ---------------------------------------------------------------
 
@@ -340,6 +659,8 @@ class LicenceService:
                 return path.read_text(encoding="utf-8").strip(), str(path), ""
             except OSError as exc:
                 return None, str(path), f"cannot read {path} ({exc.strerror})"
+            except UnicodeDecodeError:
+                return None, str(path), f"{path} does not hold a licence key (it is not text)"
         from .keystore import SecretStoreError, backend_available, get_secret
 
         ok, _ = backend_available()
@@ -363,30 +684,121 @@ class LicenceService:
 
     # -- the trial -------------------------------------------------------------------------
 
-    def _trial(self) -> dict[str, Any]:
-        """This data folder's trial, started on its first run."""
-        try:
-            data: dict[str, Any] = json.loads(self.trial_file.read_text(encoding="utf-8"))
-            if isinstance(data, dict) and _when(data.get("started"), "trial start"):
-                return data
-        except (OSError, ValueError, LicenceError):
-            pass
-        data = {"started": self.clock().isoformat(), "days": TRIAL_DAYS, "ended_notice": False}
-        self._save_trial(data)
-        return data
+    @property
+    def state_dir(self) -> Path:
+        return self._state_dir if self._state_dir is not None else trial_state_dir(self._env())
 
-    def _save_trial(self, data: dict[str, Any]) -> None:
-        tmp = self.trial_file.with_name(".trial.json.tmp")
+    def _trial(self) -> _Trial:
+        """The trial as its records say, judged at most once every ``cache_s`` seconds.
+
+        Never raises: a record that cannot be trusted, or any surprise while reading the
+        records, means the trial is over (Core), with the reason in one line.
+        """
+        now = self.clock()
+        with self._lock:
+            cached = self._trial_cached
+            if cached is not None and time.monotonic() - cached[0] <= self.cache_s:
+                trial = cached[1]
+                trial.seen = max(trial.seen, now)  # the high-water mark, between judgements
+                return trial
         try:
-            with secure_umask():
-                tmp.write_text(json.dumps(data, sort_keys=True), encoding="utf-8")
-                tmp.replace(self.trial_file)
+            trial = self._judge_trial(now)
+        except Exception as exc:  # noqa: BLE001 - a surprise must not stop capture or crash a command
+            log.warning("[MEM:LICENCE] The trial's records could not be read: %s", exc)
+            trial = _Trial(None, now, False, f"the trial's records could not be read ({exc})")
+        with self._lock:
+            self._trial_cached = (time.monotonic(), trial)
+        return trial
+
+    def _judge_trial(self, now: datetime, *, acknowledge: bool = False) -> _Trial:
+        folder = self.state_dir
+        lock: FileLock | None = None
+        try:
+            _private_dir(folder)
+            lock = FileLock(folder / ".trial.lock", timeout=10)
+            lock.acquire()  # two processes starting at once must not each make a key
         except OSError:
-            pass  # a read-only folder: the trial is judged from memory this run
+            lock = None  # a read-only home: judge the records, keep what can be kept
+        try:
+            try:
+                keys = _TrialKeys.load(folder / "trial.key")
+            except _Damaged as exc:
+                return _Trial(None, now, False, f"{exc}: the trial counts as over")
+            found: dict[str, _Record | None] = {}
+            problems: list[str] = []
+            for where, read in (
+                ("keyring", keys.read_keyring_record),
+                ("state", lambda: _read_small(folder / "trial.json")),
+                ("data", lambda: _read_small(self.trial_file)),
+            ):
+                try:
+                    raw = read()
+                    found[where] = None if raw is None else _parse_record(raw, keys, where, now)
+                except _Damaged as exc:
+                    problems.append(f"{_PLACES[where]} {exc}")
+            valid = [r for r in found.values() if r is not None]
+            started = min((r.started for r in valid), default=None)
+            seen = max([now, *(r.seen for r in valid)])
+            notice = acknowledge or any(r.ended_notice for r in valid)
+            if problems:
+                # Constraint: a damaged record is never replaced by a good one: that would be
+                # a fresh trial one run later. Deleting it leaves the others to decide.
+                return _Trial(
+                    started, seen, notice,
+                    "the trial's record " + "; ".join(problems) + ": the trial counts as over",
+                )  # fmt: skip
+            trial = _Trial(started or now, seen, notice)
+            if lock is not None:
+                self._keep_trial(trial, found, keys, folder)
+            return trial
+        finally:
+            if lock is not None:
+                lock.release()
+
+    def _keep_trial(
+        self, trial: _Trial, found: Mapping[str, _Record | None], keys: _TrialKeys, folder: Path
+    ) -> None:
+        """Write the trial to every place whose copy is missing or behind."""
+        assert trial.started is not None
+        keys.make_missing()
+        stale = [where for where in _PLACES if _behind(where, found.get(where), trial, keys)]
+        if not stale or not keys.signers():
+            return
+        body = {
+            "v": 1, "started": trial.started.isoformat(), "seen": trial.seen.isoformat(),
+            "days": TRIAL_DAYS, "ended_notice": trial.ended_notice,
+        }  # fmt: skip
+        text = json.dumps({**body, "macs": keys.sign(body)}, sort_keys=True, separators=(",", ":"))
+        for where in stale:
+            if where == "keyring":
+                keys.write_keyring_record(text)
+            elif where == "state":
+                _write_private(folder / "trial.json", text)
+            else:
+                self._write_data_copy(text)
+
+    def _write_data_copy(self, text: str) -> None:
+        """The data folder's copy, written only while no one else writes there.
+
+        Constraint: a move or a backup copies the data folder under the store's write lock
+        and would trip over a temporary file that vanishes mid-copy; when the lock is busy
+        (or the folder is gone) the copy waits for a later judgement.
+        """
+        lock = FileLock(self.paths.write_lock, timeout=0)
+        try:
+            lock.acquire()
+        except OSError:
+            return
+        try:
+            _write_private(self.trial_file, text)
+        finally:
+            lock.release()
 
     # -- answers ----------------------------------------------------------------------------
 
     def status(self) -> LicenceStatus:
+        """The tier now. Never raises: a key or trial record that cannot be used is a
+        ``problem`` line and means Core, and capture keeps running under Core's rules."""
         now = self.clock()
         token, source, problem = self._key()
         if token:
@@ -397,13 +809,20 @@ class LicenceService:
             else:
                 return LicenceStatus(lic.tier, f"key ({source})", lic)
         trial = self._trial()
-        started = _when(trial["started"], "trial start") or now
-        ends = started + timedelta(days=int(trial.get("days", TRIAL_DAYS)))
-        if now < ends:
-            left = max(1, -(-int((ends - now).total_seconds()) // 86400))
+        problem = "; ".join(p for p in (problem, trial.problem) if p)
+        # A record that cannot be trusted has no end date worth showing.
+        ends = (
+            trial.started + timedelta(days=TRIAL_DAYS)
+            if trial.started and not trial.problem
+            else None
+        )
+        # The high-water mark: a clock turned back does not give days back.
+        at = max(now, trial.seen)
+        if ends is not None and not trial.problem and at < ends:
+            left = min(TRIAL_DAYS, max(1, -(-int((ends - at).total_seconds()) // 86400)))
             return LicenceStatus(WRITER_PRO, "trial", None, left, ends, problem)
         notice = ""
-        if not trial.get("ended_notice"):
+        if not trial.ended_notice and not trial.problem:
             notice = (
                 "The 14-day Writer Pro trial has ended: lexmem is now Core. Everything you "
                 "stored stays yours; automatic capture needs a Writer Pro key "
@@ -413,10 +832,15 @@ class LicenceService:
 
     def acknowledge_notice(self) -> None:
         """The person has seen that the trial ended: do not say it again."""
-        trial = self._trial()
-        if not trial.get("ended_notice"):
-            trial["ended_notice"] = True
-            self._save_trial(trial)
+        if self._trial().ended_notice:
+            return
+        try:
+            trial = self._judge_trial(self.clock(), acknowledge=True)
+        except Exception as exc:  # noqa: BLE001 - saying a notice twice is better than a crash
+            log.warning("[MEM:LICENCE] Could not note that the trial's end was said: %s", exc)
+            return
+        with self._lock:
+            self._trial_cached = (time.monotonic(), trial)
 
     @property
     def tier(self) -> str:

@@ -32,6 +32,7 @@ def _isolate(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("LEXMEM_HOME", str(tmp_path / "lexmem"))
     monkeypatch.setenv("XDG_DATA_HOME", str(home / ".local" / "share"))
     monkeypatch.setenv("XDG_CONFIG_HOME", str(home / ".config"))
+    monkeypatch.setenv("XDG_STATE_HOME", str(home / ".local" / "state"))  # the trial's record
     monkeypatch.delenv("LEXMEM_DEBUG", raising=False)
     # No display: a bare `lexmem` prints its status rather than opening the app.
     monkeypatch.delenv("DISPLAY", raising=False)
@@ -61,6 +62,11 @@ class MemoryKeyring(KeyringBackend):
     def delete_password(self, service: str, username: str) -> None:
         if self.secrets.pop((service, username), None) is None:
             raise PasswordDeleteError(username)
+
+    def without_trial(self) -> dict[tuple[str, str], str]:
+        """The secrets a person put here: all but the trial's record and key, which
+        lexmem keeps here itself as soon as anything asks for the tier."""
+        return {k: v for k, v in self.secrets.items() if k[1] not in ("trial", "trial-key")}
 
 
 @pytest.fixture(autouse=True)

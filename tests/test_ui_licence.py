@@ -174,7 +174,7 @@ def test_a_pasted_key_is_checked_live_activated_into_the_keyring_and_removed(
     ctx.hub.changed.connect(seen.append)
     with qtbot.waitSignal(dialog.licence_changed, timeout=WAIT):
         dialog.activate_button.click()
-    assert memory_keyring.secrets == {("lexmem", KEYRING_ENTRY): good}
+    assert memory_keyring.without_trial() == {("lexmem", KEYRING_ENTRY): good}
     assert any(c.state for c in seen)
     qtbot.waitUntil(lambda: dialog.tier.text() == "Writer Pro", timeout=WAIT)
     assert "Licensed to Ada Lovelace <ada@example.org>" in dialog.details.text()
@@ -188,7 +188,7 @@ def test_a_pasted_key_is_checked_live_activated_into_the_keyring_and_removed(
     assert isinstance(confirm, QMessageBox) and confirm.isVisible()
     with qtbot.waitSignal(dialog.licence_changed, timeout=WAIT):
         confirm.button(QMessageBox.StandardButton.Yes).click()
-    assert memory_keyring.secrets == {}
+    assert memory_keyring.without_trial() == {}
     qtbot.waitUntil(lambda: dialog.tier.text() == "Writer Pro trial · 14 days left", timeout=WAIT)
 
     _core(clock)
