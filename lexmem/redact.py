@@ -217,11 +217,9 @@ def _entropy(value: str) -> float:
     """Shannon entropy in bits per character."""
     from math import log2  # not at import: the hook may never need it
 
-    counts: dict[str, int] = {}
-    for ch in value:
-        counts[ch] = counts.get(ch, 0) + 1
+    value = value[:_JUDGED]
     n = len(value)
-    return -sum(c / n * log2(c / n) for c in counts.values())
+    return -sum(c / n * log2(c / n) for c in (value.count(ch) for ch in set(value)))
 
 
 def _words_of(text: str) -> frozenset[str]:
@@ -291,7 +289,9 @@ _XXXX = _Lazy(
     r"(?i)x{4}|\*{3}|\.\.\.|…|_here\b|-here\b|placeholder|redacted|\bmy[-_]?(?:secret|password|token|key)"
 )
 # Template pieces inside a longer value: "Basic <username>:<password>", "Bearer ${TOKEN}".
-_TEMPLATE_BITS = _Lazy(r"<[^<>\n]*>|\$\{\{.*?\}\}|\$\{[^}\n]*\}|\{\{.*?\}\}|\$[A-Za-z_]\w*|\{\w*\}")
+_TEMPLATE_BITS = _Lazy(
+    r"<[^<>\n]{0,200}>|\$\{\{.{0,200}?\}\}|\$\{[^}\n]{0,200}\}|\{\{.{0,200}?\}\}|\$[A-Za-z_]\w*|\{\w*\}"
+)
 _LEFTOVER = _Lazy(r"(?i)\b(?:bearer|basic|token|digest|apikey)\b|[\s:;,/@._'\"=-]")
 
 # Words that, as a whole value, are a literal, a type or an empty marker -- not a secret.
@@ -386,10 +386,18 @@ def _class_switches(value: str) -> float:
     return changes / max(1, len(v) - 1)
 
 
+_JUDGED = 256  # characters of a value that the randomness tests look at
+
+
 def _looks_random(value: str, min_len: int = 16) -> bool:
-    """A machine-made credential rather than a word, an identifier or a sentence."""
-    if len(value) < min_len or any(ch.isspace() for ch in value):
+    """A machine-made credential rather than a word, an identifier or a sentence.
+
+    Only the first :data:`_JUDGED` characters are judged: a long value is as random as
+    its start, and a bounded look keeps every rule linear in the length of the text.
+    """
+    if len(value) < min_len or any(ch.isspace() for ch in value[:_JUDGED]):
         return False
+    value = value[:_JUDGED]
     lower, upper, digit, _other = _char_classes(value)
     if _HEX.fullmatch(value):
         return len(value) >= 20 and digit and (lower or upper) and _entropy(value) >= 3.0
@@ -593,21 +601,13 @@ def _basic_ok(value: str) -> bool:
 
 # --- key = value ------------------------------------------------------------------------
 
-# One small pattern per first letter of the secret-like stems (a literal prefix each,
-# cheap to compile and to search); at each stem the shared tail -- an optional suffix
-# such as ``_2``/``_value``, a closing quote or bracket, and the separator -- is matched
-# by one more pattern. The whole key name is recovered by scanning back from the stem.
-_KV_STEMS = tuple(
-    _Lazy(stem)
-    for stem in (
-        r"p(?:ass(?:word|wd|phrase|code)?|wd|w|at)",
-        r"s(?:ecret|ig(?:nature)?|ession(?:[_-]?id)?|alt)",
-        r"token",
-        r"key",
-        r"auth(?:orization|token)?",
-        r"c(?:red(?:ential)?s?|ookie)",
-        r"bearer",
-    )
+# One pattern for the secret-like stems; at each stem the shared tail -- an optional
+# suffix such as ``_2``/``_value``, a closing quote or bracket, and the separator -- is
+# matched by one more pattern. The whole key name is recovered by looking back from the
+# stem (at most 64 characters).
+_KV_STEM = _Lazy(
+    r"p(?:ass(?:word|wd|phrase|code)?|wd|w|at)|s(?:ecret|ig(?:nature)?|ession(?:[_-]?id)?|alt)"
+    r"|token|key|auth(?:orization|token)?|c(?:red(?:ential)?s?|ookie)|bearer"
 )
 _KV_TAIL = _Lazy(
     r"""
@@ -627,8 +627,18 @@ _QUOTED = {
     "\\'": _Lazy(r"\\'(?P<v>(?:[^'\\\n]|\\(?!')[^\n])*)"),
     "\u201c": _Lazy("\u201c(?P<v>[^\u201d\n]*)"),
 }
-_UNQUOTED_EQ = _Lazy(r"[^\s\"'`(){}\[\],;|&]+")
-_UNQUOTED_COLON = _Lazy(r"[^\s\"'`(){}\[\],;]+")
+# An unquoted value runs to whitespace -- punctuation included, so ``p4ss;w0rd!Xy`` is
+# one value -- except that a ``,`` ``;`` ``&`` or ``|`` that starts another ``key=`` ends
+# it (``user=bob;password=x``, ``f(a=1, token=t)``). Possessive, so a failed look-ahead
+# never re-scans: the run is found in one pass whatever it holds.
+_UNQUOTED_RUN = _Lazy(
+    r"(?:[^\s,;&|]++|[,;&|](?![ \t]*+[\"']?[\w.$-]*+[\"']?[ \t]*+(?:=|:(?![:/\\]))))*+"
+)
+_QUERY_RUN = _Lazy(r"[^\s&#\"'<>]*+")  # a value in a URL's query string ends at & or #
+_KEY_BACK = _Lazy(r"[\w.$-]{0,64}", re.ASCII)  # matched on the reversed text before a stem
+_CALL = _Lazy(r"[A-Za-z_$][\w$]*+(?:(?:\.|->|::)[A-Za-z_$][\w$]*+)*+[(\[]")
+_CLOSERS = {")": "(", "]": "[", "}": "{"}
+_LONG_VALUE = 64  # a value at least this long hides the keys inside it from the key rule
 _AUTH_SCHEMES = _words_of("bearer basic token digest negotiate ntlm hmac")
 _TRAILING_PUNCT = ".,;:!?)"
 
@@ -645,32 +655,46 @@ def _quoted_at(text: str, pos: int) -> tuple[int, int] | None:
 
 def _key_before(text: str, end: int, stem_start: int) -> tuple[int, str]:
     """The whole key name that ends at ``end`` and contains the stem at ``stem_start``."""
-    start = stem_start
-    lo = max(0, start - 64)
-    while start > lo and text[start - 1] in _KEY_CHARS:
-        start -= 1
+    lo = max(0, stem_start - 64)
+    back = _KEY_BACK.match(text[lo:stem_start][::-1])
+    start = stem_start - (back.end() if back else 0)
     return start, text[start:end].lstrip("-.$")
 
 
 def _kv_scan(text: str, lowered: str) -> Iterator[_Hit]:
-    for stem_rx in _KV_STEMS:
-        for sm in stem_rx.finditer(lowered):
-            m = _KV_TAIL.match(lowered, sm.end())
-            if m is None:
-                continue
-            stem = lowered[sm.start() : m.end("suffix") if m.group("suffix") else sm.end()]
-            k_start, key = _key_before(text, sm.start() + len(stem), sm.start())
-            if text.endswith(_MARK, 0, k_start):
-                continue  # the kind inside one of our own markers, e.g. "[REDACTED:x_token]:"
-            strength = _key_strength(key)
-            if strength == _NONE:
-                continue
-            if strength == _STRONG and m.group("sep") == "=" and _spaced(m) and _generic_name(key):
-                strength = _WEAK  # CONFIGFILE_KEY = 'x', _IPV6_PAT = "(?:...)": code constants
-            hit = _kv_value(text, m, stem, key, strength)
-            if hit is not None:
-                start, end, kind = hit
-                yield start, end, _vendor_kind(key, text[start:end], kind)
+    """``KEY=value``, ``"key": "value"``, ``key: value`` under a secret-like key name.
+
+    Linear by construction: the stems are found in one left-to-right pass, and a stem
+    inside a value already judged -- a secret, or one of :data:`_LONG_VALUE` characters
+    or more -- is not looked at again, so no stretch of text is judged twice over
+    (``key=key=key=...`` is one value, not a quarter of a million).
+    """
+    pos = 0
+    search = _KV_STEM.search
+    while True:
+        sm = search(lowered, pos)
+        if sm is None:
+            return
+        pos = sm.end()
+        m = _KV_TAIL.match(lowered, sm.end())
+        if m is None:
+            continue
+        stem = lowered[sm.start() : m.end("suffix") if m.group("suffix") else sm.end()]
+        k_start, key = _key_before(text, sm.start() + len(stem), sm.start())
+        if text.endswith(_MARK, 0, k_start):
+            continue  # the kind inside one of our own markers, e.g. "[REDACTED:x_token]:"
+        strength = _key_strength(key)
+        if strength == _NONE:
+            continue
+        if strength == _STRONG and m.group("sep") == "=" and _spaced(m) and _generic_name(key):
+            strength = _WEAK  # CONFIGFILE_KEY = 'x', _IPV6_PAT = "(?:...)": code constants
+        hit, v_start, v_end = _kv_value(text, m, stem, key, strength, k_start)
+        if hit is not None:
+            start, end, kind = hit
+            pos = max(pos, end)
+            yield start, end, _vendor_kind(key, text[start:end], kind)
+        elif v_end - v_start >= _LONG_VALUE:
+            pos = max(pos, v_end)
 
 
 def _spaced(m: re.Match[str]) -> bool:
@@ -705,15 +729,25 @@ def _vendor_kind(key: str, value: str, kind: str) -> str:
     return kind
 
 
-def _kv_value(text: str, m: re.Match[str], stem: str, key: str, strength: int) -> _Hit | None:
-    """Decide whether the value after a secret-like key is a literal secret."""
+def _kv_value(
+    text: str, m: re.Match[str], stem: str, key: str, strength: int, k_start: int
+) -> tuple[_Hit | None, int, int]:
+    """Decide whether the value after a secret-like key is a literal secret.
+
+    Returns the hit (or None) and the span of text that was judged as the value.
+    """
     pos = m.end()
     if text.startswith((_MARK, _PRIVATE_MARK), pos):
-        return None
+        return None, pos, pos
     span = _quoted_at(text, pos)
     if span is not None:
-        return _kv_quoted(text, span, stem, key, strength)
-    return _kv_unquoted(text, pos, stem, key, strength, m)
+        return _kv_quoted(text, span, stem, key, strength), span[0], span[1]
+    if k_start > 0 and text[k_start - 1] in "?&":  # a URL query parameter
+        vm = _QUERY_RUN.match(text, pos)
+    else:
+        vm = _UNQUOTED_RUN.match(text, pos)
+    end = vm.end() if vm else pos
+    return _kv_unquoted(text, pos, end, stem, key, strength, m), pos, end
 
 
 def _kv_quoted(text: str, span: tuple[int, int], stem: str, key: str, strength: int) -> _Hit | None:
@@ -753,7 +787,7 @@ def _concatenated(text: str, pos: int) -> bool:
 
 
 def _kv_unquoted(
-    text: str, pos: int, stem: str, key: str, strength: int, m: re.Match[str]
+    text: str, pos: int, run_end: int, stem: str, key: str, strength: int, m: re.Match[str]
 ) -> _Hit | None:
     """An unquoted value: shell/.env/YAML literal, or code that only names a secret.
 
@@ -763,10 +797,9 @@ def _kv_unquoted(
     the whole run is not a secret, the value up to the first escape is judged alone. (The
     whole run is tried first, so a value that merely contains an escape keeps all of it.)
     """
-    vm = (_UNQUOTED_COLON if m.group("sep") == ":" else _UNQUOTED_EQ).match(text, pos)
-    if vm is None:
+    start, end = pos, _trim_value(text, pos, run_end, key)
+    if end <= start:
         return None
-    start, end = vm.span()
     hit = _kv_unquoted_span(text, start, end, stem, key, strength, m)
     if hit is None:
         escape = _LINE_ESCAPE.search(text, start, end)
@@ -776,6 +809,31 @@ def _kv_unquoted(
 
 
 _LINE_ESCAPE = _Lazy(r"\\[nrt]")
+
+
+def _trim_value(text: str, start: int, end: int, key: str) -> int:
+    """Where an unquoted value really ends: without a closing quote or bracket that
+    belongs to the code around it (``f(password=pw)``, ``"url?token=abc"``), nor a
+    trailing ``,``/``;`` -- except after an ``.env``-style key, whose value is
+    everything up to the whitespace."""
+    env_style = key.isupper()
+    while end > start:
+        c = text[end - 1]
+        if c in "\"'`":
+            if text.count(c, start, end) % 2 == 0:
+                break
+            end -= 1
+            if end > start and text[end - 1] == "\\":
+                end -= 1  # \" in JSON-escaped text
+        elif c in _CLOSERS:
+            if text.count(_CLOSERS[c], start, end) >= text.count(c, start, end):
+                break
+            end -= 1
+        elif c in ",;" and not env_style:
+            end -= 1
+        else:
+            break
+    return end
 
 
 def _kv_unquoted_span(
@@ -800,7 +858,8 @@ def _kv_unquoted_span(
         return None  # "Authorization: Bearer x" -- the header rules take it from here
     if "=" in value and key.lower().endswith("cookie"):
         return None  # "Cookie: name=value" -- the cookie rule keeps the names
-    if next_char in ("(", "["):
+    call = _CALL.match(value)
+    if call is not None and not _literal_call(value, call.end(), key):
         return None  # a call or a subscript: code
     if _VERSION.fullmatch(value) or _same_name(value, key) or _COLOR.fullmatch(value):
         return None
@@ -841,6 +900,14 @@ def _kv_unquoted_span(
     return start, end, "env_secret"
 
 
+def _literal_call(value: str, paren: int, key: str) -> bool:
+    """``DB_PASSWORD=p4ss(w0rd)`` is a password; ``password=get_pw()`` is code."""
+    name = value[: paren - 1]
+    if not key.isupper() or "." in name or "->" in name or "::" in name:
+        return False
+    return any(ch.isdigit() for ch in name) or not value.endswith((")", "]"))
+
+
 _TYPE_NAME = _Lazy(  # CamelCase humps ending in a type-ish word: Ed25519PrivateKey
     r"_*(?:[A-Z]{2,}[0-9]*(?=[A-Z][a-z])|[A-Z][a-z]+[0-9]*)*(?:Type|Types|Key|Keys|Error|Session|Client|Config|Settings|Token"
     r"|Secret|Password|Credentials?|Provider|Manager|Handler|Context|Info|Data|Dict|List"
@@ -849,16 +916,20 @@ _TYPE_NAME = _Lazy(  # CamelCase humps ending in a type-ish word: Ed25519Private
 )
 
 
+_NEXT_ON_LINE = _Lazy(r"[ \t\r\f\v]*+(?P<c>[^\s])?")
+
+
 def _rest_of_line_has_words(text: str, pos: int) -> bool:
-    nl = text.find("\n", pos)
-    rest = text[pos : nl if nl >= 0 else len(text)].strip()
-    return bool(rest) and not rest.startswith("#")
+    """Something other than a comment follows on the line (looks only at its start)."""
+    m = _NEXT_ON_LINE.match(text, pos)
+    c = m.group("c") if m else None
+    return c is not None and c != "#"
 
 
 # --- XML elements -----------------------------------------------------------------------
 
 _XML_RE = _Lazy(
-    r"<(?P<key>[\w:.-]*(?:pass(?:word|wd|phrase)?|secret|token|key|credentials?)[\w.-]*)>"
+    r"<(?P<key>[\w:.-]{0,64}(?:pass(?:word|wd|phrase)?|secret|token|key|credentials?)[\w.-]{0,64})>"
     r"(?P<v>[^<\s][^<\n]*)</(?P=key)>"
 )
 
@@ -878,7 +949,7 @@ def _xml_scan(text: str, lowered: str) -> Iterator[_Hit]:
 # --- command lines ----------------------------------------------------------------------
 
 _CLI_FLAG_RE = _Lazy(
-    r"-(?:(?<=\s-)|(?<=^-))-?(?P<k>(?:[a-z0-9]+-)*(?:pass(?:word|wd|phrase)?|pwd|secret|token|api-?key|key"
+    r"-(?:(?<=\s-)|(?<=^-))-?(?P<k>(?:[a-z0-9]+-){0,8}(?:pass(?:word|wd|phrase)?|pwd|secret|token|api-?key|key"
     r"|credentials?|[a-z]*storepass|[a-z]*keypass))[ \t]+"
     r"(?P<v>\"[^\"\n]*\"|'[^'\n]*'|[^\s\"'|;&<>()\-][^\s\"'|;&<>()]*)"
 )
@@ -904,7 +975,7 @@ def _cli_flag_scan(text: str, lowered: str) -> Iterator[_Hit]:
 
 
 _USER_PASS_RE = _Lazy(
-    r"-(?:u[ \t]*|-user(?:[ \t]+|=))(?P<q>[\"']?)(?P<user>[^\s:\"'@]*):(?P<s>[^\s\"']+)"
+    r"-(?:u[ \t]*|-user(?:[ \t]+|=))(?P<q>[\"']?)(?P<user>[^\s:\"'@]{0,128}+):(?P<s>[^\s\"']++)"
 )
 
 
@@ -923,23 +994,55 @@ def _user_pass_scan(text: str, lowered: str) -> Iterator[_Hit]:
         yield start, end, "basic_auth"
 
 
-_LOGIN_RE = _Lazy(r"login\b[^\n;|&]*?[ \t]-p[ \t]+(?P<s>[^\s\"'-]\S*)")
-_LOGIN_TOOL = _Lazy(
-    r"\b(?:docker|podman|helm|oras|buildah|skopeo|nerdctl|az|oc|cf|argocd|mongo|mongosh)\b"
-)
+_SEGMENT_END = "[^\\n;|&]*+"  # the rest of one shell command: possessive, one pass
 
 
-def _login_scan(text: str, lowered: str) -> Iterator[_Hit]:
-    """``docker login -u bob -p hunter2 registry``, ``oc login -p``, ``cf login -p``."""
-    for m in _LOGIN_RE.finditer(text):
-        line = text[text.rfind("\n", 0, m.start()) + 1 : m.start()]
-        if _LOGIN_TOOL.search(line) and not _is_placeholder(m.group("s")):
-            yield m.start("s"), m.end("s"), "cli_secret"
+def _command(
+    tool: str,
+    flag: str,
+    value: str = r"\"[^\"\n]*\"|'[^'\n]*'|[^\s\"'-]\S*",
+    after: str = "",
+) -> _Scanner:
+    """A password flag of one command: ``mysql ... -pX``, ``docker login ... -p X``.
+
+    The tool pattern swallows the rest of its command (up to a line break, ``;``, ``|``
+    or ``&``) possessively, so each command is read once however many times the tool's
+    name recurs in it; the first ``flag`` (case-sensitive: ``-P`` is a port) after the
+    word ``after`` inside it is then looked for in that span only.
+    """
+    tool_rx = _Lazy(f"(?:{tool})(?P<args>{_SEGMENT_END})", re.ASCII)
+    flag_rx = _Lazy(flag, re.ASCII)
+    value_rx = _Lazy(value, re.ASCII)
+
+    def scan(text: str, lowered: str) -> Iterator[_Hit]:
+        for m in tool_rx.finditer(lowered):
+            if _preceded_by(lowered, m.start(), _WORD_DASH):
+                continue
+            lo = m.start("args")
+            if after:
+                lo = lowered.find(after, lo, m.end("args"))
+                if lo < 0:
+                    continue
+            fm = flag_rx.search(text, lo, m.end("args"))
+            if fm is None:
+                continue
+            vm = value_rx.match(text, fm.end())
+            if vm is None:
+                continue
+            start, end = vm.span()
+            if end - start >= 2 and text[start] in "\"'" and text[end - 1] == text[start]:
+                start, end = start + 1, end - 1
+            if start < end and not _is_placeholder(text[start:end]):
+                yield start, end, "cli_secret"
+
+    return scan
 
 
 # --- URL credentials ----------------------------------------------------------------------
 
-_URL_CRED_RE = _Lazy(r"://(?P<user>[^\s:/?#@\"'<>]*):(?P<s>[^\s/?#\"'<>]*)@(?=[\w\[])")
+_URL_CRED_RE = _Lazy(
+    r"://(?P<user>[^\s:/?#@\"'<>]{0,256}+):(?P<s>[^\s/?#\"'<>]{0,256})@(?=[\w\[])"
+)
 
 
 def _url_scan(text: str, lowered: str) -> Iterator[_Hit]:
@@ -955,7 +1058,7 @@ def _url_scan(text: str, lowered: str) -> Iterator[_Hit]:
 
 _AUTHZ_RE = _Lazy(
     r"authorization[\"']?[ \t]*[:=][ \t]*[\"']?"
-    r"(?:(?P<scheme>[a-z][\w.-]*)[ \t]+)?(?P<s>[^\s\"'`\\,;]+)"
+    r"(?:(?P<scheme>[a-z][\w.-]{0,30})[ \t]+)?(?P<s>[^\s\"'`\\,;]++)"
 )
 _SCHEME_KIND = {"bearer": "bearer_token", "basic": "basic_auth"}
 
@@ -1027,7 +1130,7 @@ _DATAISH = _Lazy(
     r"|\d{4}-\d\d-\d\d(?:[T ][\d:.]+Z?)?"  # a date
     r"|\d{1,3}(?:\.\d{1,3}){3}(?::\d+)?"  # an IPv4 address
 )
-_SENTENCE = _Lazy(r"[^.!?\n]*")
+_SENTENCE = _Lazy(r"[^.!?\n]{0,200}")  # a passphrase is a few words, not a paragraph
 _WORDY_SUFFIXES = ("ed", "ing", "ly", "able", "ible")
 
 
@@ -1054,7 +1157,7 @@ def _prose_value(text: str, pos: int, subject: str, bare: bool) -> tuple[int, in
         return None
     span = _quoted_at(text, pos)
     if span is None and text.startswith("\u2018", pos):
-        close = text.find("\u2019", pos + 1)
+        close = text.find("\u2019", pos + 1, pos + 257)
         span = (pos + 1, close) if close > pos else None
     if span is not None:
         value = text[span[0] : span[1]]
@@ -1117,7 +1220,7 @@ def _not_wordy(value: str) -> bool:
     return not (_VERSION.fullmatch(value) or _HYPHEN_WORDS.fullmatch(value))
 
 
-_PRIVATE_RE = _Lazy(r"<private\s*>.*?(?:</private\s*>|\Z)", re.DOTALL)
+_PRIVATE_RE = _Lazy(r"<private\s{0,16}>.*?(?:</private\s{0,16}>|\Z)", re.DOTALL)
 
 
 def _private_scan(text: str, lowered: str) -> Iterator[_Hit]:
@@ -1148,7 +1251,9 @@ _SQL_ACCOUNT = _Lazy(r"\b(?:user|role|grant|login)\b")
 def _sql_identified_scan(text: str, lowered: str) -> Iterator[_Hit]:
     """MySQL ``CREATE USER ... IDENTIFIED BY 'pw'`` (not "a library identified by 'name'")."""
     for m in _SQL_IDENTIFIED_RE.finditer(lowered):
-        line = lowered[lowered.rfind("\n", 0, m.start()) + 1 : m.start()]
+        lo = max(0, m.start() - 300)  # bounded: the statement's start, not the file's
+        nl = lowered.rfind("\n", lo, m.start())
+        line = lowered[nl + 1 if nl >= 0 else lo : m.start()]
         if _preceded_by(lowered, m.start(), _WORD) or not _SQL_ACCOUNT.search(line):
             continue
         if not _is_placeholder(text[m.start("s") : m.end("s")]):
@@ -1194,8 +1299,8 @@ _SCANNERS: tuple[_Scanner, ...] = (
         ("-----begin",),
         _regex(
             "private_key",
-            r"-----BEGIN[ A-Z0-9]*? PRIVATE KEY(?: BLOCK)?-----.*?"
-            r"(?:-----END[ A-Z0-9]*? PRIVATE KEY(?: BLOCK)?-----|\Z)",
+            r"-----BEGIN[ A-Z0-9]{0,40}? PRIVATE KEY(?: BLOCK)?-----.*?"
+            r"(?:-----END[ A-Z0-9]{0,40}? PRIVATE KEY(?: BLOCK)?-----|\Z)",
             flags=re.DOTALL,
             check=_has_key_material,
         ),
@@ -1333,13 +1438,10 @@ _SCANNERS: tuple[_Scanner, ...] = (
     _gated(("://",), _url_scan),
     _gated(
         ("mysql", "mariadb"),
-        _regex(
-            "cli_secret",
-            r"m(?:ysql(?:dump|admin|import|check|slap|show)?|ariadb(?:-dump|-admin)?)\b"
-            r"[^\n;|&]*?[ \t]-p(?P<s>[^\s\"'][^\s]*|\"[^\"\n]*\"|'[^'\n]*')",
-            not_after=_WORD,
-            check=_not_placeholder,
-            unquote=True,
+        _command(
+            r"m(?:ysql(?:dump|admin|import|check|slap|show)?|ariadb(?:-dump|-admin)?)\b",
+            r"[ \t]-p(?=[^\s])",
+            r"[^\s\"'][^\s]*|\"[^\"\n]*\"|'[^'\n]*'",
         ),
     ),
     _gated(
@@ -1352,26 +1454,17 @@ _SCANNERS: tuple[_Scanner, ...] = (
             unquote=True,
         ),
     ),
-    _gated(("login",), _login_scan),
     _gated(
-        ("redis-cli",),
-        _regex(
-            "cli_secret",
-            r"redis-cli\b[^\n;|&]*?[ \t]-a[ \t]+(?P<s>\"[^\"\n]*\"|'[^'\n]*'|[^\s\"'-]\S*)",
-            check=_not_placeholder,
-            unquote=True,
+        ("login",),
+        _command(
+            r"(?:docker|podman|helm|oras|buildah|skopeo|nerdctl|az|oc|cf|argocd|mongo|mongosh)\b",
+            r"[ \t]-p[ \t]+",
+            after="login",
         ),
     ),
-    _gated(
-        ("mongo",),
-        _regex(
-            "cli_secret",
-            r"mongo(?:sh)?\b[^\n;|&]*?[ \t]-p[ \t]+(?P<s>\"[^\"\n]*\"|'[^'\n]*'|[^\s\"'-]\S*)",
-            not_after=_WORD,
-            check=_not_placeholder,
-            unquote=True,
-        ),
-    ),
+    _gated(("redis-cli",), _command(r"redis-cli\b", r"[ \t]-a[ \t]+")),
+    _gated(("mongo",), _command(r"mongo(?:sh)?\b", r"[ \t]-p[ \t]+")),
+    _gated(("twine",), _command(r"twine\b", r"[ \t](?:-p|--password)[ \t=]+")),
     _gated(
         ("secret",),
         _regex(
@@ -1405,7 +1498,7 @@ _SCANNERS: tuple[_Scanner, ...] = (
         ("machine",),
         _regex(
             "netrc_password",
-            r"machine[ \t]+\S+(?:\s+login\s+\S+)?\s+password\s+(?P<s>\S+)",
+            r"machine[ \t]++\S{1,256}+(?:\s++login\s++\S{1,256}+)?+\s++password\s++(?P<s>\S++)",
             not_after=_WORD,
             check=_not_placeholder,
         ),
