@@ -628,11 +628,13 @@ _QUOTED = {
     "\u201c": _Lazy("\u201c(?P<v>[^\u201d\n]*)"),
 }
 # An unquoted value runs to whitespace -- punctuation included, so ``p4ss;w0rd!Xy`` is
-# one value -- except that a ``,`` ``;`` ``&`` or ``|`` that starts another ``key=`` ends
-# it (``user=bob;password=x``, ``f(a=1, token=t)``). Possessive, so a failed look-ahead
-# never re-scans: the run is found in one pass whatever it holds.
+# one value -- except that a ``,`` ``;`` ``&`` ``|`` or an escaped line break (``\\n`` in
+# JSON-escaped text) that starts another ``key=`` ends it (``user=bob;password=x``,
+# ``f(a=1, token=t)``, ``P=x\\nQ=y``). Possessive, so a failed look-ahead never
+# re-scans: the run is found in one pass whatever it holds.
+_NEXT_KEY = r"[ \t]*+[\"']?[\w.$-]*+[\"']?[ \t]*+(?:=|:(?![:/\\]))"
 _UNQUOTED_RUN = _Lazy(
-    r"(?:[^\s,;&|]++|[,;&|](?![ \t]*+[\"']?[\w.$-]*+[\"']?[ \t]*+(?:=|:(?![:/\\]))))*+"
+    rf"(?:[^\s,;&|\\]++|[,;&|](?!{_NEXT_KEY})|\\(?![nrt]{_NEXT_KEY}))*+"
 )
 _QUERY_RUN = _Lazy(r"[^\s&#\"'<>]*+")  # a value in a URL's query string ends at & or #
 _KEY_BACK = _Lazy(r"[\w.$-]{0,64}", re.ASCII)  # matched on the reversed text before a stem
@@ -1539,13 +1541,184 @@ _SCANNERS: tuple[_Scanner, ...] = (
 
 
 # ---------------------------------------------------------------------------------------
+# Views: the text as the rules should read it. A secret can hide behind look-alike
+# characters (a fullwidth "＝", a Cyrillic "а" inside "password", a zero-width space, a
+# no-break space), behind one or more levels of JSON string escapes (``\\"password\\":``),
+# or be split across concatenated string literals (``"sk-proj-ab" + "cd..."``). Each view
+# is derived by edits -- a span of the source replaced by other text -- and keeps a map
+# from its positions back to the source's, so a finding in a view redacts exactly the
+# source characters it came from (an edited span is redacted whole or not at all) and
+# the rest of the user's text is kept as it was written.
+
+
+class _Map:
+    """View positions -> source positions, as sorted segments (bisect per lookup)."""
+
+    __slots__ = ("ident", "olens", "ostarts", "vstarts")
+
+    def __init__(self) -> None:
+        self.vstarts: list[int] = []
+        self.ostarts: list[int] = []
+        self.olens: list[int] = []
+        self.ident: list[bool] = []
+
+    def span(self, start: int, end: int) -> tuple[int, int]:
+        from bisect import bisect_right
+
+        i = bisect_right(self.vstarts, start) - 1
+        o_start = self.ostarts[i] + (start - self.vstarts[i] if self.ident[i] else 0)
+        j = bisect_right(self.vstarts, end - 1) - 1
+        if self.ident[j]:
+            o_end = self.ostarts[j] + (end - self.vstarts[j])
+        else:
+            o_end = self.ostarts[j] + self.olens[j]
+        return o_start, o_end
+
+
+def _apply(text: str, edits: Iterable[tuple[int, int, str]]) -> tuple[str, _Map] | None:
+    """The view after ``edits`` (sorted, disjoint ``(start, end, replacement)``), or None."""
+    parts: list[str] = []
+    mapping = _Map()
+    vpos = last = 0
+    changed = False
+
+    def segment(o_start: int, o_len: int, piece: str, ident: bool) -> None:
+        nonlocal vpos
+        if piece:
+            mapping.vstarts.append(vpos)
+            mapping.ostarts.append(o_start)
+            mapping.olens.append(o_len)
+            mapping.ident.append(ident)
+            parts.append(piece)
+            vpos += len(piece)
+
+    for start, end, repl in edits:
+        if text[start:end] == repl:
+            continue
+        changed = True
+        segment(last, start - last, text[last:start], True)
+        segment(start, end - start, repl, False)
+        last = end
+    if not changed:
+        return None
+    segment(last, len(text) - last, text[last:], True)
+    return "".join(parts), mapping
+
+
+_NON_ASCII = _Lazy(r"[^\x00-\x7f]+")
+_INVISIBLE = frozenset("\u00ad\u180e\u200b\u200c\u200d\u2060\u2061\u2062\u2063\u2064\ufeff")
+_SPACE_LIKE = frozenset("\u00a0\u1680\u2000\u2001\u2002\u2003\u2004\u2005\u2006\u2007\u2008\u2009\u200a\u202f\u205f\u3000")
+# Cyrillic and Greek letters drawn like Latin ones; applied only inside a word that
+# also has Latin letters ("pаssword"), so Russian and Greek text keeps its own letters.
+_CONFUSABLE = str.maketrans(
+    "аеорсухіјѕԁԛԝӏһԍкмнтвАВЕКМНОРСТХІЈЅԜαβεικνορτυχΑΒΕΖΗΙΚΜΝΟΡΤΥΧ",
+    "aeopcyxijsdqwlhgkmhtbABEKMHOPCTXIJSWabeiknoptuxABEZHIKMNOPTYX",
+)
+_MIXED_WORD = _Lazy(r"[A-Za-z\u0370-\u03ff\u0400-\u04ff]++")
+_GREEK_CYRILLIC = _Lazy(r"[\u0370-\u03ff\u0400-\u04ff]")
+
+
+@functools.lru_cache(maxsize=4096)
+def _norm_char(ch: str) -> str:
+    if ch in _INVISIBLE:
+        return ""
+    if ch in _SPACE_LIKE:
+        return " "
+    import unicodedata  # only for text that is not ASCII
+
+    return unicodedata.normalize("NFKC", ch)  # fullwidth ＝：ＡＢ, ligatures, superscripts
+
+
+def _normalize_edits(text: str) -> Iterator[tuple[int, int, str]]:
+    for run in _NON_ASCII.finditer(text):
+        for i in range(run.start(), run.end()):
+            ch = text[i]
+            out = _norm_char(ch)
+            if out != ch:
+                yield i, i + 1, out
+
+
+def _confusable_edits(text: str) -> Iterator[tuple[int, int, str]]:
+    for word in _MIXED_WORD.finditer(text):
+        w = word.group()
+        if not w.isascii() and any("a" <= c.lower() <= "z" for c in w):
+            fixed = w.translate(_CONFUSABLE)
+            if fixed != w:
+                yield word.start(), word.end(), fixed
+
+
+_JSON_ESCAPE = _Lazy(r"\\(?:u[0-9a-fA-F]{4}|[\"\\/bfnrt'])")
+_UNESCAPED = {"n": "\n", "t": "\t", "r": "\r", "b": "\b", "f": "\f"}
+
+
+def _unescape_edits(text: str) -> Iterator[tuple[int, int, str]]:
+    for m in _JSON_ESCAPE.finditer(text):
+        code = m.group()[1]
+        if code == "u":
+            yield m.start(), m.end(), chr(int(m.group()[2:], 16))
+        else:
+            yield m.start(), m.end(), _UNESCAPED.get(code, code)
+
+
+# "abc" + "def", "abc" "def", 'abc'\n    'def': the glue between two string literals
+_GLUE = _Lazy(r"[\"'][ \t]{0,8}+(?:\+[ \t]{0,8}+|\\?\r?\n[ \t]{0,40}+)?[\"']")
+_LITERAL_CHARS = _WORD | frozenset("+/=-._~")
+
+
+def _glue_edits(text: str) -> Iterator[tuple[int, int, str]]:
+    for m in _GLUE.finditer(text):
+        start, end = m.span()
+        if (
+            start > 0
+            and end < len(text)
+            and text[start - 1] in _LITERAL_CHARS
+            and text[end] in _LITERAL_CHARS
+        ):
+            yield start, end, ""
+
+
+_MAX_UNESCAPE = 3  # levels of JSON string escaping undone (a transcript of a tool's JSON...)
+
+
+def _views(text: str) -> Iterator[tuple[str, list[_Map]]]:
+    """Each derived view of ``text`` that differs from it, with the maps back to it."""
+    maps: list[_Map] = []
+    current = text
+    if not text.isascii():
+        step = _apply(current, _normalize_edits(current))
+        if step is not None:
+            current = step[0]
+            maps = [*maps, step[1]]
+        if _GREEK_CYRILLIC.search(current):
+            step = _apply(current, _confusable_edits(current))
+            if step is not None:
+                current = step[0]
+                maps = [*maps, step[1]]
+        if maps:
+            yield current, maps
+    for _ in range(_MAX_UNESCAPE):
+        if "\\" not in current:
+            break
+        step = _apply(current, _unescape_edits(current))
+        if step is None:
+            break
+        current = step[0]
+        maps = [*maps, step[1]]
+        yield current, maps
+    if "\"" in current or "'" in current:
+        step = _apply(current, _glue_edits(current))
+        if step is not None:
+            yield step[0], [*maps, step[1]]
+
+
+# ---------------------------------------------------------------------------------------
 # Public API
 
 _ASCII_LOWER = {c: c + 32 for c in range(65, 91)}
 
 
-def _scan(text: str) -> list[_Hit]:
-    """All findings, overlapping ones merged (the union keeps no fragment of a secret)."""
+def _scan_one(text: str) -> list[_Hit]:
+    """Every rule over one view of the text (positions in that view)."""
     lowered = text.lower()
     if len(lowered) != len(text):  # a few characters (e.g. "İ") lowercase to two
         lowered = text.translate(_ASCII_LOWER)
@@ -1554,6 +1727,22 @@ def _scan(text: str) -> list[_Hit]:
         hits.extend(scanner(text, lowered))
     if hits and (_MARK in text or _PRIVATE_MARK in text):
         hits = _outside_markers(text, hits)
+    return hits
+
+
+def _scan(text: str) -> list[_Hit]:
+    """All findings, overlapping ones merged (the union keeps no fragment of a secret).
+
+    The rules run over the text as it is and over each view of it that differs (see
+    :func:`_views`); a view's findings are mapped back to the text's own positions.
+    """
+    hits = _scan_one(text)
+    for view, maps in _views(text):
+        for start, end, kind in _scan_one(view):
+            for mapping in reversed(maps):
+                start, end = mapping.span(start, end)
+            if start < end:
+                hits.append((start, end, kind))
     if len(hits) < 2:
         return hits
     hits.sort()
