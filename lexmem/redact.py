@@ -189,6 +189,36 @@ RULES: tuple[str, ...] = (
     "sendgrid_api_key",
     "twilio_api_key",
     "twilio_auth_token",
+    "twilio_account_sid",
+    "mailgun_api_key",
+    "telegram_bot_token",
+    "discord_bot_token",
+    "pypi_token",
+    "dockerhub_token",
+    "vault_token",
+    "databricks_token",
+    "atlassian_token",
+    "postman_api_key",
+    "grafana_token",
+    "shopify_token",
+    "square_token",
+    "azure_ad_client_secret",
+    "digitalocean_token",
+    "doppler_token",
+    "linear_api_key",
+    "newrelic_key",
+    "heroku_api_key",
+    "sentry_token",
+    "pulumi_token",
+    "flyio_token",
+    "age_secret_key",
+    "onepassword_token",
+    "alibaba_access_key",
+    "okta_token",
+    "asana_token",
+    "airtable_token",
+    "vendor_token",  # the long tail of documented prefixes (see _VENDOR_RULES)
+    "terraform_sensitive",  # "sensitive": true, ..., "value": "..." in terraform output -json
     "jwt",
     "bearer_token",
     "basic_auth",  # Basic <base64 user:pass>, curl -u / --user user:pass
@@ -201,7 +231,8 @@ RULES: tuple[str, ...] = (
     "env_secret",  # PASSWORD=..., "api_key": "...", password: ... (name-based)
     "key_value",  # redact_obj: a dict value under a secret-like key
     "high_entropy",  # random-looking value after a weaker key name
-    "prose_password",  # "my password is hunter2"
+    "app_password",  # Gmail-style app passwords: four groups of four letters
+    "prose_password",  # "my password is hunter2", "mein Passwort ist ...", "密码是..."
 )
 
 _PRIORITY = {kind: i for i, kind in enumerate(RULES)}
@@ -465,6 +496,13 @@ _CAMEL_B = _Lazy(r"([A-Z]+)([A-Z][a-z])")
 _NON_ALNUM = _Lazy(r"[^a-z0-9]+")
 
 
+_INTL_KEY_NAMES = (
+    "passwort kennwort mot de passe motdepasse contraseña contrasena senha wachtwoord пароль "
+    "パスワード 暗証番号 密码 密碼 口令 비밀번호 암호 패스워드 密钥 令牌 토큰 токен"
+).replace("mot de passe", "mot\x00de\x00passe")
+_INTL_KEY_NAMES_T = tuple(w.replace("\x00", " ") for w in _INTL_KEY_NAMES.split())
+
+
 @functools.lru_cache(maxsize=2048)
 def _key_strength(key: str) -> int:
     """How secret-like a key name is: 2 any value is secret, 1 random values are, 0 no.
@@ -472,6 +510,9 @@ def _key_strength(key: str) -> int:
     The last word decides (``token_count``, ``max_tokens``, ``password_policy`` and
     ``author`` are not secrets; ``DB_PASSWORD``, ``clientSecret``, ``x-api-key`` are).
     """
+    folded = key.lower().replace("_", " ").replace("-", " ")
+    if any(word in folded for word in _INTL_KEY_NAMES_T):
+        return _STRONG  # {"Passwort": ...}, {"mot_de_passe": ...}, {"пароль": ...}
     words = [
         w
         for w in _NON_ALNUM.split(_CAMEL_B.sub(r"\1_\2", _CAMEL_A.sub(r"\1_\2", key)).lower())
@@ -1241,6 +1282,116 @@ def _stripe_scan(text: str, lowered: str) -> Iterator[_Hit]:
             yield start, m.end(), "stripe_key"
 
 
+_TERRAFORM_RE = _Lazy(
+    r'"sensitive"[ \t\r\n]{0,40}:[ \t\r\n]{0,40}true[ \t\r\n]{0,40},[ \t\r\n]{0,40}'
+    r'"type"[ \t\r\n]{0,40}:[ \t\r\n]{0,40}"[^"\n]{0,40}"[ \t\r\n]{0,40},[ \t\r\n]{0,40}'
+    r'"value"[ \t\r\n]{0,40}:[ \t\r\n]{0,40}"(?P<s>(?:[^"\\\n]|\\.)++)"'
+)
+
+
+def _terraform_scan(text: str, lowered: str) -> Iterator[_Hit]:
+    """``terraform output -json``: a ``"sensitive": true`` output's value, whatever it is."""
+    for m in _TERRAFORM_RE.finditer(text):
+        if m.end("s") > m.start("s"):
+            yield m.start("s"), m.end("s"), "terraform_sensitive"
+
+
+# --- other languages ------------------------------------------------------------------------
+# Key names and prose in German, French, Spanish, Italian, Portuguese, Dutch, Russian,
+# Japanese, Chinese and Korean (English is the rules above). Passwords by name are
+# secrets whatever they look like; "key"/"token" words need a credential-looking value.
+_INTL_PASSWORDS = (
+    "passwort kennwort zugangsdaten zugangscode mot de passe mot-de-passe mdp contraseña "
+    "contrasena password parola d'ordine parola d’ordine senha wachtwoord пароль パスワード 暗証番号 "
+    "密码 密碼 口令 비밀번호 암호 패스워드"
+)
+_INTL_KEYS = (
+    "schlüssel schluessel geheimnis clé jeton clave secreto chiave segreto chave segredo "
+    "sleutel ключ токен секрет トークン 秘密鍵 シークレット 密钥 密鑰 令牌 토큰 키"
+)
+_INTL_VERBS = (
+    "ist lautet war est était es era è e' é is was это будет является — - – これは"
+)
+
+
+def _intl_alternation(words: str) -> str:
+    phrases = words.replace("mot de passe", "mot\x00de\x00passe").replace("parola d", "parola\x00d")
+    items = sorted((w.replace("\x00", " ") for w in phrases.split()), key=len, reverse=True)
+    return "|".join(re.escape(w).replace("\\ ", "[ \t]+") for w in items)
+
+
+_INTL_CJK = "\u3040-\u30ff\u3400-\u4dbf\u4e00-\u9fff\uac00-\ud7af"
+_INTL_RE = _Lazy(
+    rf"(?P<k>(?P<pw>{_intl_alternation(_INTL_PASSWORDS)})|{_intl_alternation(_INTL_KEYS)})"
+    r"(?P<gap>(?:[ \t]+[^\s:=]{1,25}){0,4}?)"
+    rf"(?:[ \t]*(?P<sep>[:=])|[ \t]+(?P<verb>{_intl_alternation(_INTL_VERBS)})(?=[ \t])"
+    r"|(?P<particle>は|是|为|為|는|은|이|가|です))"
+    r"[ \t]*[「『\"'“«]?[ \t]*"
+    rf"(?P<v>[^\s「」『』\"'“”«»。、，；！？（）{_INTL_CJK}]{{3,128}})"
+)
+_INTL_STOP = frozenset(
+    _words_of(
+        """falsch richtig geheim sicher unsicher leer erforderlich vergessen abgelaufen
+    incorrect correct requis oublié expiré vide faux incorrecto correcto requerido
+    olvidada vacío errato corretto obbligatoria incorreta correta obrigatória vazia
+    onjuist juist verplicht vergeten неверный верный пустой обязателен"""
+    )
+)
+
+
+_CRED_PAIR = _Lazy(r"[ \t]*/[ \t]*\S{1,128}")
+
+
+def _intl_scan(text: str, lowered: str) -> Iterator[_Hit]:
+    """ "mein Passwort ist Xy7#kL9", "le mot de passe est ...", "パスワードは...です", "密码是..."."""
+    for m in _INTL_RE.finditer(lowered):
+        k_start = m.start("k")
+        if k_start > 0 and lowered[k_start - 1].isalpha() and lowered[k_start].isascii():
+            continue  # "Kennwortlänge" is fine, "xpasswort" is not a key name
+        if m.group("gap") and m.group("sep") is None and m.group("verb") is None:
+            continue  # a particle belongs right after its noun
+        if m.group("k") == "password" and m.group("verb") not in ("è", "e'"):
+            continue  # English "password" is the English rules' (Italian: "la password è")
+        start, end = m.span("v")
+        while end > start and text[end - 1] in ".,;:)":
+            end -= 1
+        if m.group("k") == "zugangsdaten":  # "Zugangsdaten: admin / Adm1n!2024": both
+            pair = _CRED_PAIR.match(text, end)
+            end = pair.end() if pair else end
+        value = text[start:end]
+        if len(value) < 3 or _is_placeholder(value) or _is_path(value) or "://" in value:
+            continue
+        if value.lower() in _INTL_STOP or value.lower() in _PROSE_STOP:
+            continue
+        lower, upper, digit, other = _char_classes(value)
+        credential = digit or other or (lower and upper and any(c.isupper() for c in value[1:]))
+        if m.group("pw") is not None:
+            if credential or m.group("sep") is not None:
+                yield start, end, "prose_password"
+        elif len(value) >= 8 and (digit or other) and _not_wordy(value):
+            yield start, end, "prose_password"
+
+
+# Gmail and other app passwords: 16 letters in four groups, after an app-password name
+# (or after a password name when at least one group has no vowel, as random ones do).
+_APP_PASSWORD_RE = _Lazy(
+    r"(?P<k>(?:app|application|anwendungs)[ _-]?(?:specific[ _-]?)?pass(?:word|wort)?s?|pass(?:word|wort|wd)?"
+    r"|senha|contraseña|contrasena|wachtwoord|kennwort|пароль)"
+    r"[^\n]{0,40}?(?<![a-z])(?P<s>[a-z]{4}[ \t][a-z]{4}[ \t][a-z]{4}[ \t][a-z]{4})(?![a-z])"
+)
+
+
+def _app_password_scan(text: str, lowered: str) -> Iterator[_Hit]:
+    for m in _APP_PASSWORD_RE.finditer(lowered):
+        secret = text[m.start("s") : m.end("s")]
+        if not secret.islower():
+            continue
+        named = m.group("k").startswith(("app", "anwendungs"))
+        vowelless = any(not set(g) & set("aeiouy") for g in secret.split())
+        if named or vowelless:
+            yield m.start("s"), m.end("s"), "app_password"
+
+
 _GATE_BUDGET = 256 * 1024  # characters a rule is gated over before it just runs
 
 
@@ -1284,6 +1435,104 @@ def _gated(needles: tuple[str, ...], scanner: _Scanner) -> _Scanner:
         return scanner(text, lowered)
 
     return scan
+
+
+def _vendor_ok(value: str) -> bool:
+    """A documented prefix followed by something machine-made (not ``key-value-here``)."""
+    return any(ch.isdigit() for ch in value) and _entropy(value) >= 3.0
+
+
+# Vendor tokens with a documented shape (gitleaks' default rules, detect-secrets' plugins
+# and the vendors' own documentation): (kind, lowercase needles, pattern).
+_VENDOR_RULES: tuple[tuple[str, tuple[str, ...], str], ...] = (
+    ("twilio_account_sid", ("ac",), r"AC[0-9a-f]{32}(?![A-Za-z0-9])"),
+    ("mailgun_api_key", ("key-",), r"(?:pub)?key-[0-9a-z]{32}(?![A-Za-z0-9])"),
+    ("telegram_bot_token", (":a",), r"\d{5,16}:A[A-Za-z0-9_-]{34}(?![\w-])"),
+    (
+        "discord_bot_token",
+        (".",),
+        r"[MNO][A-Za-z0-9_-]{23,25}\.[A-Za-z0-9_-]{6}\.[A-Za-z0-9_-]{27,38}(?![\w-])",
+    ),
+    ("pypi_token", ("pypi-",), r"pypi-AgE[A-Za-z0-9_-]{50,}"),
+    ("dockerhub_token", ("dckr_",), r"dckr_(?:pat|oat)_[A-Za-z0-9_-]{20,}"),
+    ("vault_token", ("hvs.", "hvb.", "hvr."), r"hv[sbr]\.[A-Za-z0-9_-]{20,}"),
+    ("vault_token", ("s.",), r"s\.(?=[A-Za-z0-9]*[A-Z])(?=[A-Za-z0-9]*[a-z])[A-Za-z0-9]{24}(?![\w.-])"),
+    ("databricks_token", ("dapi",), r"dapi[0-9a-f]{32}(?:-\d)?(?![A-Za-z0-9])"),
+    ("atlassian_token", ("atatt3", "atctt3"), r"AT[AC]TT3[A-Za-z0-9_=-]{60,}"),
+    ("postman_api_key", ("pmak-",), r"PMAK-[0-9a-f]{24}-[0-9a-f]{34}"),
+    ("grafana_token", ("glsa_",), r"glsa_[A-Za-z0-9]{32}_[A-Fa-f0-9]{8}"),
+    ("grafana_token", ("glc_",), r"glc_[A-Za-z0-9+/]{32,}={0,2}"),
+    ("grafana_token", ("eyjrijoi",), r"eyJrIjoi[A-Za-z0-9]{40,}={0,2}"),
+    ("shopify_token", ("shp",), r"shp(?:at|ca|pa|ss)_[a-fA-F0-9]{32}"),
+    ("square_token", ("sq0",), r"sq0(?:atp|csp)-[0-9A-Za-z_-]{22,43}"),
+    ("square_token", ("eaaa",), r"EAAA[A-Za-z0-9_-]{60}(?![\w-])"),
+    ("azure_ad_client_secret", ("q~",), r"[A-Za-z0-9_~.]{3}\dQ~[A-Za-z0-9_~.-]{31,34}"),
+    ("digitalocean_token", ("_v1_",), r"do[opr]_v1_[a-f0-9]{64}"),
+    ("doppler_token", ("dp.",), r"dp\.(?:pt|st|sa|ct|scim|audit)\.[A-Za-z0-9]{40,44}"),
+    ("linear_api_key", ("lin_",), r"lin_(?:api|oauth)_[A-Za-z0-9]{40,64}"),
+    ("newrelic_key", ("nrak-", "nraa-", "nrii-", "nrjs-"), r"NR(?:AK|AA|II|JS)-[A-Za-z0-9]{19,40}"),
+    ("newrelic_key", ("nral",), r"[A-Fa-f0-9]{36}NRAL"),
+    ("heroku_api_key", ("hrku-",), r"HRKU-[A-Za-z0-9_-]{20,}"),
+    ("sentry_token", ("sntry",), r"sntry[su]_[A-Za-z0-9+/=_-]{40,}"),
+    ("pulumi_token", ("pul-",), r"pul-[a-f0-9]{40}(?![A-Za-z0-9])"),
+    ("flyio_token", ("fo1_", "fm1", "fm2_"), r"f(?:o1|m1[ar]|m2)_[A-Za-z0-9+/=_-]{40,}"),
+    ("age_secret_key", ("age-secret-key-",), r"AGE-SECRET-KEY-1[QPZRY9X8GF2TVDW0S3JN54KHCE6MUA7L]{58}"),
+    ("onepassword_token", ("ops_ey",), r"ops_eyJ[A-Za-z0-9+/=_-]{100,}"),
+    (
+        "onepassword_token",
+        ("a3-",),
+        r"A3-[A-Z0-9]{6}-(?:[A-Z0-9]{11}|[A-Z0-9]{6}-[A-Z0-9]{5})-[A-Z0-9]{5}-[A-Z0-9]{5}-[A-Z0-9]{5}",
+    ),
+    ("alibaba_access_key", ("ltai",), r"LTAI[A-Za-z0-9]{12,20}(?![A-Za-z0-9])"),
+    ("asana_token", ("/",), r"\d/\d{16}(?:/\d{16,})?:[A-Za-z0-9]{32}(?![A-Za-z0-9])"),
+    ("airtable_token", ("pat",), r"pat[A-Za-z0-9]{14}\.[a-f0-9]{64}"),
+    ("vendor_token", ("p8e-",), r"p8e-[A-Za-z0-9]{32}"),  # Adobe
+    ("vendor_token", ("clojars_",), r"CLOJARS_[a-z0-9]{60}"),
+    ("vendor_token", ("cfpat-",), r"CFPAT-[A-Za-z0-9_-]{43}"),  # Contentful
+    ("vendor_token", ("dt0c01.",), r"dt0c01\.[A-Za-z0-9]{24}\.[A-Za-z0-9]{64}"),  # Dynatrace
+    ("vendor_token", ("ezak", "eztk"), r"EZ[AT]K[A-Za-z0-9]{54}"),  # EasyPost
+    ("vendor_token", ("flwseck",), r"FLWSECK(?:_TEST)?-[a-h0-9]{12,32}(?:-X)?"),  # Flutterwave
+    ("vendor_token", ("fio-u-",), r"fio-u-[A-Za-z0-9_=-]{64}"),  # Frame.io
+    ("vendor_token", ("duffel_",), r"duffel_(?:test|live)_[A-Za-z0-9_=-]{43}"),
+    ("vendor_token", ("ico-",), r"ico-[A-Za-z0-9]{32}"),  # Infracost
+    ("vendor_token", ("pscale_",), r"pscale_(?:tkn|pw|oauth)_[A-Za-z0-9_=.-]{32,64}"),
+    ("vendor_token", ("pnu_",), r"pnu_[A-Za-z0-9]{36}"),  # Prefect
+    ("vendor_token", ("rdme_",), r"rdme_[a-z0-9]{70}"),  # ReadMe
+    ("vendor_token", ("rubygems_",), r"rubygems_[a-f0-9]{48}"),
+    ("vendor_token", ("xkeysib-",), r"xkeysib-[a-f0-9]{64}-[A-Za-z0-9]{16}"),  # Brevo
+    ("vendor_token", ("shippo_",), r"shippo_(?:live|test)_[a-fA-F0-9]{40}"),
+    ("vendor_token", ("sgp_",), r"sgp_(?:[a-fA-F0-9]{16}|local)_[a-fA-F0-9]{40}"),  # Sourcegraph
+    ("vendor_token", ("tfp_",), r"tfp_[A-Za-z0-9_.=-]{59}"),  # Typeform
+    ("vendor_token", ("aqvn",), r"AQVN[A-Za-z0-9_-]{35,38}"),  # Yandex
+    ("vendor_token", (".atlasv1.",), r"[a-z0-9]{14}\.atlasv1\.[A-Za-z0-9_=-]{60,70}"),  # Terraform Cloud
+    ("vendor_token", ("sha256~",), r"sha256~[A-Za-z0-9_-]{43}"),  # OpenShift
+    ("vendor_token", ("-us",), r"[0-9a-f]{32}-us\d{1,2}(?![A-Za-z0-9])"),  # Mailchimp
+    ("vendor_token", ("sqp_", "squ_", "sqa_"), r"sq[pua]_[a-f0-9]{40}"),  # SonarQube
+    ("vendor_token", ("tk-us-",), r"tk-us-[A-Za-z0-9_-]{48}"),  # Scalingo
+    ("vendor_token", ("akcp",), r"AKCp[A-Za-z0-9]{69}"),  # Artifactory
+    ("vendor_token", ("glimt-", "glagent-", "gloas-"), r"gl(?:imt|agent|oas)-[A-Za-z0-9_-]{20,}"),
+    ("vendor_token", ("gr1348941",), r"GR1348941[A-Za-z0-9_-]{20,}"),  # GitLab runner registration
+    ("vendor_token", ("xapp-",), r"xapp-\d-[A-Z0-9]+-\d+-[a-z0-9]+"),  # Slack app-level
+    ("vendor_token", ("xoxe",), r"xoxe(?:\.xox[bp])?-\d-[A-Za-z0-9]{100,}"),  # Slack config
+    ("vendor_token", ("dnkey-",), r"dnkey-[A-Za-z0-9=_-]{26}-[A-Za-z0-9=_-]{52}"),
+    ("vendor_token", ("sk.eyj",), r"sk\.eyJ[A-Za-z0-9_-]{50,}\.[A-Za-z0-9_-]{20,}"),  # Mapbox
+    ("vendor_token", ("sl.",), r"sl\.(?:u\.)?[A-Za-z0-9_=-]{130,}"),  # Dropbox
+    ("vendor_token", ("eaam", "eaac"), r"EAA[MC][A-Za-z0-9]{100,}"),  # Facebook
+    ("vendor_token", ("api_org_",), r"api_org_[A-Za-z]{34}"),  # Hugging Face (org)
+    (
+        "vendor_token",
+        ("access-",),
+        r"access-(?:sandbox|development|production)-[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}",
+    ),  # Plaid
+    ("vendor_token", ("v1.0-",), r"v1\.0-[a-f0-9]{24}-[a-f0-9]{146}"),  # Cloudflare origin CA
+    ("vendor_token", ("sm_",), r"sm_(?:pat|aat|sat)_[A-Za-z0-9]{16}"),  # SettleMint
+    ("vendor_token", ("fmu1-",), r"fmu1-[A-Za-z0-9]{20,}"),
+    ("vendor_token", ("lob",), r"lob_(?:live|test)_[a-f0-9]{35}"),
+)
+_VENDOR_SCANNERS: tuple[_Scanner, ...] = tuple(
+    _gated(needles, _regex(kind, pattern, not_after=_WORD, check=_vendor_ok))
+    for kind, needles, pattern in _VENDOR_RULES
+)
 
 
 # The rule table, most specific first (the order of RULES decides merged kinds); each
@@ -1536,6 +1785,33 @@ _SCANNERS: tuple[_Scanner, ...] = (
         _kv_scan,
     ),
     _gated(("</",), _xml_scan),
+    *_VENDOR_SCANNERS,
+    _gated(
+        ("ac",),
+        _regex(  # Client("AC...", "<auth token>"), ACxxx:token: the token after an account SID
+            "twilio_auth_token",
+            r"AC[0-9a-f]{32}[\"']?[ \t]*[,:][ \t]*[\"']?(?P<s>[0-9a-fA-F]{32})(?![A-Za-z0-9])",
+            not_after=_WORD,
+        ),
+    ),
+    _gated(
+        ("ssws", "okta"),
+        _regex(  # Okta API tokens: "Authorization: SSWS 00...", or named as Okta's
+            "okta_token",
+            r"(?:ssws|okta)[^\n]{0,40}?(?<![a-z0-9_-])(?P<s>00[a-z0-9_-]{40})(?![a-z0-9_-])",
+            lower=True,
+            check=_vendor_ok,
+        ),
+    ),
+    _gated(('"sensitive"',), _terraform_scan),
+    _gated(
+        tuple(
+            w.split()[0]
+            for w in (_INTL_PASSWORDS + " " + _INTL_KEYS).replace("mot de passe", "mot").split()
+        ),
+        _intl_scan,
+    ),
+    _gated(("pass", "senha", "contrase", "wachtwoord", "kennwort", "пароль"), _app_password_scan),
     _gated(("pass", "pw", "secret", "api", "token"), _prose_scan),
 )
 
@@ -1837,6 +2113,9 @@ def redact_obj(obj: Any) -> tuple[Any, int]:
             count += result.count
             return result.text
         if isinstance(value, dict):
+            if value.get("sensitive") is True and isinstance(value.get("value"), (str, int, float)):
+                value = {**value, "value": f"{_MARK}terraform_sensitive]"}  # terraform output
+                count += 1
             out: dict[Any, Any] = {}
             for key, item in value.items():
                 new_key = walk(key) if isinstance(key, str) else key

@@ -258,11 +258,7 @@ POSITIVES = [
     ("env_secret", "API_KEY=qwerty12345", "qwerty12345"),
     ("env_secret", "JWT_SECRET=changeme", "changeme"),
     ("env_secret", "DJANGO_SECRET_KEY=django-insecure-abc123", "django-insecure-abc123"),
-    (
-        "env_secret",
-        "MAILGUN_KEY=" + MAILGUN,
-        MAILGUN,
-    ),
+    ("mailgun_api_key", "MAILGUN_KEY=" + MAILGUN, MAILGUN),  # issue 15: named by its shape
     (
         "env_secret",
         "SLACK_SIGNING_SECRET=" + fake(HEX, 32, 63),
@@ -317,11 +313,7 @@ POSITIVES = [
     ("env_secret", "user:bob password:hunter2", "hunter2"),
     ("env_secret", "data:\n  password: cGFzc3dvcmQxMjM=\n", "cGFzc3dvcmQxMjM="),
     ("env_secret", "API_KEY = abc123def", "abc123def"),
-    (
-        "env_secret",
-        "[distutils]\npassword = " + PYPI,
-        PYPI,
-    ),
+    ("pypi_token", "[distutils]\npassword = " + PYPI, PYPI),  # issue 15: named by its shape
     # <private>
     ("private", "keep this <private>my home address is 1 Main St</private> and this", "1 Main St"),
 ]
