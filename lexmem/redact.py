@@ -674,9 +674,7 @@ _QUOTED = {
 # ``f(a=1, token=t)``, ``P=x\\nQ=y``). Possessive, so a failed look-ahead never
 # re-scans: the run is found in one pass whatever it holds.
 _NEXT_KEY = r"[ \t]*+[\"']?[\w.$-]*+[\"']?[ \t]*+(?:=|:(?![:/\\]))"
-_UNQUOTED_RUN = _Lazy(
-    rf"(?:[^\s,;&|\\]++|[,;&|](?!{_NEXT_KEY})|\\(?![nrt]{_NEXT_KEY}))*+"
-)
+_UNQUOTED_RUN = _Lazy(rf"(?:[^\s,;&|\\]++|[,;&|](?!{_NEXT_KEY})|\\(?![nrt]{_NEXT_KEY}))*+")
 _QUERY_RUN = _Lazy(r"[^\s&#\"'<>]*+")  # a value in a URL's query string ends at & or #
 _KEY_BACK = _Lazy(r"[\w.$-]{0,64}", re.ASCII)  # matched on the reversed text before a stem
 _CALL = _Lazy(r"[A-Za-z_$][\w$]*+(?:(?:\.|->|::)[A-Za-z_$][\w$]*+)*+[(\[]")
@@ -796,7 +794,7 @@ def _kv_value(
 def _kv_quoted(text: str, span: tuple[int, int], stem: str, key: str, strength: int) -> _Hit | None:
     """A quoted literal: a secret unless it is a placeholder, a path or a message."""
     start, end = span
-    value = text[start:end]
+    value = text[start : min(end, start + _JUDGED_VALUE)]
     if len(value) < 3 or value[0].isspace() or value[-1].isspace() or "://" in value:
         return None  # a fragment being concatenated: "Bearer " + token, "?key=" + k
     if _is_placeholder(value) or _is_path(value) or _same_name(value, key):
@@ -879,10 +877,16 @@ def _trim_value(text: str, start: int, end: int, key: str) -> int:
     return end
 
 
+_JUDGED_VALUE = 1024  # a longer value is judged by its start (linear, and long enough)
+
+
 def _kv_unquoted_span(
     text: str, start: int, end: int, stem: str, key: str, strength: int, m: re.Match[str]
 ) -> _Hit | None:
     """Whether ``text[start:end]``, the unquoted value after a secret-like key, is a secret."""
+    if end - start > _JUDGED_VALUE:
+        hit = _kv_unquoted_span(text, start, start + _JUDGED_VALUE, stem, key, strength, m)
+        return None if hit is None else (start, end, hit[2])
     sep = m.group("sep")
     key_quoted = m.group("kq") is not None
     post = m.group("post")
@@ -1083,9 +1087,7 @@ def _command(
 
 # --- URL credentials ----------------------------------------------------------------------
 
-_URL_CRED_RE = _Lazy(
-    r"://(?P<user>[^\s:/?#@\"'<>]{0,256}+):(?P<s>[^\s/?#\"'<>]{0,256})@(?=[\w\[])"
-)
+_URL_CRED_RE = _Lazy(r"://(?P<user>[^\s:/?#@\"'<>]{0,256}+):(?P<s>[^\s/?#\"'<>]{0,256})@(?=[\w\[])")
 
 
 def _url_scan(text: str, lowered: str) -> Iterator[_Hit]:
@@ -1292,7 +1294,8 @@ _TERRAFORM_RE = _Lazy(
 def _terraform_scan(text: str, lowered: str) -> Iterator[_Hit]:
     """``terraform output -json``: a ``"sensitive": true`` output's value, whatever it is."""
     for m in _TERRAFORM_RE.finditer(text):
-        if m.end("s") > m.start("s"):
+        value = m.group("s")
+        if not _is_placeholder(value):  # (our own marker included: idempotent)
             yield m.start("s"), m.end("s"), "terraform_sensitive"
 
 
@@ -1309,9 +1312,7 @@ _INTL_KEYS = (
     "schlüssel schluessel geheimnis clé jeton clave secreto chiave segreto chave segredo "
     "sleutel ключ токен секрет トークン 秘密鍵 シークレット 密钥 密鑰 令牌 토큰 키"
 )
-_INTL_VERBS = (
-    "ist lautet war est était es era è e' é is was это будет является — - – これは"
-)
+_INTL_VERBS = "ist lautet war est était es era è e' é is was это будет является — - – これは"
 
 
 def _intl_alternation(words: str) -> str:
@@ -1375,9 +1376,11 @@ def _intl_scan(text: str, lowered: str) -> Iterator[_Hit]:
 # Gmail and other app passwords: 16 letters in four groups, after an app-password name
 # (or after a password name when at least one group has no vowel, as random ones do).
 _APP_PASSWORD_RE = _Lazy(
-    r"(?P<k>(?:app|application|anwendungs)[ _-]?(?:specific[ _-]?)?pass(?:word|wort)?s?|pass(?:word|wort|wd)?"
-    r"|senha|contraseña|contrasena|wachtwoord|kennwort|пароль)"
-    r"[^\n]{0,40}?(?<![a-z])(?P<s>[a-z]{4}[ \t][a-z]{4}[ \t][a-z]{4}[ \t][a-z]{4})(?![a-z])"
+    r"(?P<k>(?:app|application|anwendungs)[ _-]?(?:specific[ _-]?)?pass(?:word|wort)?s?"
+    r"(?:[ \t]+for[ \t]+[^\s:]{1,30})?|pass(?:word|wort|wd)?|senha|contraseña|contrasena"
+    r"|wachtwoord|kennwort|пароль)"
+    r"[ \t]*+(?:[:=]|is|was|ist|lautet|est|es|é|è)?[ \t]*+"
+    r"(?P<s>[a-z]{4}[ \t][a-z]{4}[ \t][a-z]{4}[ \t][a-z]{4})(?![a-z])"
 )
 
 
@@ -1456,7 +1459,11 @@ _VENDOR_RULES: tuple[tuple[str, tuple[str, ...], str], ...] = (
     ("pypi_token", ("pypi-",), r"pypi-AgE[A-Za-z0-9_-]{50,}"),
     ("dockerhub_token", ("dckr_",), r"dckr_(?:pat|oat)_[A-Za-z0-9_-]{20,}"),
     ("vault_token", ("hvs.", "hvb.", "hvr."), r"hv[sbr]\.[A-Za-z0-9_-]{20,}"),
-    ("vault_token", ("s.",), r"s\.(?=[A-Za-z0-9]*[A-Z])(?=[A-Za-z0-9]*[a-z])[A-Za-z0-9]{24}(?![\w.-])"),
+    (
+        "vault_token",
+        ("s.",),
+        r"s\.(?=[A-Za-z0-9]*[A-Z])(?=[A-Za-z0-9]*[a-z])[A-Za-z0-9]{24}(?![\w.-])",
+    ),
     ("databricks_token", ("dapi",), r"dapi[0-9a-f]{32}(?:-\d)?(?![A-Za-z0-9])"),
     ("atlassian_token", ("atatt3", "atctt3"), r"AT[AC]TT3[A-Za-z0-9_=-]{60,}"),
     ("postman_api_key", ("pmak-",), r"PMAK-[0-9a-f]{24}-[0-9a-f]{34}"),
@@ -1471,12 +1478,15 @@ _VENDOR_RULES: tuple[tuple[str, tuple[str, ...], str], ...] = (
     ("doppler_token", ("dp.",), r"dp\.(?:pt|st|sa|ct|scim|audit)\.[A-Za-z0-9]{40,44}"),
     ("linear_api_key", ("lin_",), r"lin_(?:api|oauth)_[A-Za-z0-9]{40,64}"),
     ("newrelic_key", ("nrak-", "nraa-", "nrii-", "nrjs-"), r"NR(?:AK|AA|II|JS)-[A-Za-z0-9]{19,40}"),
-    ("newrelic_key", ("nral",), r"[A-Fa-f0-9]{36}NRAL"),
     ("heroku_api_key", ("hrku-",), r"HRKU-[A-Za-z0-9_-]{20,}"),
     ("sentry_token", ("sntry",), r"sntry[su]_[A-Za-z0-9+/=_-]{40,}"),
     ("pulumi_token", ("pul-",), r"pul-[a-f0-9]{40}(?![A-Za-z0-9])"),
     ("flyio_token", ("fo1_", "fm1", "fm2_"), r"f(?:o1|m1[ar]|m2)_[A-Za-z0-9+/=_-]{40,}"),
-    ("age_secret_key", ("age-secret-key-",), r"AGE-SECRET-KEY-1[QPZRY9X8GF2TVDW0S3JN54KHCE6MUA7L]{58}"),
+    (
+        "age_secret_key",
+        ("age-secret-key-",),
+        r"AGE-SECRET-KEY-1[QPZRY9X8GF2TVDW0S3JN54KHCE6MUA7L]{58}",
+    ),
     ("onepassword_token", ("ops_ey",), r"ops_eyJ[A-Za-z0-9+/=_-]{100,}"),
     (
         "onepassword_token",
@@ -1504,7 +1514,11 @@ _VENDOR_RULES: tuple[tuple[str, tuple[str, ...], str], ...] = (
     ("vendor_token", ("sgp_",), r"sgp_(?:[a-fA-F0-9]{16}|local)_[a-fA-F0-9]{40}"),  # Sourcegraph
     ("vendor_token", ("tfp_",), r"tfp_[A-Za-z0-9_.=-]{59}"),  # Typeform
     ("vendor_token", ("aqvn",), r"AQVN[A-Za-z0-9_-]{35,38}"),  # Yandex
-    ("vendor_token", (".atlasv1.",), r"[a-z0-9]{14}\.atlasv1\.[A-Za-z0-9_=-]{60,70}"),  # Terraform Cloud
+    (
+        "vendor_token",
+        (".atlasv1.",),
+        r"[a-z0-9]{14}\.atlasv1\.[A-Za-z0-9_=-]{60,70}",
+    ),  # Terraform Cloud
     ("vendor_token", ("sha256~",), r"sha256~[A-Za-z0-9_-]{43}"),  # OpenShift
     ("vendor_token", ("-us",), r"[0-9a-f]{32}-us\d{1,2}(?![A-Za-z0-9])"),  # Mailchimp
     ("vendor_token", ("sqp_", "squ_", "sqa_"), r"sq[pua]_[a-f0-9]{40}"),  # SonarQube
@@ -1883,7 +1897,9 @@ def _apply(text: str, edits: Iterable[tuple[int, int, str]]) -> tuple[str, _Map]
 
 _NON_ASCII = _Lazy(r"[^\x00-\x7f]+")
 _INVISIBLE = frozenset("\u00ad\u180e\u200b\u200c\u200d\u2060\u2061\u2062\u2063\u2064\ufeff")
-_SPACE_LIKE = frozenset("\u00a0\u1680\u2000\u2001\u2002\u2003\u2004\u2005\u2006\u2007\u2008\u2009\u200a\u202f\u205f\u3000")
+_SPACE_LIKE = frozenset(
+    "\u00a0\u1680\u2000\u2001\u2002\u2003\u2004\u2005\u2006\u2007\u2008\u2009\u200a\u202f\u205f\u3000"
+)
 # Cyrillic and Greek letters drawn like Latin ones; applied only inside a word that
 # also has Latin letters ("pаssword"), so Russian and Greek text keeps its own letters.
 _CONFUSABLE = str.maketrans(
@@ -1937,7 +1953,7 @@ def _unescape_edits(text: str) -> Iterator[tuple[int, int, str]]:
 
 
 # "abc" + "def", "abc" "def", 'abc'\n    'def': the glue between two string literals
-_GLUE = _Lazy(r"[\"'][ \t]{0,8}+(?:\+[ \t]{0,8}+|\\?\r?\n[ \t]{0,40}+)?[\"']")
+_GLUE = _Lazy(r"[\"'][ \t]{0,8}+(?:\+[ \t]{0,8}+(?:\r?\n[ \t]{0,40}+)?|\\?\r?\n[ \t]{0,40}+)?[\"']")
 _LITERAL_CHARS = _WORD | frozenset("+/=-._~")
 
 
@@ -1981,7 +1997,7 @@ def _views(text: str) -> Iterator[tuple[str, list[_Map]]]:
         current = step[0]
         maps = [*maps, step[1]]
         yield current, maps
-    if "\"" in current or "'" in current:
+    if '"' in current or "'" in current:
         step = _apply(current, _glue_edits(current))
         if step is not None:
             yield step[0], [*maps, step[1]]
