@@ -189,6 +189,36 @@ RULES: tuple[str, ...] = (
     "sendgrid_api_key",
     "twilio_api_key",
     "twilio_auth_token",
+    "twilio_account_sid",
+    "mailgun_api_key",
+    "telegram_bot_token",
+    "discord_bot_token",
+    "pypi_token",
+    "dockerhub_token",
+    "vault_token",
+    "databricks_token",
+    "atlassian_token",
+    "postman_api_key",
+    "grafana_token",
+    "shopify_token",
+    "square_token",
+    "azure_ad_client_secret",
+    "digitalocean_token",
+    "doppler_token",
+    "linear_api_key",
+    "newrelic_key",
+    "heroku_api_key",
+    "sentry_token",
+    "pulumi_token",
+    "flyio_token",
+    "age_secret_key",
+    "onepassword_token",
+    "alibaba_access_key",
+    "okta_token",
+    "asana_token",
+    "airtable_token",
+    "vendor_token",  # the long tail of documented prefixes (see _VENDOR_RULES)
+    "terraform_sensitive",  # "sensitive": true, ..., "value": "..." in terraform output -json
     "jwt",
     "bearer_token",
     "basic_auth",  # Basic <base64 user:pass>, curl -u / --user user:pass
@@ -201,7 +231,8 @@ RULES: tuple[str, ...] = (
     "env_secret",  # PASSWORD=..., "api_key": "...", password: ... (name-based)
     "key_value",  # redact_obj: a dict value under a secret-like key
     "high_entropy",  # random-looking value after a weaker key name
-    "prose_password",  # "my password is hunter2"
+    "app_password",  # Gmail-style app passwords: four groups of four letters
+    "prose_password",  # "my password is hunter2", "mein Passwort ist ...", "密码是..."
 )
 
 _PRIORITY = {kind: i for i, kind in enumerate(RULES)}
@@ -217,11 +248,9 @@ def _entropy(value: str) -> float:
     """Shannon entropy in bits per character."""
     from math import log2  # not at import: the hook may never need it
 
-    counts: dict[str, int] = {}
-    for ch in value:
-        counts[ch] = counts.get(ch, 0) + 1
+    value = value[:_JUDGED]
     n = len(value)
-    return -sum(c / n * log2(c / n) for c in counts.values())
+    return -sum(c / n * log2(c / n) for c in (value.count(ch) for ch in set(value)))
 
 
 def _words_of(text: str) -> frozenset[str]:
@@ -291,7 +320,9 @@ _XXXX = _Lazy(
     r"(?i)x{4}|\*{3}|\.\.\.|…|_here\b|-here\b|placeholder|redacted|\bmy[-_]?(?:secret|password|token|key)"
 )
 # Template pieces inside a longer value: "Basic <username>:<password>", "Bearer ${TOKEN}".
-_TEMPLATE_BITS = _Lazy(r"<[^<>\n]*>|\$\{\{.*?\}\}|\$\{[^}\n]*\}|\{\{.*?\}\}|\$[A-Za-z_]\w*|\{\w*\}")
+_TEMPLATE_BITS = _Lazy(
+    r"<[^<>\n]{0,200}>|\$\{\{.{0,200}?\}\}|\$\{[^}\n]{0,200}\}|\{\{.{0,200}?\}\}|\$[A-Za-z_]\w*|\{\w*\}"
+)
 _LEFTOVER = _Lazy(r"(?i)\b(?:bearer|basic|token|digest|apikey)\b|[\s:;,/@._'\"=-]")
 
 # Words that, as a whole value, are a literal, a type or an empty marker -- not a secret.
@@ -386,10 +417,18 @@ def _class_switches(value: str) -> float:
     return changes / max(1, len(v) - 1)
 
 
+_JUDGED = 256  # characters of a value that the randomness tests look at
+
+
 def _looks_random(value: str, min_len: int = 16) -> bool:
-    """A machine-made credential rather than a word, an identifier or a sentence."""
-    if len(value) < min_len or any(ch.isspace() for ch in value):
+    """A machine-made credential rather than a word, an identifier or a sentence.
+
+    Only the first :data:`_JUDGED` characters are judged: a long value is as random as
+    its start, and a bounded look keeps every rule linear in the length of the text.
+    """
+    if len(value) < min_len or any(ch.isspace() for ch in value[:_JUDGED]):
         return False
+    value = value[:_JUDGED]
     lower, upper, digit, _other = _char_classes(value)
     if _HEX.fullmatch(value):
         return len(value) >= 20 and digit and (lower or upper) and _entropy(value) >= 3.0
@@ -457,6 +496,13 @@ _CAMEL_B = _Lazy(r"([A-Z]+)([A-Z][a-z])")
 _NON_ALNUM = _Lazy(r"[^a-z0-9]+")
 
 
+_INTL_KEY_NAMES = (
+    "passwort kennwort mot de passe motdepasse contraseña contrasena senha wachtwoord пароль "
+    "パスワード 暗証番号 密码 密碼 口令 비밀번호 암호 패스워드 密钥 令牌 토큰 токен"
+).replace("mot de passe", "mot\x00de\x00passe")
+_INTL_KEY_NAMES_T = tuple(w.replace("\x00", " ") for w in _INTL_KEY_NAMES.split())
+
+
 @functools.lru_cache(maxsize=2048)
 def _key_strength(key: str) -> int:
     """How secret-like a key name is: 2 any value is secret, 1 random values are, 0 no.
@@ -464,6 +510,9 @@ def _key_strength(key: str) -> int:
     The last word decides (``token_count``, ``max_tokens``, ``password_policy`` and
     ``author`` are not secrets; ``DB_PASSWORD``, ``clientSecret``, ``x-api-key`` are).
     """
+    folded = key.lower().replace("_", " ").replace("-", " ")
+    if any(word in folded for word in _INTL_KEY_NAMES_T):
+        return _STRONG  # {"Passwort": ...}, {"mot_de_passe": ...}, {"пароль": ...}
     words = [
         w
         for w in _NON_ALNUM.split(_CAMEL_B.sub(r"\1_\2", _CAMEL_A.sub(r"\1_\2", key)).lower())
@@ -593,21 +642,13 @@ def _basic_ok(value: str) -> bool:
 
 # --- key = value ------------------------------------------------------------------------
 
-# One small pattern per first letter of the secret-like stems (a literal prefix each,
-# cheap to compile and to search); at each stem the shared tail -- an optional suffix
-# such as ``_2``/``_value``, a closing quote or bracket, and the separator -- is matched
-# by one more pattern. The whole key name is recovered by scanning back from the stem.
-_KV_STEMS = tuple(
-    _Lazy(stem)
-    for stem in (
-        r"p(?:ass(?:word|wd|phrase|code)?|wd|w|at)",
-        r"s(?:ecret|ig(?:nature)?|ession(?:[_-]?id)?|alt)",
-        r"token",
-        r"key",
-        r"auth(?:orization|token)?",
-        r"c(?:red(?:ential)?s?|ookie)",
-        r"bearer",
-    )
+# One pattern for the secret-like stems; at each stem the shared tail -- an optional
+# suffix such as ``_2``/``_value``, a closing quote or bracket, and the separator -- is
+# matched by one more pattern. The whole key name is recovered by looking back from the
+# stem (at most 64 characters).
+_KV_STEM = _Lazy(
+    r"p(?:ass(?:word|wd|phrase|code)?|wd|w|at)|s(?:ecret|ig(?:nature)?|ession(?:[_-]?id)?|alt)"
+    r"|token|key|auth(?:orization|token)?|c(?:red(?:ential)?s?|ookie)|bearer"
 )
 _KV_TAIL = _Lazy(
     r"""
@@ -627,8 +668,18 @@ _QUOTED = {
     "\\'": _Lazy(r"\\'(?P<v>(?:[^'\\\n]|\\(?!')[^\n])*)"),
     "\u201c": _Lazy("\u201c(?P<v>[^\u201d\n]*)"),
 }
-_UNQUOTED_EQ = _Lazy(r"[^\s\"'`(){}\[\],;|&]+")
-_UNQUOTED_COLON = _Lazy(r"[^\s\"'`(){}\[\],;]+")
+# An unquoted value runs to whitespace -- punctuation included, so ``p4ss;w0rd!Xy`` is
+# one value -- except that a ``,`` ``;`` ``&`` ``|`` or an escaped line break (``\\n`` in
+# JSON-escaped text) that starts another ``key=`` ends it (``user=bob;password=x``,
+# ``f(a=1, token=t)``, ``P=x\\nQ=y``). Possessive, so a failed look-ahead never
+# re-scans: the run is found in one pass whatever it holds.
+_NEXT_KEY = r"[ \t]*+[\"']?[\w.$-]*+[\"']?[ \t]*+(?:=|:(?![:/\\]))"
+_UNQUOTED_RUN = _Lazy(rf"(?:[^\s,;&|\\]++|[,;&|](?!{_NEXT_KEY})|\\(?![nrt]{_NEXT_KEY}))*+")
+_QUERY_RUN = _Lazy(r"[^\s&#\"'<>]*+")  # a value in a URL's query string ends at & or #
+_KEY_BACK = _Lazy(r"[\w.$-]{0,64}", re.ASCII)  # matched on the reversed text before a stem
+_CALL = _Lazy(r"[A-Za-z_$][\w$]*+(?:(?:\.|->|::)[A-Za-z_$][\w$]*+)*+[(\[]")
+_CLOSERS = {")": "(", "]": "[", "}": "{"}
+_LONG_VALUE = 64  # a value at least this long hides the keys inside it from the key rule
 _AUTH_SCHEMES = _words_of("bearer basic token digest negotiate ntlm hmac")
 _TRAILING_PUNCT = ".,;:!?)"
 
@@ -645,32 +696,46 @@ def _quoted_at(text: str, pos: int) -> tuple[int, int] | None:
 
 def _key_before(text: str, end: int, stem_start: int) -> tuple[int, str]:
     """The whole key name that ends at ``end`` and contains the stem at ``stem_start``."""
-    start = stem_start
-    lo = max(0, start - 64)
-    while start > lo and text[start - 1] in _KEY_CHARS:
-        start -= 1
+    lo = max(0, stem_start - 64)
+    back = _KEY_BACK.match(text[lo:stem_start][::-1])
+    start = stem_start - (back.end() if back else 0)
     return start, text[start:end].lstrip("-.$")
 
 
 def _kv_scan(text: str, lowered: str) -> Iterator[_Hit]:
-    for stem_rx in _KV_STEMS:
-        for sm in stem_rx.finditer(lowered):
-            m = _KV_TAIL.match(lowered, sm.end())
-            if m is None:
-                continue
-            stem = lowered[sm.start() : m.end("suffix") if m.group("suffix") else sm.end()]
-            k_start, key = _key_before(text, sm.start() + len(stem), sm.start())
-            if text.endswith(_MARK, 0, k_start):
-                continue  # the kind inside one of our own markers, e.g. "[REDACTED:x_token]:"
-            strength = _key_strength(key)
-            if strength == _NONE:
-                continue
-            if strength == _STRONG and m.group("sep") == "=" and _spaced(m) and _generic_name(key):
-                strength = _WEAK  # CONFIGFILE_KEY = 'x', _IPV6_PAT = "(?:...)": code constants
-            hit = _kv_value(text, m, stem, key, strength)
-            if hit is not None:
-                start, end, kind = hit
-                yield start, end, _vendor_kind(key, text[start:end], kind)
+    """``KEY=value``, ``"key": "value"``, ``key: value`` under a secret-like key name.
+
+    Linear by construction: the stems are found in one left-to-right pass, and a stem
+    inside a value already judged -- a secret, or one of :data:`_LONG_VALUE` characters
+    or more -- is not looked at again, so no stretch of text is judged twice over
+    (``key=key=key=...`` is one value, not a quarter of a million).
+    """
+    pos = 0
+    search = _KV_STEM.search
+    while True:
+        sm = search(lowered, pos)
+        if sm is None:
+            return
+        pos = sm.end()
+        m = _KV_TAIL.match(lowered, sm.end())
+        if m is None:
+            continue
+        stem = lowered[sm.start() : m.end("suffix") if m.group("suffix") else sm.end()]
+        k_start, key = _key_before(text, sm.start() + len(stem), sm.start())
+        if text.endswith(_MARK, 0, k_start):
+            continue  # the kind inside one of our own markers, e.g. "[REDACTED:x_token]:"
+        strength = _key_strength(key)
+        if strength == _NONE:
+            continue
+        if strength == _STRONG and m.group("sep") == "=" and _spaced(m) and _generic_name(key):
+            strength = _WEAK  # CONFIGFILE_KEY = 'x', _IPV6_PAT = "(?:...)": code constants
+        hit, v_start, v_end = _kv_value(text, m, stem, key, strength, k_start)
+        if hit is not None:
+            start, end, kind = hit
+            pos = max(pos, end)
+            yield start, end, _vendor_kind(key, text[start:end], kind)
+        elif v_end - v_start >= _LONG_VALUE:
+            pos = max(pos, v_end)
 
 
 def _spaced(m: re.Match[str]) -> bool:
@@ -705,21 +770,31 @@ def _vendor_kind(key: str, value: str, kind: str) -> str:
     return kind
 
 
-def _kv_value(text: str, m: re.Match[str], stem: str, key: str, strength: int) -> _Hit | None:
-    """Decide whether the value after a secret-like key is a literal secret."""
+def _kv_value(
+    text: str, m: re.Match[str], stem: str, key: str, strength: int, k_start: int
+) -> tuple[_Hit | None, int, int]:
+    """Decide whether the value after a secret-like key is a literal secret.
+
+    Returns the hit (or None) and the span of text that was judged as the value.
+    """
     pos = m.end()
     if text.startswith((_MARK, _PRIVATE_MARK), pos):
-        return None
+        return None, pos, pos
     span = _quoted_at(text, pos)
     if span is not None:
-        return _kv_quoted(text, span, stem, key, strength)
-    return _kv_unquoted(text, pos, stem, key, strength, m)
+        return _kv_quoted(text, span, stem, key, strength), span[0], span[1]
+    if k_start > 0 and text[k_start - 1] in "?&":  # a URL query parameter
+        vm = _QUERY_RUN.match(text, pos)
+    else:
+        vm = _UNQUOTED_RUN.match(text, pos)
+    end = vm.end() if vm else pos
+    return _kv_unquoted(text, pos, end, stem, key, strength, m), pos, end
 
 
 def _kv_quoted(text: str, span: tuple[int, int], stem: str, key: str, strength: int) -> _Hit | None:
     """A quoted literal: a secret unless it is a placeholder, a path or a message."""
     start, end = span
-    value = text[start:end]
+    value = text[start : min(end, start + _JUDGED_VALUE)]
     if len(value) < 3 or value[0].isspace() or value[-1].isspace() or "://" in value:
         return None  # a fragment being concatenated: "Bearer " + token, "?key=" + k
     if _is_placeholder(value) or _is_path(value) or _same_name(value, key):
@@ -753,7 +828,7 @@ def _concatenated(text: str, pos: int) -> bool:
 
 
 def _kv_unquoted(
-    text: str, pos: int, stem: str, key: str, strength: int, m: re.Match[str]
+    text: str, pos: int, run_end: int, stem: str, key: str, strength: int, m: re.Match[str]
 ) -> _Hit | None:
     """An unquoted value: shell/.env/YAML literal, or code that only names a secret.
 
@@ -763,10 +838,9 @@ def _kv_unquoted(
     the whole run is not a secret, the value up to the first escape is judged alone. (The
     whole run is tried first, so a value that merely contains an escape keeps all of it.)
     """
-    vm = (_UNQUOTED_COLON if m.group("sep") == ":" else _UNQUOTED_EQ).match(text, pos)
-    if vm is None:
+    start, end = pos, _trim_value(text, pos, run_end, key)
+    if end <= start:
         return None
-    start, end = vm.span()
     hit = _kv_unquoted_span(text, start, end, stem, key, strength, m)
     if hit is None:
         escape = _LINE_ESCAPE.search(text, start, end)
@@ -778,10 +852,41 @@ def _kv_unquoted(
 _LINE_ESCAPE = _Lazy(r"\\[nrt]")
 
 
+def _trim_value(text: str, start: int, end: int, key: str) -> int:
+    """Where an unquoted value really ends: without a closing quote or bracket that
+    belongs to the code around it (``f(password=pw)``, ``"url?token=abc"``), nor a
+    trailing ``,``/``;`` -- except after an ``.env``-style key, whose value is
+    everything up to the whitespace."""
+    env_style = key.isupper()
+    while end > start:
+        c = text[end - 1]
+        if c in "\"'`":
+            if text.count(c, start, end) % 2 == 0:
+                break
+            end -= 1
+            if end > start and text[end - 1] == "\\":
+                end -= 1  # \" in JSON-escaped text
+        elif c in _CLOSERS:
+            if text.count(_CLOSERS[c], start, end) >= text.count(c, start, end):
+                break
+            end -= 1
+        elif c in ",;" and not env_style:
+            end -= 1
+        else:
+            break
+    return end
+
+
+_JUDGED_VALUE = 1024  # a longer value is judged by its start (linear, and long enough)
+
+
 def _kv_unquoted_span(
     text: str, start: int, end: int, stem: str, key: str, strength: int, m: re.Match[str]
 ) -> _Hit | None:
     """Whether ``text[start:end]``, the unquoted value after a secret-like key, is a secret."""
+    if end - start > _JUDGED_VALUE:
+        hit = _kv_unquoted_span(text, start, start + _JUDGED_VALUE, stem, key, strength, m)
+        return None if hit is None else (start, end, hit[2])
     sep = m.group("sep")
     key_quoted = m.group("kq") is not None
     post = m.group("post")
@@ -800,7 +905,8 @@ def _kv_unquoted_span(
         return None  # "Authorization: Bearer x" -- the header rules take it from here
     if "=" in value and key.lower().endswith("cookie"):
         return None  # "Cookie: name=value" -- the cookie rule keeps the names
-    if next_char in ("(", "["):
+    call = _CALL.match(value)
+    if call is not None and not _literal_call(value, call.end(), key):
         return None  # a call or a subscript: code
     if _VERSION.fullmatch(value) or _same_name(value, key) or _COLOR.fullmatch(value):
         return None
@@ -841,6 +947,14 @@ def _kv_unquoted_span(
     return start, end, "env_secret"
 
 
+def _literal_call(value: str, paren: int, key: str) -> bool:
+    """``DB_PASSWORD=p4ss(w0rd)`` is a password; ``password=get_pw()`` is code."""
+    name = value[: paren - 1]
+    if not key.isupper() or "." in name or "->" in name or "::" in name:
+        return False
+    return any(ch.isdigit() for ch in name) or not value.endswith((")", "]"))
+
+
 _TYPE_NAME = _Lazy(  # CamelCase humps ending in a type-ish word: Ed25519PrivateKey
     r"_*(?:[A-Z]{2,}[0-9]*(?=[A-Z][a-z])|[A-Z][a-z]+[0-9]*)*(?:Type|Types|Key|Keys|Error|Session|Client|Config|Settings|Token"
     r"|Secret|Password|Credentials?|Provider|Manager|Handler|Context|Info|Data|Dict|List"
@@ -849,16 +963,20 @@ _TYPE_NAME = _Lazy(  # CamelCase humps ending in a type-ish word: Ed25519Private
 )
 
 
+_NEXT_ON_LINE = _Lazy(r"[ \t\r\f\v]*+(?P<c>[^\s])?")
+
+
 def _rest_of_line_has_words(text: str, pos: int) -> bool:
-    nl = text.find("\n", pos)
-    rest = text[pos : nl if nl >= 0 else len(text)].strip()
-    return bool(rest) and not rest.startswith("#")
+    """Something other than a comment follows on the line (looks only at its start)."""
+    m = _NEXT_ON_LINE.match(text, pos)
+    c = m.group("c") if m else None
+    return c is not None and c != "#"
 
 
 # --- XML elements -----------------------------------------------------------------------
 
 _XML_RE = _Lazy(
-    r"<(?P<key>[\w:.-]*(?:pass(?:word|wd|phrase)?|secret|token|key|credentials?)[\w.-]*)>"
+    r"<(?P<key>[\w:.-]{0,64}(?:pass(?:word|wd|phrase)?|secret|token|key|credentials?)[\w.-]{0,64})>"
     r"(?P<v>[^<\s][^<\n]*)</(?P=key)>"
 )
 
@@ -878,7 +996,7 @@ def _xml_scan(text: str, lowered: str) -> Iterator[_Hit]:
 # --- command lines ----------------------------------------------------------------------
 
 _CLI_FLAG_RE = _Lazy(
-    r"-(?:(?<=\s-)|(?<=^-))-?(?P<k>(?:[a-z0-9]+-)*(?:pass(?:word|wd|phrase)?|pwd|secret|token|api-?key|key"
+    r"-(?:(?<=\s-)|(?<=^-))-?(?P<k>(?:[a-z0-9]+-){0,8}(?:pass(?:word|wd|phrase)?|pwd|secret|token|api-?key|key"
     r"|credentials?|[a-z]*storepass|[a-z]*keypass))[ \t]+"
     r"(?P<v>\"[^\"\n]*\"|'[^'\n]*'|[^\s\"'|;&<>()\-][^\s\"'|;&<>()]*)"
 )
@@ -904,7 +1022,7 @@ def _cli_flag_scan(text: str, lowered: str) -> Iterator[_Hit]:
 
 
 _USER_PASS_RE = _Lazy(
-    r"-(?:u[ \t]*|-user(?:[ \t]+|=))(?P<q>[\"']?)(?P<user>[^\s:\"'@]*):(?P<s>[^\s\"']+)"
+    r"-(?:u[ \t]*|-user(?:[ \t]+|=))(?P<q>[\"']?)(?P<user>[^\s:\"'@]{0,128}+):(?P<s>[^\s\"']++)"
 )
 
 
@@ -923,23 +1041,77 @@ def _user_pass_scan(text: str, lowered: str) -> Iterator[_Hit]:
         yield start, end, "basic_auth"
 
 
-_LOGIN_RE = _Lazy(r"login\b[^\n;|&]*?[ \t]-p[ \t]+(?P<s>[^\s\"'-]\S*)")
+_SEGMENT_END = "[^\\n;|&]*+"  # the rest of one shell command: possessive, one pass
+
+
+_LOGIN_RE = _Lazy(rf"login\b(?P<args>{_SEGMENT_END})", re.ASCII)
+_LOGIN_FLAG = _Lazy(r"[ \t]-p[ \t]+", re.ASCII)
+_LOGIN_BACK = _Lazy(r"[^\n;|&]{0,100}")  # on the reversed text: back to the command's start
 _LOGIN_TOOL = _Lazy(
     r"\b(?:docker|podman|helm|oras|buildah|skopeo|nerdctl|az|oc|cf|argocd|mongo|mongosh)\b"
 )
+_CLI_VALUE = _Lazy(r"\"[^\"\n]*\"|'[^'\n]*'|[^\s\"'-]\S*", re.ASCII)
 
 
 def _login_scan(text: str, lowered: str) -> Iterator[_Hit]:
-    """``docker login -u bob -p hunter2 registry``, ``oc login -p``, ``cf login -p``."""
-    for m in _LOGIN_RE.finditer(text):
-        line = text[text.rfind("\n", 0, m.start()) + 1 : m.start()]
-        if _LOGIN_TOOL.search(line) and not _is_placeholder(m.group("s")):
-            yield m.start("s"), m.end("s"), "cli_secret"
+    """``docker login -u bob -p hunter2 registry``, ``oc login -p``, ``cf login -p``.
+
+    Anchored on "login" (a literal ``re`` skips ahead to), which swallows the rest of its
+    command; the tool is looked for at most 100 characters back, in the same command.
+    """
+    for m in _LOGIN_RE.finditer(lowered):
+        lo = max(0, m.start() - 100)
+        back = _LOGIN_BACK.match(lowered[lo : m.start()][::-1])
+        head = lowered[m.start() - (back.end() if back else 0) : m.start()]
+        if not _LOGIN_TOOL.search(head):
+            continue
+        fm = _LOGIN_FLAG.search(text, m.start("args"), m.end("args"))
+        vm = _CLI_VALUE.match(text, fm.end()) if fm else None
+        if vm is not None and not _is_placeholder(vm.group()):
+            start, end = vm.span()
+            if end - start >= 2 and text[start] in "\"'" and text[end - 1] == text[start]:
+                start, end = start + 1, end - 1
+            yield start, end, "cli_secret"
+
+
+def _command(
+    tool: str,
+    flag: str,
+    value: str = r"\"[^\"\n]*\"|'[^'\n]*'|[^\s\"'-]\S*",
+) -> _Scanner:
+    """A password flag of one command: ``mysql ... -pX``, ``docker login ... -p X``.
+
+    The tool pattern swallows the rest of its command (up to a line break, ``;``, ``|``
+    or ``&``) possessively, so each command is read once however many times the tool's
+    name recurs in it; the first ``flag`` (case-sensitive: ``-P`` is a port) inside it
+    is then looked for in that span only.
+    """
+    tool_rx = _Lazy(f"(?:{tool})(?P<args>{_SEGMENT_END})", re.ASCII)
+    flag_rx = _Lazy(flag, re.ASCII)
+    value_rx = _Lazy(value, re.ASCII)
+
+    def scan(text: str, lowered: str) -> Iterator[_Hit]:
+        for m in tool_rx.finditer(lowered):
+            if _preceded_by(lowered, m.start(), _WORD_DASH):
+                continue
+            fm = flag_rx.search(text, m.start("args"), m.end("args"))
+            if fm is None:
+                continue
+            vm = value_rx.match(text, fm.end())
+            if vm is None:
+                continue
+            start, end = vm.span()
+            if end - start >= 2 and text[start] in "\"'" and text[end - 1] == text[start]:
+                start, end = start + 1, end - 1
+            if start < end and not _is_placeholder(text[start:end]):
+                yield start, end, "cli_secret"
+
+    return scan
 
 
 # --- URL credentials ----------------------------------------------------------------------
 
-_URL_CRED_RE = _Lazy(r"://(?P<user>[^\s:/?#@\"'<>]*):(?P<s>[^\s/?#\"'<>]*)@(?=[\w\[])")
+_URL_CRED_RE = _Lazy(r"://(?P<user>[^\s:/?#@\"'<>]{0,256}+):(?P<s>[^\s/?#\"'<>]{0,256})@(?=[\w\[])")
 
 
 def _url_scan(text: str, lowered: str) -> Iterator[_Hit]:
@@ -955,7 +1127,7 @@ def _url_scan(text: str, lowered: str) -> Iterator[_Hit]:
 
 _AUTHZ_RE = _Lazy(
     r"authorization[\"']?[ \t]*[:=][ \t]*[\"']?"
-    r"(?:(?P<scheme>[a-z][\w.-]*)[ \t]+)?(?P<s>[^\s\"'`\\,;]+)"
+    r"(?:(?P<scheme>[a-z][\w.-]{0,30})[ \t]+)?(?P<s>[^\s\"'`\\,;]++)"
 )
 _SCHEME_KIND = {"bearer": "bearer_token", "basic": "basic_auth"}
 
@@ -1027,7 +1199,7 @@ _DATAISH = _Lazy(
     r"|\d{4}-\d\d-\d\d(?:[T ][\d:.]+Z?)?"  # a date
     r"|\d{1,3}(?:\.\d{1,3}){3}(?::\d+)?"  # an IPv4 address
 )
-_SENTENCE = _Lazy(r"[^.!?\n]*")
+_SENTENCE = _Lazy(r"[^.!?\n]{0,200}")  # a passphrase is a few words, not a paragraph
 _WORDY_SUFFIXES = ("ed", "ing", "ly", "able", "ible")
 
 
@@ -1054,7 +1226,7 @@ def _prose_value(text: str, pos: int, subject: str, bare: bool) -> tuple[int, in
         return None
     span = _quoted_at(text, pos)
     if span is None and text.startswith("\u2018", pos):
-        close = text.find("\u2019", pos + 1)
+        close = text.find("\u2019", pos + 1, pos + 257)
         span = (pos + 1, close) if close > pos else None
     if span is not None:
         value = text[span[0] : span[1]]
@@ -1117,7 +1289,7 @@ def _not_wordy(value: str) -> bool:
     return not (_VERSION.fullmatch(value) or _HYPHEN_WORDS.fullmatch(value))
 
 
-_PRIVATE_RE = _Lazy(r"<private\s*>.*?(?:</private\s*>|\Z)", re.DOTALL)
+_PRIVATE_RE = _Lazy(r"<private\s{0,16}>.*?(?:</private\s{0,16}>|\Z)", re.DOTALL)
 
 
 def _private_scan(text: str, lowered: str) -> Iterator[_Hit]:
@@ -1136,7 +1308,150 @@ def _stripe_scan(text: str, lowered: str) -> Iterator[_Hit]:
             yield start, m.end(), "stripe_key"
 
 
-_GATE_BUDGET = 256 * 1024  # characters a rule is gated over before it just runs
+_TERRAFORM_RE = _Lazy(
+    r'"sensitive"[ \t\r\n]{0,40}:[ \t\r\n]{0,40}true[ \t\r\n]{0,40},[ \t\r\n]{0,40}'
+    r'"type"[ \t\r\n]{0,40}:[ \t\r\n]{0,40}"[^"\n]{0,40}"[ \t\r\n]{0,40},[ \t\r\n]{0,40}'
+    r'"value"[ \t\r\n]{0,40}:[ \t\r\n]{0,40}"(?P<s>(?:[^"\\\n]|\\.)++)"'
+)
+
+
+def _terraform_scan(text: str, lowered: str) -> Iterator[_Hit]:
+    """``terraform output -json``: a ``"sensitive": true`` output's value, whatever it is."""
+    for m in _TERRAFORM_RE.finditer(text):
+        value = m.group("s")
+        if not _is_placeholder(value):  # (our own marker included: idempotent)
+            yield m.start("s"), m.end("s"), "terraform_sensitive"
+
+
+# --- other languages ------------------------------------------------------------------------
+# Key names and prose in German, French, Spanish, Italian, Portuguese, Dutch, Russian,
+# Japanese, Chinese and Korean (English is the rules above). Passwords by name are
+# secrets whatever they look like; "key"/"token" words need a credential-looking value.
+_INTL_PASSWORDS = (
+    "passwort kennwort zugangsdaten zugangscode mot de passe mot-de-passe mdp contraseña "
+    "contrasena password parola d'ordine parola d’ordine senha wachtwoord пароль パスワード 暗証番号 "
+    "密码 密碼 口令 비밀번호 암호 패스워드"
+)
+_INTL_KEYS = (
+    "schlüssel schluessel geheimnis clé jeton clave secreto chiave segreto chave segredo "
+    "sleutel ключ токен секрет トークン 秘密鍵 シークレット 密钥 密鑰 令牌 토큰 키"
+)
+_INTL_VERBS = "ist lautet war est était es era è e' é is was это будет является — - – これは"
+
+
+def _intl_alternation(words: str) -> str:
+    items = sorted(words.split(), key=len, reverse=True)
+    return "|".join(re.escape(w) for w in items)
+
+
+@functools.cache
+def _intl_words() -> tuple[tuple[str, bool], ...]:
+    """(keyword, is a password word), multi-word names joined by single spaces."""
+    out = []
+    for names, is_pw in ((_INTL_PASSWORDS, True), (_INTL_KEYS, False)):
+        for word in names.replace("mot de passe", "mot\x00de\x00passe").split():
+            out.append((word.replace("\x00", " "), is_pw))
+    out.append(("parola d'ordine", True))
+    out.append(("parola d’ordine", True))
+    return tuple((w, pw) for w, pw in out if w not in ("parola", "d'ordine", "d’ordine"))
+
+
+_INTL_CJK = "\u3040-\u30ff\u3400-\u4dbf\u4e00-\u9fff\uac00-\ud7af"
+# What follows a key name: a separator, a verb ("ist", "est", "es", "è", "é", "это"), or
+# a particle (は 是 는); the value then runs to whitespace, a quote, CJK text or punctuation.
+_INTL_TAIL = _Lazy(
+    r"(?P<gap>(?:[ \t]+[^\s:=]{1,25}){0,4}?)"
+    rf"(?:[ \t]*(?P<sep>[:=])|[ \t]+(?P<verb>{_intl_alternation(_INTL_VERBS)})(?=[ \t])"
+    r"|(?P<particle>は|是|为|為|는|은|이|가|です))"
+    r"[ \t]*[「『\"'“«]?[ \t]*"
+    rf"(?P<v>[^\s「」『』\"'“”«»。、，；！？（）{_INTL_CJK}]{{3,128}})"
+)
+_INTL_STOP = frozenset(
+    _words_of(
+        """falsch richtig geheim sicher unsicher leer erforderlich vergessen abgelaufen
+    incorrect correct requis oublié expiré vide faux incorrecto correcto requerido
+    olvidada vacío errato corretto obbligatoria incorreta correta obrigatória vazia
+    onjuist juist verplicht vergeten неверный верный пустой обязателен"""
+    )
+)
+
+
+_CRED_PAIR = _Lazy(r"[ \t]*/[ \t]*\S{1,128}")
+
+
+def _intl_scan(text: str, lowered: str) -> Iterator[_Hit]:
+    """ "mein Passwort ist Xy7#kL9", "le mot de passe est ...", "パスワードは...です", "密码是...".
+
+    Each key name is found with ``str.find`` (a C scan per name beats one regex of fifty
+    alternatives tried at every position), then the rest is matched where it stands.
+    """
+    ascii_only = text.isascii()
+    for word, is_pw in _intl_words():
+        if ascii_only and not word.isascii():
+            continue
+        at = lowered.find(word)
+        while at >= 0:
+            hit = _intl_at(text, lowered, at, word, is_pw)
+            if hit is not None:
+                yield hit
+            at = lowered.find(word, at + len(word))
+
+
+def _intl_at(text: str, lowered: str, at: int, word: str, is_pw: bool) -> _Hit | None:
+    if at > 0 and word.isascii() and lowered[at - 1].isalpha():
+        return None  # "xpasswort" is not a key name ("Kennwortlänge" has no separator)
+    if word == "password" and not lowered.startswith((" è", " e'", " e’"), at + 8):
+        return None  # English "password" is the English rules' (Italian: "la password è")
+    m = _INTL_TAIL.match(lowered, at + len(word))
+    if m is None:
+        return None
+    if m.group("gap") and m.group("sep") is None and m.group("verb") is None:
+        return None  # a particle belongs right after its noun
+    start, end = m.span("v")
+    while end > start and text[end - 1] in ".,;:)":
+        end -= 1
+    if word == "zugangsdaten":  # "Zugangsdaten: admin / Adm1n!2024": both
+        pair = _CRED_PAIR.match(text, end)
+        end = pair.end() if pair else end
+    value = text[start:end]
+    if len(value) < 3 or _is_placeholder(value) or _is_path(value) or "://" in value:
+        return None
+    if value.lower() in _INTL_STOP or value.lower() in _PROSE_STOP:
+        return None
+    lower, upper, digit, other = _char_classes(value)
+    credential = digit or other or (lower and upper and any(c.isupper() for c in value[1:]))
+    if is_pw:
+        if credential or m.group("sep") is not None:
+            return start, end, "prose_password"
+    elif len(value) >= 8 and (digit or other) and _not_wordy(value):
+        return start, end, "prose_password"
+    return None
+
+
+# Gmail and other app passwords: 16 letters in four groups, after an app-password name
+# (or after a password name when at least one group has no vowel, as random ones do).
+_APP_PASSWORD_TAIL = (
+    r"[ \t]*+(?:[:=]|is|was|ist|lautet|est|es|é|è)?[ \t]*+"
+    r"(?P<s>[a-z]{4}[ \t][a-z]{4}[ \t][a-z]{4}[ \t][a-z]{4})(?![a-z])"
+)
+_APP_PASSWORD_RES = (
+    _Lazy(r"pass(?:word|wort|wd)?s?(?:[ \t]+for[ \t]+[^\s:]{1,30})?" + _APP_PASSWORD_TAIL),
+    _Lazy(r"(?:senha|contraseña|contrasena|wachtwoord|kennwort|пароль)" + _APP_PASSWORD_TAIL),
+)
+_APP_NAMES = ("app", "application", "anwendungs")
+
+
+def _app_password_scan(text: str, lowered: str) -> Iterator[_Hit]:
+    rules = _APP_PASSWORD_RES if not text.isascii() else _APP_PASSWORD_RES[:1]
+    for m in (m for rx in rules for m in rx.finditer(lowered)):
+        secret = text[m.start("s") : m.end("s")]
+        if not secret.islower():
+            continue
+        before = lowered[max(0, m.start() - 20) : m.start()].rstrip(" _-")
+        named = before.endswith(("specific", *_APP_NAMES)) or before.endswith("-")
+        vowelless = any(not set(g) & set("aeiouy") for g in secret.split())
+        if named or vowelless:
+            yield m.start("s"), m.end("s"), "app_password"
 
 
 _SQL_IDENTIFIED_RE = _Lazy(
@@ -1148,7 +1463,9 @@ _SQL_ACCOUNT = _Lazy(r"\b(?:user|role|grant|login)\b")
 def _sql_identified_scan(text: str, lowered: str) -> Iterator[_Hit]:
     """MySQL ``CREATE USER ... IDENTIFIED BY 'pw'`` (not "a library identified by 'name'")."""
     for m in _SQL_IDENTIFIED_RE.finditer(lowered):
-        line = lowered[lowered.rfind("\n", 0, m.start()) + 1 : m.start()]
+        lo = max(0, m.start() - 300)  # bounded: the statement's start, not the file's
+        nl = lowered.rfind("\n", lo, m.start())
+        line = lowered[nl + 1 if nl >= 0 else lo : m.start()]
         if _preceded_by(lowered, m.start(), _WORD) or not _SQL_ACCOUNT.search(line):
             continue
         if not _is_placeholder(text[m.start("s") : m.end("s")]):
@@ -1156,27 +1473,159 @@ def _sql_identified_scan(text: str, lowered: str) -> Iterator[_Hit]:
 
 
 def _gated(needles: tuple[str, ...], scanner: _Scanner) -> _Scanner:
-    """Skip ``scanner`` while none of its lowercase ``needles`` occurs in the text.
+    """Skip ``scanner`` when none of its lowercase ``needles`` occurs in the text.
 
-    A rule's patterns are compiled when it first runs, so while it is gated the one-shot
-    hook compiles only the rules its payload can need (a substring test on a few KB
-    costs microseconds, compiling a pattern a fraction of a millisecond). Once a rule
-    has run, or has been gated over 256 KB of text, the gate stays open: on long text
-    a literal-prefixed search is as cheap as the substring tests it would repeat.
+    A rule's patterns are compiled when it first runs, so the one-shot hook compiles
+    only the rules its payload can need (a substring test on a few KB costs
+    microseconds, compiling a pattern a fraction of a millisecond). The gate stays on
+    for long text too: with a hundred rules, a substring test (a C search that skips
+    ahead) is several times cheaper than the regular-expression search it saves.
     """
-    warm = False
-    gated = 0
 
     def scan(text: str, lowered: str) -> Iterable[_Hit]:
-        nonlocal warm, gated
-        if not warm:
-            gated += len(lowered)
-            if gated <= _GATE_BUDGET and not any(needle in lowered for needle in needles):
-                return ()
-            warm = True
-        return scanner(text, lowered)
+        for needle in needles:
+            if needle in lowered:
+                return scanner(text, lowered)
+        return ()
 
     return scan
+
+
+def _vendor_ok(value: str) -> bool:
+    """A documented prefix followed by something machine-made (not ``key-value-here``)."""
+    return any(ch.isdigit() for ch in value) and _entropy(value) >= 3.0
+
+
+# Vendor tokens with a documented shape (gitleaks' default rules, detect-secrets' plugins
+# and the vendors' own documentation): (kind, lowercase needles, pattern).
+_VENDOR_RULES: tuple[tuple[str, tuple[str, ...], str], ...] = (
+    ("twilio_account_sid", ("ac",), r"AC[0-9a-f]{32}(?![A-Za-z0-9])"),
+    ("mailgun_api_key", ("key-",), r"key-[0-9a-z]{32}(?![A-Za-z0-9])"),
+    ("pypi_token", ("pypi-",), r"pypi-AgE[A-Za-z0-9_-]{50,}"),
+    ("dockerhub_token", ("dckr_",), r"dckr_(?:pat|oat)_[A-Za-z0-9_-]{20,}"),
+    ("vault_token", ("hvs.", "hvb.", "hvr."), r"hv[sbr]\.[A-Za-z0-9_-]{20,}"),
+    (
+        "vault_token",
+        ("s.",),
+        r"s\.(?=[A-Za-z0-9]{0,23}[A-Z])(?=[A-Za-z0-9]{0,23}[a-z])[A-Za-z0-9]{24}(?![\w.-])",
+    ),
+    ("databricks_token", ("dapi",), r"dapi[0-9a-f]{32}(?:-\d)?(?![A-Za-z0-9])"),
+    ("atlassian_token", ("atatt3", "atctt3"), r"AT[AC]TT3[A-Za-z0-9_=-]{60,}"),
+    ("postman_api_key", ("pmak-",), r"PMAK-[0-9a-f]{24}-[0-9a-f]{34}"),
+    ("grafana_token", ("glsa_",), r"glsa_[A-Za-z0-9]{32}_[A-Fa-f0-9]{8}"),
+    ("grafana_token", ("glc_",), r"glc_[A-Za-z0-9+/]{32,}={0,2}"),
+    ("grafana_token", ("eyjrijoi",), r"eyJrIjoi[A-Za-z0-9]{40,}={0,2}"),
+    ("shopify_token", ("shp",), r"shp(?:at|ca|pa|ss)_[a-fA-F0-9]{32}"),
+    ("square_token", ("sq0",), r"sq0(?:atp|csp)-[0-9A-Za-z_-]{22,43}"),
+    ("square_token", ("eaaa",), r"EAAA[A-Za-z0-9_-]{60}(?![\w-])"),
+    ("digitalocean_token", ("_v1_",), r"do[opr]_v1_[a-f0-9]{64}"),
+    ("doppler_token", ("dp.",), r"dp\.(?:pt|st|sa|ct|scim|audit)\.[A-Za-z0-9]{40,44}"),
+    ("linear_api_key", ("lin_",), r"lin_(?:api|oauth)_[A-Za-z0-9]{40,64}"),
+    ("newrelic_key", ("nrak-", "nraa-", "nrii-", "nrjs-"), r"NR(?:AK|AA|II|JS)-[A-Za-z0-9]{19,40}"),
+    ("heroku_api_key", ("hrku-",), r"HRKU-[A-Za-z0-9_-]{20,}"),
+    ("sentry_token", ("sntry",), r"sntry[su]_[A-Za-z0-9+/=_-]{40,}"),
+    ("pulumi_token", ("pul-",), r"pul-[a-f0-9]{40}(?![A-Za-z0-9])"),
+    ("flyio_token", ("fo1_", "fm1", "fm2_"), r"f(?:o1|m1[ar]|m2)_[A-Za-z0-9+/=_-]{40,}"),
+    (
+        "age_secret_key",
+        ("age-secret-key-",),
+        r"AGE-SECRET-KEY-1[QPZRY9X8GF2TVDW0S3JN54KHCE6MUA7L]{58}",
+    ),
+    ("onepassword_token", ("ops_ey",), r"ops_eyJ[A-Za-z0-9+/=_-]{100,}"),
+    (
+        "onepassword_token",
+        ("a3-",),
+        r"A3-[A-Z0-9]{6}-(?:[A-Z0-9]{11}|[A-Z0-9]{6}-[A-Z0-9]{5})-[A-Z0-9]{5}-[A-Z0-9]{5}-[A-Z0-9]{5}",
+    ),
+    ("alibaba_access_key", ("ltai",), r"LTAI[A-Za-z0-9]{12,20}(?![A-Za-z0-9])"),
+    ("airtable_token", ("pat",), r"pat[A-Za-z0-9]{14}\.[a-f0-9]{64}"),
+    ("vendor_token", ("p8e-",), r"p8e-[A-Za-z0-9]{32}"),  # Adobe
+    ("vendor_token", ("clojars_",), r"CLOJARS_[a-z0-9]{60}"),
+    ("vendor_token", ("cfpat-",), r"CFPAT-[A-Za-z0-9_-]{43}"),  # Contentful
+    ("vendor_token", ("dt0c01.",), r"dt0c01\.[A-Za-z0-9]{24}\.[A-Za-z0-9]{64}"),  # Dynatrace
+    ("vendor_token", ("ezak", "eztk"), r"EZ[AT]K[A-Za-z0-9]{54}"),  # EasyPost
+    ("vendor_token", ("flwseck",), r"FLWSECK(?:_TEST)?-[a-h0-9]{12,32}(?:-X)?"),  # Flutterwave
+    ("vendor_token", ("fio-u-",), r"fio-u-[A-Za-z0-9_=-]{64}"),  # Frame.io
+    ("vendor_token", ("duffel_",), r"duffel_(?:test|live)_[A-Za-z0-9_=-]{43}"),
+    ("vendor_token", ("ico-",), r"ico-[A-Za-z0-9]{32}"),  # Infracost
+    ("vendor_token", ("pscale_",), r"pscale_(?:tkn|pw|oauth)_[A-Za-z0-9_=.-]{32,64}"),
+    ("vendor_token", ("pnu_",), r"pnu_[A-Za-z0-9]{36}"),  # Prefect
+    ("vendor_token", ("rdme_",), r"rdme_[a-z0-9]{70}"),  # ReadMe
+    ("vendor_token", ("rubygems_",), r"rubygems_[a-f0-9]{48}"),
+    ("vendor_token", ("xkeysib-",), r"xkeysib-[a-f0-9]{64}-[A-Za-z0-9]{16}"),  # Brevo
+    ("vendor_token", ("shippo_",), r"shippo_(?:live|test)_[a-fA-F0-9]{40}"),
+    ("vendor_token", ("sgp_",), r"sgp_(?:[a-fA-F0-9]{16}|local)_[a-fA-F0-9]{40}"),  # Sourcegraph
+    ("vendor_token", ("tfp_",), r"tfp_[A-Za-z0-9_.=-]{59}"),  # Typeform
+    ("vendor_token", ("aqvn",), r"AQVN[A-Za-z0-9_-]{35,38}"),  # Yandex
+    ("vendor_token", ("sha256~",), r"sha256~[A-Za-z0-9_-]{43}"),  # OpenShift
+    ("vendor_token", ("sqp_", "squ_", "sqa_"), r"sq[pua]_[a-f0-9]{40}"),  # SonarQube
+    ("vendor_token", ("tk-us-",), r"tk-us-[A-Za-z0-9_-]{48}"),  # Scalingo
+    ("vendor_token", ("akcp",), r"AKCp[A-Za-z0-9]{69}"),  # Artifactory
+    ("vendor_token", ("glimt-", "glagent-", "gloas-"), r"gl(?:imt|agent|oas)-[A-Za-z0-9_-]{20,}"),
+    ("vendor_token", ("gr1348941",), r"GR1348941[A-Za-z0-9_-]{20,}"),  # GitLab runner registration
+    ("vendor_token", ("xapp-",), r"xapp-\d-[A-Z0-9]+-\d+-[a-z0-9]+"),  # Slack app-level
+    ("vendor_token", ("xoxe",), r"xoxe(?:\.xox[bp])?-\d-[A-Za-z0-9]{100,}"),  # Slack config
+    ("vendor_token", ("dnkey-",), r"dnkey-[A-Za-z0-9=_-]{26}-[A-Za-z0-9=_-]{52}"),
+    ("vendor_token", ("sk.eyj",), r"sk\.eyJ[A-Za-z0-9_-]{50,}\.[A-Za-z0-9_-]{20,}"),  # Mapbox
+    ("vendor_token", ("sl.",), r"sl\.(?:u\.)?[A-Za-z0-9_=-]{130,}"),  # Dropbox
+    ("vendor_token", ("eaam", "eaac"), r"EAA[MC][A-Za-z0-9]{100,}"),  # Facebook
+    ("vendor_token", ("api_org_",), r"api_org_[A-Za-z]{34}"),  # Hugging Face (org)
+    (
+        "vendor_token",
+        ("access-",),
+        r"access-(?:sandbox|development|production)-[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}",
+    ),  # Plaid
+    ("vendor_token", ("v1.0-",), r"v1\.0-[a-f0-9]{24}-[a-f0-9]{146}"),  # Cloudflare origin CA
+    ("vendor_token", ("sm_",), r"sm_(?:pat|aat|sat)_[A-Za-z0-9]{16}"),  # SettleMint
+    ("vendor_token", ("fmu1-",), r"fmu1-[A-Za-z0-9]{20,}"),
+    ("vendor_token", ("lob",), r"lob_(?:live|test)_[a-f0-9]{35}"),
+)
+# Shapes whose fixed part is in the middle: the pattern starts at that literal (so ``re``
+# can skip ahead to it) and the part before it is matched on the reversed text, at most
+# 64 characters: (kind, needles, pattern from the literal on, reversed pattern before it).
+_ANCHORED_RULES: tuple[tuple[str, tuple[str, ...], str, str], ...] = (
+    ("telegram_bot_token", (":a",), r":A[A-Za-z0-9_-]{34}(?![\w-])", r"\d{5,16}"),
+    (
+        "discord_bot_token",
+        (".",),
+        r"\.[A-Za-z0-9_-]{6}\.[A-Za-z0-9_-]{27,38}(?![\w-])",
+        r"[A-Za-z0-9_-]{22,24}[MNO]",
+    ),
+    ("azure_ad_client_secret", ("q~",), r"Q~[A-Za-z0-9_~.-]{31,34}", r"\d[A-Za-z0-9_~.]{3}"),
+    ("asana_token", ("/",), r"/\d{16}(?:/\d{16,})?:[A-Za-z0-9]{32}(?![A-Za-z0-9])", r"\d"),
+    ("vendor_token", (".atlasv1.",), r"\.atlasv1\.[A-Za-z0-9_=-]{60,70}", r"[a-z0-9]{14}"),
+    ("vendor_token", ("-us",), r"-us\d{1,2}(?![A-Za-z0-9])", r"[0-9a-f]{32}"),  # Mailchimp
+)
+
+
+def _anchored(kind: str, pattern: str, before: str) -> _Scanner:
+    rx = _Lazy(pattern, re.ASCII)
+    back = _Lazy(before, re.ASCII)
+
+    def scan(text: str, lowered: str) -> Iterator[_Hit]:
+        for m in rx.finditer(text):
+            lo = max(0, m.start() - 64)
+            bm = back.match(text[lo : m.start()][::-1])
+            if bm is None:
+                continue
+            start = m.start() - bm.end()
+            if not _preceded_by(text, start, _WORD) and _vendor_ok(text[start : m.end()]):
+                yield start, m.end(), kind
+
+    return scan
+
+
+_VENDOR_SCANNERS: tuple[_Scanner, ...] = (
+    *(
+        _gated(needles, _regex(kind, pattern, not_after=_WORD, check=_vendor_ok))
+        for kind, needles, pattern in _VENDOR_RULES
+    ),
+    _gated(("pubkey-",), _regex("mailgun_api_key", r"pubkey-[0-9a-z]{32}(?![A-Za-z0-9])")),
+    *(
+        _gated(needles, _anchored(kind, pattern, before))
+        for kind, needles, pattern, before in _ANCHORED_RULES
+    ),
+)
 
 
 # The rule table, most specific first (the order of RULES decides merged kinds); each
@@ -1194,8 +1643,8 @@ _SCANNERS: tuple[_Scanner, ...] = (
         ("-----begin",),
         _regex(
             "private_key",
-            r"-----BEGIN[ A-Z0-9]*? PRIVATE KEY(?: BLOCK)?-----.*?"
-            r"(?:-----END[ A-Z0-9]*? PRIVATE KEY(?: BLOCK)?-----|\Z)",
+            r"-----BEGIN[ A-Z0-9]{0,40}? PRIVATE KEY(?: BLOCK)?-----.*?"
+            r"(?:-----END[ A-Z0-9]{0,40}? PRIVATE KEY(?: BLOCK)?-----|\Z)",
             flags=re.DOTALL,
             check=_has_key_material,
         ),
@@ -1333,13 +1782,10 @@ _SCANNERS: tuple[_Scanner, ...] = (
     _gated(("://",), _url_scan),
     _gated(
         ("mysql", "mariadb"),
-        _regex(
-            "cli_secret",
-            r"m(?:ysql(?:dump|admin|import|check|slap|show)?|ariadb(?:-dump|-admin)?)\b"
-            r"[^\n;|&]*?[ \t]-p(?P<s>[^\s\"'][^\s]*|\"[^\"\n]*\"|'[^'\n]*')",
-            not_after=_WORD,
-            check=_not_placeholder,
-            unquote=True,
+        _command(
+            r"m(?:ysql(?:dump|admin|import|check|slap|show)?|ariadb(?:-dump|-admin)?)\b",
+            r"[ \t]-p(?=[^\s])",
+            r"[^\s\"'][^\s]*|\"[^\"\n]*\"|'[^'\n]*'",
         ),
     ),
     _gated(
@@ -1353,25 +1799,9 @@ _SCANNERS: tuple[_Scanner, ...] = (
         ),
     ),
     _gated(("login",), _login_scan),
-    _gated(
-        ("redis-cli",),
-        _regex(
-            "cli_secret",
-            r"redis-cli\b[^\n;|&]*?[ \t]-a[ \t]+(?P<s>\"[^\"\n]*\"|'[^'\n]*'|[^\s\"'-]\S*)",
-            check=_not_placeholder,
-            unquote=True,
-        ),
-    ),
-    _gated(
-        ("mongo",),
-        _regex(
-            "cli_secret",
-            r"mongo(?:sh)?\b[^\n;|&]*?[ \t]-p[ \t]+(?P<s>\"[^\"\n]*\"|'[^'\n]*'|[^\s\"'-]\S*)",
-            not_after=_WORD,
-            check=_not_placeholder,
-            unquote=True,
-        ),
-    ),
+    _gated(("redis-cli",), _command(r"redis-cli\b", r"[ \t]-a[ \t]+")),
+    _gated(("mongo",), _command(r"mongo(?:sh)?\b", r"[ \t]-p[ \t]+")),
+    _gated(("twine",), _command(r"twine\b", r"[ \t](?:-p|--password)[ \t=]+")),
     _gated(
         ("secret",),
         _regex(
@@ -1405,7 +1835,7 @@ _SCANNERS: tuple[_Scanner, ...] = (
         ("machine",),
         _regex(
             "netrc_password",
-            r"machine[ \t]+\S+(?:\s+login\s+\S+)?\s+password\s+(?P<s>\S+)",
+            r"machine[ \t]++\S{1,256}+(?:\s++login\s++\S{1,256}+)?+\s++password\s++(?P<s>\S++)",
             not_after=_WORD,
             check=_not_placeholder,
         ),
@@ -1441,8 +1871,209 @@ _SCANNERS: tuple[_Scanner, ...] = (
         _kv_scan,
     ),
     _gated(("</",), _xml_scan),
+    *_VENDOR_SCANNERS,
+    _gated(
+        ("ac",),
+        _regex(  # Client("AC...", "<auth token>"), ACxxx:token: the token after an account SID
+            "twilio_auth_token",
+            r"AC[0-9a-f]{32}[\"']?[ \t]*[,:][ \t]*[\"']?(?P<s>[0-9a-fA-F]{32})(?![A-Za-z0-9])",
+            not_after=_WORD,
+        ),
+    ),
+    _gated(
+        ("ssws", "okta"),
+        _regex(  # Okta API tokens: "Authorization: SSWS 00...", or named as Okta's
+            "okta_token",
+            r"(?:ssws|okta)[^\n]{0,40}?(?<![a-z0-9_-])(?P<s>00[a-z0-9_-]{40})(?![a-z0-9_-])",
+            # (two literal first letters: re still skips ahead by them)
+            lower=True,
+            check=_vendor_ok,
+        ),
+    ),
+    _gated(('"sensitive"',), _terraform_scan),
+    _gated(
+        tuple(
+            w.split()[0]
+            for w in (_INTL_PASSWORDS + " " + _INTL_KEYS).replace("mot de passe", "mot").split()
+        ),
+        _intl_scan,
+    ),
+    _gated(("pass", "senha", "contrase", "wachtwoord", "kennwort", "пароль"), _app_password_scan),
     _gated(("pass", "pw", "secret", "api", "token"), _prose_scan),
 )
+
+
+# ---------------------------------------------------------------------------------------
+# Views: the text as the rules should read it. A secret can hide behind look-alike
+# characters (a fullwidth "＝", a Cyrillic "а" inside "password", a zero-width space, a
+# no-break space), behind one or more levels of JSON string escapes (``\\"password\\":``),
+# or be split across concatenated string literals (``"sk-proj-ab" + "cd..."``). Each view
+# is derived by edits -- a span of the source replaced by other text -- and keeps a map
+# from its positions back to the source's, so a finding in a view redacts exactly the
+# source characters it came from (an edited span is redacted whole or not at all) and
+# the rest of the user's text is kept as it was written.
+
+
+class _Map:
+    """View positions -> source positions, as sorted segments (bisect per lookup)."""
+
+    __slots__ = ("ident", "olens", "ostarts", "vstarts")
+
+    def __init__(self) -> None:
+        self.vstarts: list[int] = []
+        self.ostarts: list[int] = []
+        self.olens: list[int] = []
+        self.ident: list[bool] = []
+
+    def span(self, start: int, end: int) -> tuple[int, int]:
+        from bisect import bisect_right
+
+        i = bisect_right(self.vstarts, start) - 1
+        o_start = self.ostarts[i] + (start - self.vstarts[i] if self.ident[i] else 0)
+        j = bisect_right(self.vstarts, end - 1) - 1
+        if self.ident[j]:
+            o_end = self.ostarts[j] + (end - self.vstarts[j])
+        else:
+            o_end = self.ostarts[j] + self.olens[j]
+        return o_start, o_end
+
+
+def _apply(text: str, edits: Iterable[tuple[int, int, str]]) -> tuple[str, _Map] | None:
+    """The view after ``edits`` (sorted, disjoint ``(start, end, replacement)``), or None."""
+    parts: list[str] = []
+    mapping = _Map()
+    vpos = last = 0
+    changed = False
+
+    def segment(o_start: int, o_len: int, piece: str, ident: bool) -> None:
+        nonlocal vpos
+        if piece:
+            mapping.vstarts.append(vpos)
+            mapping.ostarts.append(o_start)
+            mapping.olens.append(o_len)
+            mapping.ident.append(ident)
+            parts.append(piece)
+            vpos += len(piece)
+
+    for start, end, repl in edits:
+        if text[start:end] == repl:
+            continue
+        changed = True
+        segment(last, start - last, text[last:start], True)
+        segment(start, end - start, repl, False)
+        last = end
+    if not changed:
+        return None
+    segment(last, len(text) - last, text[last:], True)
+    return "".join(parts), mapping
+
+
+_NON_ASCII = _Lazy(r"[^\x00-\x7f]+")
+_INVISIBLE = frozenset("\u00ad\u180e\u200b\u200c\u200d\u2060\u2061\u2062\u2063\u2064\ufeff")
+_SPACE_LIKE = frozenset(
+    "\u00a0\u1680\u2000\u2001\u2002\u2003\u2004\u2005\u2006\u2007\u2008\u2009\u200a\u202f\u205f\u3000"
+)
+# Cyrillic and Greek letters drawn like Latin ones; applied only inside a word that
+# also has Latin letters ("pаssword"), so Russian and Greek text keeps its own letters.
+_CONFUSABLE = str.maketrans(
+    "аеорсухіјѕԁԛԝӏһԍкмнтвАВЕКМНОРСТХІЈЅԜαβεικνορτυχΑΒΕΖΗΙΚΜΝΟΡΤΥΧ",
+    "aeopcyxijsdqwlhgkmhtbABEKMHOPCTXIJSWabeiknoptuxABEZHIKMNOPTYX",
+)
+_MIXED_WORD = _Lazy(r"[A-Za-z\u0370-\u03ff\u0400-\u04ff]++")
+_GREEK_CYRILLIC = _Lazy(r"[\u0370-\u03ff\u0400-\u04ff]")
+
+
+@functools.lru_cache(maxsize=4096)
+def _norm_char(ch: str) -> str:
+    if ch in _INVISIBLE:
+        return ""
+    if ch in _SPACE_LIKE:
+        return " "
+    import unicodedata  # only for text that is not ASCII
+
+    return unicodedata.normalize("NFKC", ch)  # fullwidth ＝：ＡＢ, ligatures, superscripts
+
+
+def _normalize_edits(text: str) -> Iterator[tuple[int, int, str]]:
+    for run in _NON_ASCII.finditer(text):
+        for i in range(run.start(), run.end()):
+            ch = text[i]
+            out = _norm_char(ch)
+            if out != ch:
+                yield i, i + 1, out
+
+
+def _confusable_edits(text: str) -> Iterator[tuple[int, int, str]]:
+    for word in _MIXED_WORD.finditer(text):
+        w = word.group()
+        if not w.isascii() and any("a" <= c.lower() <= "z" for c in w):
+            fixed = w.translate(_CONFUSABLE)
+            if fixed != w:
+                yield word.start(), word.end(), fixed
+
+
+_JSON_ESCAPE = _Lazy(r"\\(?:u[0-9a-fA-F]{4}|[\"\\/bfnrt'])")
+_UNESCAPED = {"n": "\n", "t": "\t", "r": "\r", "b": "\b", "f": "\f"}
+
+
+def _unescape_edits(text: str) -> Iterator[tuple[int, int, str]]:
+    for m in _JSON_ESCAPE.finditer(text):
+        code = m.group()[1]
+        if code == "u":
+            yield m.start(), m.end(), chr(int(m.group()[2:], 16))
+        else:
+            yield m.start(), m.end(), _UNESCAPED.get(code, code)
+
+
+# "abc" + "def", "abc" "def", 'abc'\n    'def': the glue between two string literals
+_GLUE = _Lazy(r"[\"'][ \t]{0,8}+(?:\+[ \t]{0,8}+(?:\r?\n[ \t]{0,40}+)?|\\?\r?\n[ \t]{0,40}+)?[\"']")
+_LITERAL_CHARS = _WORD | frozenset("+/=-._~")
+
+
+def _glue_edits(text: str) -> Iterator[tuple[int, int, str]]:
+    for m in _GLUE.finditer(text):
+        start, end = m.span()
+        if (
+            start > 0
+            and end < len(text)
+            and text[start - 1] in _LITERAL_CHARS
+            and text[end] in _LITERAL_CHARS
+        ):
+            yield start, end, ""
+
+
+_MAX_UNESCAPE = 3  # levels of JSON string escaping undone (a transcript of a tool's JSON...)
+
+
+def _views(text: str) -> Iterator[tuple[str, list[_Map]]]:
+    """Each derived view of ``text`` that differs from it, with the maps back to it."""
+    maps: list[_Map] = []
+    current = text
+    if not text.isascii():
+        step = _apply(current, _normalize_edits(current))
+        if step is not None:
+            current = step[0]
+            maps = [*maps, step[1]]
+        if _GREEK_CYRILLIC.search(current):
+            step = _apply(current, _confusable_edits(current))
+            if step is not None:
+                current = step[0]
+                maps = [*maps, step[1]]
+        if maps:
+            yield current, maps
+    for _ in range(_MAX_UNESCAPE):
+        if "\\" not in current:
+            break
+        step = _apply(current, _unescape_edits(current))
+        if step is None:
+            break
+        current = step[0]
+        maps = [*maps, step[1]]
+        yield current, maps
+    if '"' in current or "'" in current:
+        step = _apply(current, _glue_edits(current))
+        if step is not None:
+            yield step[0], [*maps, step[1]]
 
 
 # ---------------------------------------------------------------------------------------
@@ -1451,8 +2082,8 @@ _SCANNERS: tuple[_Scanner, ...] = (
 _ASCII_LOWER = {c: c + 32 for c in range(65, 91)}
 
 
-def _scan(text: str) -> list[_Hit]:
-    """All findings, overlapping ones merged (the union keeps no fragment of a secret)."""
+def _scan_one(text: str) -> list[_Hit]:
+    """Every rule over one view of the text (positions in that view)."""
     lowered = text.lower()
     if len(lowered) != len(text):  # a few characters (e.g. "İ") lowercase to two
         lowered = text.translate(_ASCII_LOWER)
@@ -1461,6 +2092,63 @@ def _scan(text: str) -> list[_Hit]:
         hits.extend(scanner(text, lowered))
     if hits and (_MARK in text or _PRIVATE_MARK in text):
         hits = _outside_markers(text, hits)
+    return hits
+
+
+_WINDOW = 512  # characters around an edit in which a view can differ in what it finds
+
+
+def _line_bounds(text: str, lo: int, hi: int) -> tuple[int, int]:
+    """Widen a window to whole lines (at most 256 more characters each way), so that it
+    never starts inside a word: "monkey=" cut to "key=" would be a key of its own."""
+    nl = text.rfind("\n", max(0, lo - 256), lo)
+    if nl >= 0:
+        lo = nl + 1
+    elif lo > 0:
+        space = max(text.rfind(" ", max(0, lo - 256), lo), text.rfind("\t", max(0, lo - 256), lo))
+        lo = space + 1 if space >= 0 else max(0, lo - 256)
+    nl = text.find("\n", hi, hi + 256)
+    hi = nl if nl >= 0 else min(len(text), hi + 256)
+    return lo, hi
+
+
+def _scan_view(view: str, mapping: _Map) -> list[_Hit]:
+    """The rules over a view -- only around its edits when they are few.
+
+    A view differs from the text it came from only where it was edited, so a secret that
+    only the view reveals lies near an edit (a zero-width space inside "password", the
+    glue between two string literals). When the windows around the edits cover less
+    than half of the view, only they are read: source code with a few concatenations or
+    prose with a few typographic quotes costs a small fraction of a second pass.
+    """
+    windows: list[list[int]] = []
+    for pos in mapping.vstarts:
+        lo, hi = _line_bounds(view, max(0, pos - _WINDOW), min(len(view), pos + _WINDOW))
+        if windows and lo <= windows[-1][1]:
+            windows[-1][1] = hi
+        else:
+            windows.append([lo, hi])
+        if len(windows) * 2 * _WINDOW > len(view) // 2:
+            return _scan_one(view)
+    hits: list[_Hit] = []
+    for lo, hi in windows:
+        hits.extend((s + lo, e + lo, k) for s, e, k in _scan_one(view[lo:hi]))
+    return hits
+
+
+def _scan(text: str) -> list[_Hit]:
+    """All findings, overlapping ones merged (the union keeps no fragment of a secret).
+
+    The rules run over the text as it is and over each view of it that differs (see
+    :func:`_views`); a view's findings are mapped back to the text's own positions.
+    """
+    hits = _scan_one(text)
+    for view, maps in _views(text):
+        for start, end, kind in _scan_view(view, maps[-1]):
+            for mapping in reversed(maps):
+                start, end = mapping.span(start, end)
+            if start < end:
+                hits.append((start, end, kind))
     if len(hits) < 2:
         return hits
     hits.sort()
@@ -1555,6 +2243,9 @@ def redact_obj(obj: Any) -> tuple[Any, int]:
             count += result.count
             return result.text
         if isinstance(value, dict):
+            if value.get("sensitive") is True and isinstance(value.get("value"), (str, int, float)):
+                value = {**value, "value": f"{_MARK}terraform_sensitive]"}  # terraform output
+                count += 1
             out: dict[Any, Any] = {}
             for key, item in value.items():
                 new_key = walk(key) if isinstance(key, str) else key

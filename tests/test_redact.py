@@ -258,11 +258,7 @@ POSITIVES = [
     ("env_secret", "API_KEY=qwerty12345", "qwerty12345"),
     ("env_secret", "JWT_SECRET=changeme", "changeme"),
     ("env_secret", "DJANGO_SECRET_KEY=django-insecure-abc123", "django-insecure-abc123"),
-    (
-        "env_secret",
-        "MAILGUN_KEY=" + MAILGUN,
-        MAILGUN,
-    ),
+    ("mailgun_api_key", "MAILGUN_KEY=" + MAILGUN, MAILGUN),  # issue 15: named by its shape
     (
         "env_secret",
         "SLACK_SIGNING_SECRET=" + fake(HEX, 32, 63),
@@ -317,13 +313,61 @@ POSITIVES = [
     ("env_secret", "user:bob password:hunter2", "hunter2"),
     ("env_secret", "data:\n  password: cGFzc3dvcmQxMjM=\n", "cGFzc3dvcmQxMjM="),
     ("env_secret", "API_KEY = abc123def", "abc123def"),
-    (
-        "env_secret",
-        "[distutils]\npassword = " + PYPI,
-        PYPI,
-    ),
+    ("pypi_token", "[distutils]\npassword = " + PYPI, PYPI),  # issue 15: named by its shape
     # <private>
     ("private", "keep this <private>my home address is 1 Main St</private> and this", "1 Main St"),
+]
+
+# Issue 15: the token families gitleaks' default rules and detect-secrets' plugins know,
+# terraform's sensitive outputs, prose in other languages and app passwords.
+TWILIO_AC = "AC" + fake(HEX, 32, 80)
+DIGITS = string.digits
+VENDOR_SECRETS = {
+    "telegram_bot_token": fake(DIGITS, 10, 81) + ":AA" + fake(URLSAFE, 33, 82),
+    "discord_bot_token": "M"
+    + fake(ALNUM, 23, 83)
+    + "."
+    + fake(URLSAFE, 6, 84)
+    + "."
+    + fake(URLSAFE, 27, 85),
+    "dockerhub_token": "dckr" + "_pat_" + fake(URLSAFE, 27, 86),
+    "vault_token": "hv" + "s." + fake(URLSAFE, 90, 87),
+    "databricks_token": "da" + "pi" + fake(HEX, 32, 89),
+    "atlassian_token": "ATA" + "TT3" + fake(URLSAFE, 186, 90),
+    "postman_api_key": "PM" + "AK-" + fake(HEX, 24, 91) + "-" + fake(HEX, 34, 92),
+    "grafana_token": "gl" + "sa_" + fake(ALNUM, 32, 93) + "_" + fake(HEX, 8, 94),
+    "shopify_token": "shp" + "at_" + fake(HEX, 32, 96),
+    "square_token": "sq0" + "csp-" + fake(URLSAFE, 43, 97),
+    "azure_ad_client_secret": fake(ALNUM, 3, 98) + "8Q" + "~" + fake(ALNUM + "_~.-", 34, 99),
+    "digitalocean_token": "do" + "p_v1_" + fake(HEX, 64, 100),
+    "doppler_token": "dp" + ".pt." + fake(ALNUM, 43, 101),
+    "linear_api_key": "lin" + "_api_" + fake(ALNUM, 40, 102),
+    "newrelic_key": "NR" + "AK-" + fake(UPPER_DIGITS, 27, 103),
+    "heroku_api_key": "HR" + "KU-AA" + fake(URLSAFE, 58, 104),
+    "sentry_token": "sntr" + "ys_eyJ" + fake(URLSAFE, 80, 105),
+    "pulumi_token": "pu" + "l-" + fake(HEX, 40, 106),
+    "flyio_token": "fo" + "1_" + fake(URLSAFE, 43, 107),
+    "age_secret_key": "AGE-" + "SECRET-KEY-1" + fake("QPZRY9X8GF2TVDW0S3JN54KHCE6MUA7L", 58, 108),
+    "onepassword_token": "op" + "s_eyJ" + fake(B64, 250, 109),
+    "alibaba_access_key": "LT" + "AI" + fake(ALNUM, 20, 110),
+    "asana_token": "1/" + fake(DIGITS, 16, 112) + ":" + fake(ALNUM, 32, 113),
+    "airtable_token": "pa" + "t" + fake(ALNUM, 14, 114) + "." + fake(HEX, 64, 115),
+    "vendor_token": "ruby" + "gems_" + fake(HEX, 48, 116),
+}
+OKTA = "00" + fake(URLSAFE, 40, 111)
+APP_PASSWORD = " ".join(fake(string.ascii_lowercase, 4, 117 + i) for i in range(4))
+TF_OUTPUT = json.dumps(
+    {"db_password": {"sensitive": True, "type": "string", "value": "Tf-s3cret-99"}}, indent=2
+)
+POSITIVES += [
+    *[(kind, f"found {secret} in the logs", secret) for kind, secret in VENDOR_SECRETS.items()],
+    ("twilio_account_sid", f"TWILIO_ACCOUNT_SID={TWILIO_AC}", TWILIO_AC),
+    ("twilio_auth_token", f'client = Client("{TWILIO_AC}", "{TWILIO_AUTH}")', TWILIO_AUTH),
+    ("pypi_token", f"twine upload -u __token__ -p {PYPI} dist/*", PYPI),
+    ("okta_token", f"curl -H 'Authorization: SSWS {OKTA}' https://x.okta.com/api/v1/users", OKTA),
+    ("terraform_sensitive", TF_OUTPUT, "Tf-s3cret-99"),
+    ("app_password", f"my gmail app password is {APP_PASSWORD}", APP_PASSWORD),
+    ("prose_password", "mein Passwort ist Xy7#kL9", "Xy7#kL9"),
 ]
 
 
