@@ -72,7 +72,9 @@ TRICKS = (
 
 
 def _generator() -> Any:
-    spec = importlib.util.spec_from_file_location("make_secrets_corpus", DATA / "make_secrets_corpus.py")
+    spec = importlib.util.spec_from_file_location(
+        "make_secrets_corpus", DATA / "make_secrets_corpus.py"
+    )
     assert spec is not None and spec.loader is not None
     module = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(module)
@@ -272,7 +274,9 @@ class Session:
     outputs: dict[str, str] = field(default_factory=dict)
     session_id: str = field(default_factory=lambda: str(uuid.uuid4()))
 
-    def run(self, name: str, cmd: list[str], stdin: bytes = b"") -> subprocess.CompletedProcess[bytes]:
+    def run(
+        self, name: str, cmd: list[str], stdin: bytes = b""
+    ) -> subprocess.CompletedProcess[bytes]:
         proc = subprocess.run(
             cmd, input=stdin, capture_output=True, cwd=self.repo, timeout=TIMEOUT, check=False
         )
@@ -304,7 +308,9 @@ def _patch(old: str, new: str) -> list[dict[str, Any]]:
 
 def ch_prompt(s: Session, parts: list[str]) -> None:
     for text in parts:
-        s.claude("UserPromptSubmit", prompt=f"Here is what I have, please fix the deploy:\n\n{text}")
+        s.claude(
+            "UserPromptSubmit", prompt=f"Here is what I have, please fix the deploy:\n\n{text}"
+        )
     s.end()
 
 
@@ -364,8 +370,14 @@ def ch_stop(s: Session, parts: list[str]) -> None:
     transcript = s.base / "transcript.jsonl"
     lines = []
     for i, text in enumerate(parts):
-        lines.append({"type": "user", "sessionId": s.session_id, "uuid": str(uuid.uuid4()),
-                      "message": {"role": "user", "content": "What did you find in the config?"}})
+        lines.append(
+            {
+                "type": "user",
+                "sessionId": s.session_id,
+                "uuid": str(uuid.uuid4()),
+                "message": {"role": "user", "content": "What did you find in the config?"},
+            }
+        )
         lines.append({"type": "assistant", "sessionId": s.session_id, "uuid": str(uuid.uuid4()),
                       "message": {"id": f"msg_{i:04d}", "role": "assistant", "model": "claude",
                                   "content": [{"type": "text", "text": text}]}})  # fmt: skip

@@ -121,7 +121,7 @@ def named_contexts(c: Corpus, name: str, value: str, vendor: str) -> list[str]:
         json.dumps({svc: {key: value, "timeout": 30, "region": "eu-west-1"}}, indent=2),
         f"# config/settings.yaml\n{svc}:\n  {key}: {value}\n  retries: 3\n  timeout: 30\n",
         f'[{svc}]\n{key} = "{value}"\nendpoint = "https://api.example.com/v2"\n',
-        f"$ env | grep {name.split('_')[0]}\n{name}={value}\n",
+        f"$ env | grep {name.split('_', maxsplit=1)[0]}\n{name}={value}\n",
         f"jobs:\n  deploy:\n    runs-on: ubuntu-latest\n    env:\n      {name}: {value}\n"
         f"    steps:\n      - run: make deploy\n",
         f'settings = Settings(\n    {key}="{value}",\n    debug=False,\n)',
@@ -155,106 +155,366 @@ def _vendor_specs(c: Corpus) -> list[tuple[str, str, str, Callable[[], str], boo
     f = c.fake
     return [
         ("github_pat_classic", "GitHub", "GITHUB_TOKEN", lambda: "gh" + "p_" + f(ALNUM, 36), True),
-        ("github_oauth_token", "GitHub", "GH_OAUTH_TOKEN", lambda: "gh" + "o_" + f(ALNUM, 36), True),
+        (
+            "github_oauth_token",
+            "GitHub",
+            "GH_OAUTH_TOKEN",
+            lambda: "gh" + "o_" + f(ALNUM, 36),
+            True,
+        ),
         ("github_app_token", "GitHub", "GH_APP_TOKEN", lambda: "gh" + "s_" + f(ALNUM, 36), True),
-        ("github_fine_grained_pat", "GitHub", "GITHUB_PAT",
-         lambda: "github_" + "pat_" + f(ALNUM, 22) + "_" + f(ALNUM, 59), True),
+        (
+            "github_fine_grained_pat",
+            "GitHub",
+            "GITHUB_PAT",
+            lambda: "github_" + "pat_" + f(ALNUM, 22) + "_" + f(ALNUM, 59),
+            True,
+        ),
         ("gitlab_pat", "GitLab", "GITLAB_TOKEN", lambda: "gl" + "pat-" + f(URLSAFE, 20), True),
-        ("gitlab_runner_token", "GitLab", "RUNNER_TOKEN", lambda: "gl" + "rt-" + f(URLSAFE, 20), True),
-        ("slack_bot_token", "Slack", "SLACK_BOT_TOKEN",
-         lambda: "xo" + "xb-" + f(DIGITS, 12) + "-" + f(DIGITS, 13) + "-" + f(ALNUM, 24), True),
-        ("slack_user_token", "Slack", "SLACK_USER_TOKEN",
-         lambda: "xo" + "xp-" + f(DIGITS, 12) + "-" + f(DIGITS, 12) + "-" + f(DIGITS, 13) + "-"
-         + f(HEX, 32), True),
-        ("slack_app_token", "Slack", "SLACK_APP_TOKEN",
-         lambda: "xa" + "pp-1-A" + f(UPPER + DIGITS, 10) + "-" + f(DIGITS, 13) + "-" + f(HEX, 64),
-         True),
-        ("stripe_secret_key", "Stripe", "STRIPE_SECRET_KEY",
-         lambda: "sk" + "_live_51" + f(ALNUM, 97), True),
-        ("stripe_restricted_key", "Stripe", "STRIPE_RESTRICTED_KEY",
-         lambda: "rk" + "_live_51" + f(ALNUM, 97), True),
-        ("openai_project_key", "OpenAI", "OPENAI_API_KEY",
-         lambda: "sk" + "-proj-" + f(URLSAFE, 74) + "T3Blbk" + "FJ" + f(URLSAFE, 74), True),
-        ("openai_legacy_key", "OpenAI", "OPENAI_API_KEY",
-         lambda: "sk" + "-" + f(ALNUM, 20) + "T3Blbk" + "FJ" + f(ALNUM, 20), True),
-        ("anthropic_api_key", "Anthropic", "ANTHROPIC_API_KEY",
-         lambda: "sk" + "-ant-api03-" + f(URLSAFE, 93) + "AA", True),
-        ("anthropic_admin_key", "Anthropic", "ANTHROPIC_ADMIN_KEY",
-         lambda: "sk" + "-ant-admin01-" + f(URLSAFE, 93) + "AA", True),
-        ("google_api_key", "Google Maps", "GOOGLE_API_KEY", lambda: "AI" + "za" + f(URLSAFE, 35), True),
+        (
+            "gitlab_runner_token",
+            "GitLab",
+            "RUNNER_TOKEN",
+            lambda: "gl" + "rt-" + f(URLSAFE, 20),
+            True,
+        ),
+        (
+            "slack_bot_token",
+            "Slack",
+            "SLACK_BOT_TOKEN",
+            lambda: "xo" + "xb-" + f(DIGITS, 12) + "-" + f(DIGITS, 13) + "-" + f(ALNUM, 24),
+            True,
+        ),
+        (
+            "slack_user_token",
+            "Slack",
+            "SLACK_USER_TOKEN",
+            lambda: (
+                "xo"
+                + "xp-"
+                + f(DIGITS, 12)
+                + "-"
+                + f(DIGITS, 12)
+                + "-"
+                + f(DIGITS, 13)
+                + "-"
+                + f(HEX, 32)
+            ),
+            True,
+        ),
+        (
+            "slack_app_token",
+            "Slack",
+            "SLACK_APP_TOKEN",
+            lambda: (
+                "xa" + "pp-1-A" + f(UPPER + DIGITS, 10) + "-" + f(DIGITS, 13) + "-" + f(HEX, 64)
+            ),
+            True,
+        ),
+        (
+            "stripe_secret_key",
+            "Stripe",
+            "STRIPE_SECRET_KEY",
+            lambda: "sk" + "_live_51" + f(ALNUM, 97),
+            True,
+        ),
+        (
+            "stripe_restricted_key",
+            "Stripe",
+            "STRIPE_RESTRICTED_KEY",
+            lambda: "rk" + "_live_51" + f(ALNUM, 97),
+            True,
+        ),
+        (
+            "openai_project_key",
+            "OpenAI",
+            "OPENAI_API_KEY",
+            lambda: "sk" + "-proj-" + f(URLSAFE, 74) + "T3Blbk" + "FJ" + f(URLSAFE, 74),
+            True,
+        ),
+        (
+            "openai_legacy_key",
+            "OpenAI",
+            "OPENAI_API_KEY",
+            lambda: "sk" + "-" + f(ALNUM, 20) + "T3Blbk" + "FJ" + f(ALNUM, 20),
+            True,
+        ),
+        (
+            "anthropic_api_key",
+            "Anthropic",
+            "ANTHROPIC_API_KEY",
+            lambda: "sk" + "-ant-api03-" + f(URLSAFE, 93) + "AA",
+            True,
+        ),
+        (
+            "anthropic_admin_key",
+            "Anthropic",
+            "ANTHROPIC_ADMIN_KEY",
+            lambda: "sk" + "-ant-admin01-" + f(URLSAFE, 93) + "AA",
+            True,
+        ),
+        (
+            "google_api_key",
+            "Google Maps",
+            "GOOGLE_API_KEY",
+            lambda: "AI" + "za" + f(URLSAFE, 35),
+            True,
+        ),
         ("twilio_api_key", "Twilio", "TWILIO_API_KEY", lambda: "S" + "K" + f(HEX, 32), True),
         ("twilio_auth_token", "Twilio", "TWILIO_AUTH_TOKEN", lambda: f(HEX, 32), False),
         ("mailgun_api_key", "Mailgun", "MAILGUN_API_KEY", lambda: "ke" + "y-" + f(HEX, 32), True),
-        ("mailgun_signing_key", "Mailgun", "MAILGUN_WEBHOOK_SIGNING_KEY",
-         lambda: f(HEX, 32) + "-" + f(HEX, 8) + "-" + f(HEX, 8), False),
-        ("telegram_bot_token", "Telegram", "TELEGRAM_BOT_TOKEN",
-         lambda: f(DIGITS, 10) + ":AA" + f(URLSAFE, 33), True),
-        ("discord_bot_token", "Discord", "DISCORD_BOT_TOKEN",
-         lambda: "MT" + f(ALNUM, 24) + "." + f(URLSAFE, 6) + "." + f(URLSAFE, 38), True),
-        ("pypi_token", "PyPI", "PYPI_TOKEN", lambda: "pypi-" + "AgEIcHlwaS5vcmc" + f(URLSAFE, 150),
-         True),
-        ("dockerhub_pat", "Docker Hub", "DOCKERHUB_TOKEN", lambda: "dckr" + "_pat_" + f(URLSAFE, 27),
-         True),
+        (
+            "mailgun_signing_key",
+            "Mailgun",
+            "MAILGUN_WEBHOOK_SIGNING_KEY",
+            lambda: f(HEX, 32) + "-" + f(HEX, 8) + "-" + f(HEX, 8),
+            False,
+        ),
+        (
+            "telegram_bot_token",
+            "Telegram",
+            "TELEGRAM_BOT_TOKEN",
+            lambda: f(DIGITS, 10) + ":AA" + f(URLSAFE, 33),
+            True,
+        ),
+        (
+            "discord_bot_token",
+            "Discord",
+            "DISCORD_BOT_TOKEN",
+            lambda: "MT" + f(ALNUM, 24) + "." + f(URLSAFE, 6) + "." + f(URLSAFE, 38),
+            True,
+        ),
+        (
+            "pypi_token",
+            "PyPI",
+            "PYPI_TOKEN",
+            lambda: "pypi-" + "AgEIcHlwaS5vcmc" + f(URLSAFE, 150),
+            True,
+        ),
+        (
+            "dockerhub_pat",
+            "Docker Hub",
+            "DOCKERHUB_TOKEN",
+            lambda: "dckr" + "_pat_" + f(URLSAFE, 27),
+            True,
+        ),
         ("vault_service_token", "Vault", "VAULT_TOKEN", lambda: "hv" + "s." + f(URLSAFE, 95), True),
-        ("vault_batch_token", "Vault", "VAULT_BATCH_TOKEN", lambda: "hv" + "b." + f(URLSAFE, 150), True),
-        ("databricks_token", "Databricks", "DATABRICKS_TOKEN", lambda: "da" + "pi" + f(HEX, 32), True),
-        ("atlassian_api_token", "Atlassian", "JIRA_API_TOKEN",
-         lambda: "ATATT3" + f(ALNUM, 177) + "=" + f(HEX.upper()[:16], 8), True),
-        ("postman_api_key", "Postman", "POSTMAN_API_KEY",
-         lambda: "PM" + "AK-" + f(HEX, 24) + "-" + f(HEX, 34), True),
-        ("grafana_service_account_token", "Grafana", "GRAFANA_TOKEN",
-         lambda: "gl" + "sa_" + f(ALNUM, 32) + "_" + f(HEX, 8), True),
-        ("grafana_cloud_token", "Grafana Cloud", "GRAFANA_CLOUD_TOKEN",
-         lambda: "gl" + "c_" + f(ALNUM, 120) + "==", True),
+        (
+            "vault_batch_token",
+            "Vault",
+            "VAULT_BATCH_TOKEN",
+            lambda: "hv" + "b." + f(URLSAFE, 150),
+            True,
+        ),
+        (
+            "databricks_token",
+            "Databricks",
+            "DATABRICKS_TOKEN",
+            lambda: "da" + "pi" + f(HEX, 32),
+            True,
+        ),
+        (
+            "atlassian_api_token",
+            "Atlassian",
+            "JIRA_API_TOKEN",
+            lambda: "ATATT3" + f(ALNUM, 177) + "=" + f(HEX.upper()[:16], 8),
+            True,
+        ),
+        (
+            "postman_api_key",
+            "Postman",
+            "POSTMAN_API_KEY",
+            lambda: "PM" + "AK-" + f(HEX, 24) + "-" + f(HEX, 34),
+            True,
+        ),
+        (
+            "grafana_service_account_token",
+            "Grafana",
+            "GRAFANA_TOKEN",
+            lambda: "gl" + "sa_" + f(ALNUM, 32) + "_" + f(HEX, 8),
+            True,
+        ),
+        (
+            "grafana_cloud_token",
+            "Grafana Cloud",
+            "GRAFANA_CLOUD_TOKEN",
+            lambda: "gl" + "c_" + f(ALNUM, 120) + "==",
+            True,
+        ),
         ("npm_token", "npm", "NPM_TOKEN", lambda: "np" + "m_" + f(ALNUM, 36), True),
-        ("huggingface_token", "Hugging Face", "HF_TOKEN", lambda: "h" + "f_" + f(string.ascii_letters, 34),
-         True),
-        ("sendgrid_api_key", "SendGrid", "SENDGRID_API_KEY",
-         lambda: "S" + "G." + f(URLSAFE, 22) + "." + f(URLSAFE, 43), True),
-        ("shopify_access_token", "Shopify", "SHOPIFY_ACCESS_TOKEN", lambda: "shp" + "at_" + f(HEX, 32),
-         True),
-        ("shopify_shared_secret", "Shopify", "SHOPIFY_API_SECRET", lambda: "shp" + "ss_" + f(HEX, 32),
-         True),
-        ("digitalocean_token", "DigitalOcean", "DIGITALOCEAN_TOKEN",
-         lambda: "do" + "p_v1_" + f(HEX, 64), True),
-        ("linear_api_key", "Linear", "LINEAR_API_KEY", lambda: "lin" + "_api_" + f(ALNUM, 40), True),
+        (
+            "huggingface_token",
+            "Hugging Face",
+            "HF_TOKEN",
+            lambda: "h" + "f_" + f(string.ascii_letters, 34),
+            True,
+        ),
+        (
+            "sendgrid_api_key",
+            "SendGrid",
+            "SENDGRID_API_KEY",
+            lambda: "S" + "G." + f(URLSAFE, 22) + "." + f(URLSAFE, 43),
+            True,
+        ),
+        (
+            "shopify_access_token",
+            "Shopify",
+            "SHOPIFY_ACCESS_TOKEN",
+            lambda: "shp" + "at_" + f(HEX, 32),
+            True,
+        ),
+        (
+            "shopify_shared_secret",
+            "Shopify",
+            "SHOPIFY_API_SECRET",
+            lambda: "shp" + "ss_" + f(HEX, 32),
+            True,
+        ),
+        (
+            "digitalocean_token",
+            "DigitalOcean",
+            "DIGITALOCEAN_TOKEN",
+            lambda: "do" + "p_v1_" + f(HEX, 64),
+            True,
+        ),
+        (
+            "linear_api_key",
+            "Linear",
+            "LINEAR_API_KEY",
+            lambda: "lin" + "_api_" + f(ALNUM, 40),
+            True,
+        ),
         ("doppler_token", "Doppler", "DOPPLER_TOKEN", lambda: "dp" + ".pt." + f(ALNUM, 43), True),
-        ("newrelic_user_key", "New Relic", "NEW_RELIC_API_KEY",
-         lambda: "NR" + "AK-" + f(UPPER + DIGITS, 27), True),
-        ("sentry_user_token", "Sentry", "SENTRY_AUTH_TOKEN", lambda: "sntr" + "yu_" + f(HEX, 64), True),
-        ("square_access_token", "Square", "SQUARE_ACCESS_TOKEN", lambda: "EA" + "AA" + f(URLSAFE, 60),
-         True),
-        ("mailchimp_api_key", "Mailchimp", "MAILCHIMP_API_KEY",
-         lambda: f(HEX, 32) + "-us" + str(c.rng.randint(1, 21)), True),
-        ("age_secret_key", "age", "SOPS_AGE_KEY", lambda: "AGE-SECRET-" + "KEY-1" + f(BECH32, 58),
-         True),
+        (
+            "newrelic_user_key",
+            "New Relic",
+            "NEW_RELIC_API_KEY",
+            lambda: "NR" + "AK-" + f(UPPER + DIGITS, 27),
+            True,
+        ),
+        (
+            "sentry_user_token",
+            "Sentry",
+            "SENTRY_AUTH_TOKEN",
+            lambda: "sntr" + "yu_" + f(HEX, 64),
+            True,
+        ),
+        (
+            "square_access_token",
+            "Square",
+            "SQUARE_ACCESS_TOKEN",
+            lambda: "EA" + "AA" + f(URLSAFE, 60),
+            True,
+        ),
+        (
+            "mailchimp_api_key",
+            "Mailchimp",
+            "MAILCHIMP_API_KEY",
+            lambda: f(HEX, 32) + "-us" + str(c.rng.randint(1, 21)),
+            True,
+        ),
+        (
+            "age_secret_key",
+            "age",
+            "SOPS_AGE_KEY",
+            lambda: "AGE-SECRET-" + "KEY-1" + f(BECH32, 58),
+            True,
+        ),
         ("pulumi_token", "Pulumi", "PULUMI_ACCESS_TOKEN", lambda: "pu" + "l-" + f(HEX, 40), True),
-        ("terraform_cloud_token", "Terraform Cloud", "TFE_TOKEN",
-         lambda: f(LOWER + DIGITS, 14) + ".atlas" + "v1." + f(LOWER + DIGITS, 67), True),
+        (
+            "terraform_cloud_token",
+            "Terraform Cloud",
+            "TFE_TOKEN",
+            lambda: f(LOWER + DIGITS, 14) + ".atlas" + "v1." + f(LOWER + DIGITS, 67),
+            True,
+        ),
         ("flyio_token", "Fly", "FLY_API_TOKEN", lambda: "fo" + "1_" + f(URLSAFE, 43), True),
-        ("planetscale_password", "PlanetScale", "PLANETSCALE_PASSWORD",
-         lambda: "pscale" + "_pw_" + f(URLSAFE, 43), True),
-        ("replicate_token", "Replicate", "REPLICATE_API_TOKEN", lambda: "r" + "8_" + f(ALNUM, 37), True),
+        (
+            "planetscale_password",
+            "PlanetScale",
+            "PLANETSCALE_PASSWORD",
+            lambda: "pscale" + "_pw_" + f(URLSAFE, 43),
+            True,
+        ),
+        (
+            "replicate_token",
+            "Replicate",
+            "REPLICATE_API_TOKEN",
+            lambda: "r" + "8_" + f(ALNUM, 37),
+            True,
+        ),
         ("groq_api_key", "Groq", "GROQ_API_KEY", lambda: "gs" + "k_" + f(ALNUM, 52), True),
-        ("rubygems_api_key", "RubyGems", "GEM_HOST_API_KEY", lambda: "rubygems" + "_" + f(HEX, 48),
-         True),
-        ("alibaba_access_key_id", "Alibaba Cloud", "ALIBABA_CLOUD_ACCESS_KEY_ID",
-         lambda: "LT" + "AI" + f(ALNUM, 20), True),
-        ("dynatrace_token", "Dynatrace", "DT_API_TOKEN",
-         lambda: "dt0" + "c01." + f(UPPER + DIGITS, 24) + "." + f(UPPER + DIGITS, 64), True),
-        ("airtable_pat", "Airtable", "AIRTABLE_TOKEN", lambda: "pat" + f(ALNUM, 14) + "." + f(HEX, 64),
-         True),
-        ("supabase_token", "Supabase", "SUPABASE_ACCESS_TOKEN", lambda: "sb" + "p_" + f(HEX, 40), True),
-        ("azure_ad_client_secret", "Azure AD", "AZURE_CLIENT_SECRET",
-         lambda: f(ALNUM, 3) + str(c.rng.randint(0, 9)) + "Q~" + f(ALNUM + "_~.-", 34), True),
-        ("cloudflare_api_token", "Cloudflare", "CLOUDFLARE_API_TOKEN", lambda: f(URLSAFE, 40), False),
+        (
+            "rubygems_api_key",
+            "RubyGems",
+            "GEM_HOST_API_KEY",
+            lambda: "rubygems" + "_" + f(HEX, 48),
+            True,
+        ),
+        (
+            "alibaba_access_key_id",
+            "Alibaba Cloud",
+            "ALIBABA_CLOUD_ACCESS_KEY_ID",
+            lambda: "LT" + "AI" + f(ALNUM, 20),
+            True,
+        ),
+        (
+            "dynatrace_token",
+            "Dynatrace",
+            "DT_API_TOKEN",
+            lambda: "dt0" + "c01." + f(UPPER + DIGITS, 24) + "." + f(UPPER + DIGITS, 64),
+            True,
+        ),
+        (
+            "airtable_pat",
+            "Airtable",
+            "AIRTABLE_TOKEN",
+            lambda: "pat" + f(ALNUM, 14) + "." + f(HEX, 64),
+            True,
+        ),
+        (
+            "supabase_token",
+            "Supabase",
+            "SUPABASE_ACCESS_TOKEN",
+            lambda: "sb" + "p_" + f(HEX, 40),
+            True,
+        ),
+        (
+            "azure_ad_client_secret",
+            "Azure AD",
+            "AZURE_CLIENT_SECRET",
+            lambda: f(ALNUM, 3) + str(c.rng.randint(0, 9)) + "Q~" + f(ALNUM + "_~.-", 34),
+            True,
+        ),
+        (
+            "cloudflare_api_token",
+            "Cloudflare",
+            "CLOUDFLARE_API_TOKEN",
+            lambda: f(URLSAFE, 40),
+            False,
+        ),
         ("datadog_api_key", "Datadog", "DD_API_KEY", lambda: f(HEX, 32), False),
-        ("heroku_api_key", "Heroku", "HEROKU_API_KEY", lambda: str(uuid.UUID(int=c.rng.getrandbits(128))),
-         False),
-        ("firebase_fcm_server_key", "Firebase", "FCM_SERVER_KEY",
-         lambda: "AAAA" + f(URLSAFE, 7) + ":APA91b" + f(URLSAFE, 134), True),
-        ("onepassword_service_token", "1Password", "OP_SERVICE_ACCOUNT_TOKEN",
-         lambda: "ops" + "_eyJ" + f(B64, 260), True),
+        (
+            "heroku_api_key",
+            "Heroku",
+            "HEROKU_API_KEY",
+            lambda: str(uuid.UUID(int=c.rng.getrandbits(128))),
+            False,
+        ),
+        (
+            "firebase_fcm_server_key",
+            "Firebase",
+            "FCM_SERVER_KEY",
+            lambda: "AAAA" + f(URLSAFE, 7) + ":APA91b" + f(URLSAFE, 134),
+            True,
+        ),
+        (
+            "onepassword_service_token",
+            "1Password",
+            "OP_SERVICE_ACCOUNT_TOKEN",
+            lambda: "ops" + "_eyJ" + f(B64, 260),
+            True,
+        ),
     ]
 
 
@@ -304,7 +564,11 @@ def vendor_tokens(c: Corpus) -> None:
 
 
 def _b64url(data: dict[str, Any]) -> str:
-    return base64.urlsafe_b64encode(json.dumps(data, separators=(",", ":")).encode()).decode().rstrip("=")
+    return (
+        base64.urlsafe_b64encode(json.dumps(data, separators=(",", ":")).encode())
+        .decode()
+        .rstrip("=")
+    )
 
 
 def structured(c: Corpus) -> None:
@@ -333,7 +597,11 @@ def structured(c: Corpus) -> None:
     block, body = pem("OPENSSH PRIVATE KEY", 5)
     c.secret("openssh_private_key", f"~/.ssh/id_ed25519:\n{block}\n", *body)
     block, body = pem("EC PRIVATE KEY", 3)
-    c.secret("pem_ec_private_key", f"kubectl create secret tls web --key=<(cat <<'EOF'\n{block}\nEOF\n)", *body)
+    c.secret(
+        "pem_ec_private_key",
+        f"kubectl create secret tls web --key=<(cat <<'EOF'\n{block}\nEOF\n)",
+        *body,
+    )
 
     # A GCP service-account file: the key inside JSON, its newlines escaped as \n.
     block, body = pem("PRIVATE KEY", 4)
@@ -363,9 +631,17 @@ def structured(c: Corpus) -> None:
 
     user_pass = "deploy:" + c.password(16)
     b = base64.b64encode(user_pass.encode()).decode()
-    c.secret("basic_auth_header", f"GET /v2/_catalog HTTP/1.1\nHost: registry.acme.dev\nAuthorization: Basic {b}\n", b)
+    c.secret(
+        "basic_auth_header",
+        f"GET /v2/_catalog HTTP/1.1\nHost: registry.acme.dev\nAuthorization: Basic {b}\n",
+        b,
+    )
     opaque = c.fake(ALNUM, 40)
-    c.secret("bearer_token_opaque", f"http GET https://api.acme.dev/v1/me 'Authorization:Bearer {opaque}'", opaque)
+    c.secret(
+        "bearer_token_opaque",
+        f"http GET https://api.acme.dev/v1/me 'Authorization:Bearer {opaque}'",
+        opaque,
+    )
     sess = c.fake(ALNUM + "%", 48)
     c.secret("session_cookie", (
         f"curl 'https://admin.acme.dev/dashboard' -H 'Cookie: csrftoken=abc; sessionid={sess}' --compressed"
@@ -450,7 +726,11 @@ def cli_flags(c: Corpus) -> None:
     token = "pypi-" + "AgEIcHlwaS5vcmc" + c.fake(URLSAFE, 140)
     c.secret("twine_upload_p", f"twine upload -u __token__ -p {token} dist/*", token)
     token = "pypi-" + "AgEIcHlwaS5vcmc" + c.fake(URLSAFE, 140)
-    c.secret("twine_upload_p", f"python -m twine upload --repository pypi --username __token__ --password {token} dist/acme-1.2.0*", token)
+    c.secret(
+        "twine_upload_p",
+        f"python -m twine upload --repository pypi --username __token__ --password {token} dist/acme-1.2.0*",
+        token,
+    )
     token = "np" + "m_" + c.fake(ALNUM, 36)
     c.secret("npmrc_auth_token", f"npm config set //registry.npmjs.org/:_authToken={token}", token)
     vt = "hv" + "s." + c.fake(URLSAFE, 95)
@@ -502,11 +782,23 @@ def config_files(c: Corpus) -> None:
         "    </server>\n  </servers>\n</settings>\n"
     ), pw)  # fmt: skip
     pw = p(16)
-    c.secret("ini_config", f"[mysql]\nhost = db.internal\nuser = reporting\npassword = {pw}\ndatabase = reports\n", pw)
+    c.secret(
+        "ini_config",
+        f"[mysql]\nhost = db.internal\nuser = reporting\npassword = {pw}\ndatabase = reports\n",
+        pw,
+    )
     tok = "pypi-" + "AgEIcHlwaS5vcmc" + c.fake(URLSAFE, 140)
-    c.secret("pypirc", f"[distutils]\nindex-servers = pypi\n\n[pypi]\nusername = __token__\npassword = {tok}\n", tok)
+    c.secret(
+        "pypirc",
+        f"[distutils]\nindex-servers = pypi\n\n[pypi]\nusername = __token__\npassword = {tok}\n",
+        tok,
+    )
     pw = p(16)
-    c.secret("toml_config", f'[database]\nurl = "postgres://db.internal/shop"\nuser = "shop"\npassword = "{pw}"\n', pw)
+    c.secret(
+        "toml_config",
+        f'[database]\nurl = "postgres://db.internal/shop"\nuser = "shop"\npassword = "{pw}"\n',
+        pw,
+    )
     pw = p(16)
     c.secret("netrc", f"machine api.heroku.com\n  login priya@acme.dev\n  password {pw}\n", pw)
     pw = p(16)
@@ -515,11 +807,19 @@ def config_files(c: Corpus) -> None:
         f"spring.datasource.password={pw}\nspring.jpa.hibernate.ddl-auto=validate\n"
     ), pw)  # fmt: skip
     pw = p(16)
-    c.secret("php_define", f"define( 'DB_NAME', 'wordpress' );\ndefine( 'DB_USER', 'wp' );\ndefine( 'DB_PASSWORD', '{pw}' );\n", pw)
+    c.secret(
+        "php_define",
+        f"define( 'DB_NAME', 'wordpress' );\ndefine( 'DB_USER', 'wp' );\ndefine( 'DB_PASSWORD', '{pw}' );\n",
+        pw,
+    )
     pw = p(16)
     c.secret("pgpass", f"$ cat ~/.pgpass\ndb.internal:5432:shop:shop_app:{pw}\n", pw)
     pw = p(16)
-    c.secret("sql_create_user", f"CREATE USER reporting WITH PASSWORD '{pw}';\nGRANT SELECT ON ALL TABLES IN SCHEMA public TO reporting;", pw)
+    c.secret(
+        "sql_create_user",
+        f"CREATE USER reporting WITH PASSWORD '{pw}';\nGRANT SELECT ON ALL TABLES IN SCHEMA public TO reporting;",
+        pw,
+    )
     pw = p(16)
     c.secret("sql_create_user", f"ALTER USER 'app'@'%' IDENTIFIED BY '{pw}';", pw)
 
@@ -580,14 +880,22 @@ def tricks(c: Corpus) -> None:
     c.secret("double_json_escaped", f'{{"level":"debug","payload":{twice}}}', pw, tok)
     pw = c.password(16)
     env = f"DB_USER=app\nDB_PASSWORD={pw}\nLOG_LEVEL=info"
-    c.secret("double_json_escaped", json.dumps({"stdout": json.dumps({"file": ".env", "content": env})}), pw)
+    c.secret(
+        "double_json_escaped",
+        json.dumps({"stdout": json.dumps({"file": ".env", "content": env})}),
+        pw,
+    )
 
     # A key split across concatenated literals (to dodge a pre-commit scanner).
     key = "sk" + "-proj-" + c.fake(URLSAFE, 74) + "T3Blbk" + "FJ" + c.fake(URLSAFE, 74)
     a, b, d = key[:56], key[56:112], key[112:]
-    c.secret("split_string_literal", f'OPENAI_API_KEY = (\n    "{a}"\n    "{b}"\n    "{d}"\n)', a, b, d)
+    c.secret(
+        "split_string_literal", f'OPENAI_API_KEY = (\n    "{a}"\n    "{b}"\n    "{d}"\n)', a, b, d
+    )
     key = "gh" + "p_" + c.fake(ALNUM, 36)
-    c.secret("split_string_literal", f'const token = "{key[:20]}" + "{key[20:]}";', key[:20], key[20:])
+    c.secret(
+        "split_string_literal", f'const token = "{key[:20]}" + "{key[20:]}";', key[:20], key[20:]
+    )
     key = "AK" + "IA" + c.fake(B32, 16)
     secret = c.fake(B64, 40)
     c.secret("split_string_literal", f'aws_secret = "{secret[:20]}" \\\n    "{secret[20:]}"  # {key}',
@@ -608,7 +916,9 @@ def punctuation(c: Corpus) -> None:
     for ch in "&|,()'`[]{}\\;!":
         a, b = c.fake(ALNUM, 6), c.fake(ALNUM, 6)
         pw = f"{a}{ch}{b}"
-        c.secret("punctuation_value", f"$ cat .env\nAPP_NAME=shop\nDB_PASSWORD={pw}\nDB_PORT=5432\n", pw)
+        c.secret(
+            "punctuation_value", f"$ cat .env\nAPP_NAME=shop\nDB_PASSWORD={pw}\nDB_PORT=5432\n", pw
+        )
     pw = c.password(10) + "&|,()[]{}" + c.fake(ALNUM, 4)
     c.secret("punctuation_value", f'password = "{pw}"', pw)
 
@@ -621,13 +931,35 @@ def lookalikes(c: Corpus) -> None:
     f = c.fake
     for _ in range(3):
         sha = f(HEX, 40)
-        c.lookalike("git_sha", f"commit {sha}\nAuthor: Priya Shah <priya@acme.dev>\nDate:   Tue Mar 4 10:12:01 2025 +0100\n\n    Fix retry loop in the payment worker\n", sha)
+        c.lookalike(
+            "git_sha",
+            f"commit {sha}\nAuthor: Priya Shah <priya@acme.dev>\nDate:   Tue Mar 4 10:12:01 2025 +0100\n\n    Fix retry loop in the payment worker\n",
+            sha,
+        )
     shas = [f(HEX, 10) for _ in range(4)]
-    c.lookalike("git_short_sha", "\n".join(f"{s} {m}" for s, m in zip(shas, ("Fix flaky test", "Bump deps", "Add index on orders.user_id", "Merge branch 'main'"), strict=True)), *shas)
+    c.lookalike(
+        "git_short_sha",
+        "\n".join(
+            f"{s} {m}"
+            for s, m in zip(
+                shas,
+                (
+                    "Fix flaky test",
+                    "Bump deps",
+                    "Add index on orders.user_id",
+                    "Merge branch 'main'",
+                ),
+                strict=True,
+            )
+        ),
+        *shas,
+    )
     a, b = f(HEX, 12), f(HEX, 12)
     c.lookalike("commit_range", f"git diff {a}..{b} -- src/payments/", f"{a}..{b}")
     a, b = f(HEX, 40), f(HEX, 40)
-    c.lookalike("commit_range", f"Compare: https://github.com/acme/api/compare/{a}...{b}", f"{a}...{b}")
+    c.lookalike(
+        "commit_range", f"Compare: https://github.com/acme/api/compare/{a}...{b}", f"{a}...{b}"
+    )
     for template in (
         "request_id={u} status=500 path=/v1/orders duration_ms=812",
         '{{"session_id": "{u}", "event": "checkout_started"}}',
@@ -638,35 +970,77 @@ def lookalikes(c: Corpus) -> None:
         c.lookalike("uuid", template.format(u=u), u)
     for _ in range(2):
         digest = hashlib.sha256(f(ALNUM, 20).encode()).hexdigest()
-        c.lookalike("sha256_digest", f"$ sha256sum dist/acme-2.3.1.tar.gz\n{digest}  dist/acme-2.3.1.tar.gz", digest)
+        c.lookalike(
+            "sha256_digest",
+            f"$ sha256sum dist/acme-2.3.1.tar.gz\n{digest}  dist/acme-2.3.1.tar.gz",
+            digest,
+        )
     digest = hashlib.sha256(f(ALNUM, 20).encode()).hexdigest()
     c.lookalike("sha256_digest", f"acme-2.3.1-py3-none-any.whl --hash=sha256:{digest}", digest)
     digest = hashlib.sha1(f(ALNUM, 20).encode()).hexdigest()
     c.lookalike("sha1_digest", f"Verified: SHA1({digest}) matches the release manifest", digest)
     digest = hashlib.md5(f(ALNUM, 20).encode()).hexdigest()
-    c.lookalike("etag", f'HTTP/1.1 304 Not Modified\nETag: "{digest}"\nCache-Control: max-age=3600', digest)
+    c.lookalike(
+        "etag", f'HTTP/1.1 304 Not Modified\nETag: "{digest}"\nCache-Control: max-age=3600', digest
+    )
     for _ in range(2):
         digest = hashlib.sha256(f(ALNUM, 20).encode()).hexdigest()
-        c.lookalike("docker_image_digest", f"docker pull ghcr.io/acme/api@sha256:{digest}\nDigest: sha256:{digest}\nStatus: Downloaded newer image", f"sha256:{digest}")
+        c.lookalike(
+            "docker_image_digest",
+            f"docker pull ghcr.io/acme/api@sha256:{digest}\nDigest: sha256:{digest}\nStatus: Downloaded newer image",
+            f"sha256:{digest}",
+        )
     for _ in range(2):
-        integ = "sha512-" + base64.b64encode(hashlib.sha512(f(ALNUM, 20).encode()).digest()).decode()
-        c.lookalike("npm_integrity", json.dumps({"node_modules/lodash": {"version": "4.17.21", "resolved": "https://registry.npmjs.org/lodash/-/lodash-4.17.21.tgz", "integrity": integ}}, indent=2), integ)
+        integ = (
+            "sha512-" + base64.b64encode(hashlib.sha512(f(ALNUM, 20).encode()).digest()).decode()
+        )
+        c.lookalike(
+            "npm_integrity",
+            json.dumps(
+                {
+                    "node_modules/lodash": {
+                        "version": "4.17.21",
+                        "resolved": "https://registry.npmjs.org/lodash/-/lodash-4.17.21.tgz",
+                        "integrity": integ,
+                    }
+                },
+                indent=2,
+            ),
+            integ,
+        )
     h1 = "h1:" + base64.b64encode(hashlib.sha256(f(ALNUM, 20).encode()).digest()).decode()
     c.lookalike("go_sum", f"github.com/stretchr/testify v1.9.0 {h1}", h1)
     cs = hashlib.sha256(f(ALNUM, 20).encode()).hexdigest()
-    c.lookalike("cargo_checksum", f'[[package]]\nname = "serde"\nversion = "1.0.197"\nsource = "registry+https://github.com/rust-lang/crates.io-index"\nchecksum = "{cs}"', cs)
-    for sentence in ("The deploy finished without errors and the cache was warmed.", "Meeting notes: migrate the orders table on Thursday after the release."):
+    c.lookalike(
+        "cargo_checksum",
+        f'[[package]]\nname = "serde"\nversion = "1.0.197"\nsource = "registry+https://github.com/rust-lang/crates.io-index"\nchecksum = "{cs}"',
+        cs,
+    )
+    for sentence in (
+        "The deploy finished without errors and the cache was warmed.",
+        "Meeting notes: migrate the orders table on Thursday after the release.",
+    ):
         b = base64.b64encode(sentence.encode()).decode()
         c.lookalike("base64_prose", f"$ echo '{b}' | base64 -d\n{sentence}", b)
     for text, keep in (
-        ("Successfully installed fastapi-0.110.2 pydantic-2.7.1 starlette-0.37.2 uvicorn-0.29.0", "pydantic-2.7.1"),
-        ("Bumped the chart to v2.14.3-rc.1+build.5 and the app to 1.22.0-beta.3", "v2.14.3-rc.1+build.5"),
+        (
+            "Successfully installed fastapi-0.110.2 pydantic-2.7.1 starlette-0.37.2 uvicorn-0.29.0",
+            "pydantic-2.7.1",
+        ),
+        (
+            "Bumped the chart to v2.14.3-rc.1+build.5 and the app to 1.22.0-beta.3",
+            "v2.14.3-rc.1+build.5",
+        ),
         ('"dependencies": {"react": "^18.2.0", "typescript": "~5.4.5"}', "~5.4.5"),
     ):
         c.lookalike("version_string", text, keep)
     for _ in range(2):
         cols = ["#" + f(HEX, 6) for _ in range(3)]
-        c.lookalike("css_colour", f".btn-primary {{\n  color: {cols[0]};\n  background: {cols[1]};\n  border: 1px solid {cols[2]};\n}}", *cols)
+        c.lookalike(
+            "css_colour",
+            f".btn-primary {{\n  color: {cols[0]};\n  background: {cols[1]};\n  border: 1px solid {cols[2]};\n}}",
+            *cols,
+        )
     for _ in range(2):
         addrs = ["0x" + "00007f" + f(HEX, 10) for _ in range(3)]
         c.lookalike("stack_trace_hex", (
@@ -676,8 +1050,14 @@ def lookalikes(c: Corpus) -> None:
         ), *addrs)  # fmt: skip
     addr = "0x7f" + f(HEX, 10)
     c.lookalike("object_repr", f"<sqlalchemy.engine.base.Engine object at {addr}>", addr)
-    for ident in ("AbstractSingletonProxyFactoryBeanConfigurationResolver", "test_password_reset_token_expires_after_thirty_minutes", "PASSWORD_RESET_TOKEN_TTL_SECONDS"):
-        c.lookalike("long_identifier", f"grep -rn {ident} src/ tests/\nsrc/auth/reset.py:14: {ident}", ident)
+    for ident in (
+        "AbstractSingletonProxyFactoryBeanConfigurationResolver",
+        "test_password_reset_token_expires_after_thirty_minutes",
+        "PASSWORD_RESET_TOKEN_TTL_SECONDS",
+    ):
+        c.lookalike(
+            "long_identifier", f"grep -rn {ident} src/ tests/\nsrc/auth/reset.py:14: {ident}", ident
+        )
     for text, keep in (
         ("password: ${DB_PASSWORD}", "${DB_PASSWORD}"),
         ("GITHUB_TOKEN: ${{ secrets.GITHUB_TOKEN }}", "${{ secrets.GITHUB_TOKEN }}"),
@@ -687,29 +1067,64 @@ def lookalikes(c: Corpus) -> None:
     ):
         c.lookalike("placeholder_or_reference", text, keep)
     acct = f(DIGITS, 12)
-    c.lookalike("aws_arn", f"Assumed role arn:aws:iam::{acct}:role/deploy-staging for session ci-4821", f"arn:aws:iam::{acct}:role/deploy-staging")
+    c.lookalike(
+        "aws_arn",
+        f"Assumed role arn:aws:iam::{acct}:role/deploy-staging for session ci-4821",
+        f"arn:aws:iam::{acct}:role/deploy-staging",
+    )
     pods = [f"api-{f(LOWER + DIGITS, 10)}-{f(LOWER + DIGITS, 5)}" for _ in range(2)]
-    c.lookalike("k8s_pod_name", "NAME                         READY   STATUS    RESTARTS   AGE\n" + "\n".join(f"{p}   1/1     Running   0          3h" for p in pods), *pods)
+    c.lookalike(
+        "k8s_pod_name",
+        "NAME                         READY   STATUS    RESTARTS   AGE\n"
+        + "\n".join(f"{p}   1/1     Running   0          3h" for p in pods),
+        *pods,
+    )
     pub = "AAAAC3NzaC1lZDI1NTE5AAAAI" + f(B64, 43)
     c.lookalike("ssh_public_key", f"ssh-ed25519 {pub} priya@laptop", pub)
     ipv6 = ":".join(f(HEX, 4) for _ in range(8))
     c.lookalike("ipv6_address", f"inet6 {ipv6}/64 scope global dynamic", ipv6)
     png = "iVBORw0KGgoAAAANSUhEUgAA" + f(B64, 80)
     c.lookalike("data_uri_image", f'<img src="data:image/png;base64,{png}" alt="logo">', png)
-    c.lookalike("password_policy_prose", "Passwords must be at least 12 characters long and contain a digit.", "must be at least 12 characters long")
-    c.lookalike("password_policy_prose", "Reset your password at https://accounts.acme.dev/forgot-password?next=%2Fdashboard", "https://accounts.acme.dev/forgot-password?next=%2Fdashboard")
-    c.lookalike("file_path", "Permission denied: '/etc/ssl/private/acme-wildcard.key'", "/etc/ssl/private/acme-wildcard.key")
+    c.lookalike(
+        "password_policy_prose",
+        "Passwords must be at least 12 characters long and contain a digit.",
+        "must be at least 12 characters long",
+    )
+    c.lookalike(
+        "password_policy_prose",
+        "Reset your password at https://accounts.acme.dev/forgot-password?next=%2Fdashboard",
+        "https://accounts.acme.dev/forgot-password?next=%2Fdashboard",
+    )
+    c.lookalike(
+        "file_path",
+        "Permission denied: '/etc/ssl/private/acme-wildcard.key'",
+        "/etc/ssl/private/acme-wildcard.key",
+    )
     url = "https://api.github.com/repos/acme/api/pulls?per_page=100&page=2&state=closed"
     c.lookalike("url_without_credentials", f"GET {url} -> 200 (84 items)", url)
     chunk = f"main.{f(HEX, 8)}.js"
     c.lookalike("bundle_hash", f"dist/assets/{chunk}   142.31 kB │ gzip: 45.02 kB", chunk)
     fp = " ".join(f(HEX.upper()[:16], 4) for _ in range(10))
-    c.lookalike("pgp_fingerprint", f"pub   ed25519 2024-01-02 [SC]\n      Key fingerprint = {fp}", fp)
+    c.lookalike(
+        "pgp_fingerprint", f"pub   ed25519 2024-01-02 [SC]\n      Key fingerprint = {fp}", fp
+    )
     oid = hashlib.sha256(f(ALNUM, 20).encode()).hexdigest()
-    c.lookalike("git_lfs_pointer", f"version https://git-lfs.github.com/spec/v1\noid sha256:{oid}\nsize 48213", oid)
+    c.lookalike(
+        "git_lfs_pointer",
+        f"version https://git-lfs.github.com/spec/v1\noid sha256:{oid}\nsize 48213",
+        oid,
+    )
     cus = "cus_" + f(ALNUM, 14)
-    c.lookalike("stripe_object_id", f"Refunded charge for customer {cus} (invoice in_1Ox{f(ALNUM, 20)})", cus)
-    c.lookalike("bearer_docs", "Send the token in the Authorization header as `Bearer <token>`.", "`Bearer <token>`")
+    c.lookalike(
+        "stripe_object_id",
+        f"Refunded charge for customer {cus} (invoice in_1Ox{f(ALNUM, 20)})",
+        cus,
+    )
+    c.lookalike(
+        "bearer_docs",
+        "Send the token in the Authorization header as `Bearer <token>`.",
+        "`Bearer <token>`",
+    )
 
 
 def build(seed: int = SEED) -> list[dict[str, Any]]:
