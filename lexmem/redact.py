@@ -488,7 +488,7 @@ _WEAK_WORDS = _words_of("key sig signature session sessionid salt")
 _KEY_NOISE = frozenset(
     _words_of(
         """value val str string b64 base64 hex raw plain plaintext enc encoded confirm
-    confirmation again new old"""
+    confirmation again new old base"""
     )
 )
 _CAMEL_A = _Lazy(r"([a-z0-9])([A-Z])")
@@ -653,7 +653,7 @@ _KV_STEM = _Lazy(
 _KV_TAIL = _Lazy(
     r"""
     (?P<suffix>[_.-]?(?:\d{1,3}|value|val|str|string|b64|base64|hex|raw|plain(?:text)?
-      |enc(?:oded)?|confirm(?:ation)?|again|new|old|id))?
+      |enc(?:oded)?|confirm(?:ation)?|again|new|old|id|base))?
     (?P<kq>\\?["'])?\]?(?:\*\*|__)?
     (?P<pre>[ \t]*)(?P<sep>:=|=>|=(?![=~])|:(?![:/\\]))(?P<post>[ \t]*(?:\*\*|__)?[ \t]*)
     """,
@@ -1109,6 +1109,71 @@ def _command(
     return scan
 
 
+_HTPASSWD_RE = _Lazy(rf"htpasswd\b(?P<args>{_SEGMENT_END})", re.ASCII)
+_ARG = _Lazy(r"\"[^\"\n]*\"|'[^'\n]*'|\S+")
+
+
+def _htpasswd_scan(text: str, lowered: str) -> Iterator[_Hit]:
+    """``htpasswd -b [-c] FILE USER PASSWORD`` and ``htpasswd -nb USER PASSWORD``: with
+    ``-b`` the password is the last of the positional arguments."""
+    for m in _HTPASSWD_RE.finditer(lowered):
+        if _preceded_by(lowered, m.start(), _WORD_DASH):
+            continue
+        args = list(_ARG.finditer(text, m.start("args"), m.end("args")))
+        flags = "".join(a.group()[1:] for a in args if a.group().startswith("-"))
+        if "b" not in flags:
+            continue
+        positional = [a for a in args if not a.group().startswith("-")]
+        need = 2 if "n" in flags else 3
+        if len(positional) < need:
+            continue
+        start, end = positional[need - 1].span()
+        if text[start] in "\"'" and end - start >= 2:
+            start, end = start + 1, end - 1
+        if start < end and not _is_placeholder(text[start:end]):
+            yield start, end, "cli_secret"
+
+
+# Two quoted strings side by side, a secret-like name then its value: PHP's
+# define('DB_PASSWORD', '...'), setenv("API_TOKEN", "..."), config.set("password", "...").
+_PAIR_RE = _Lazy(
+    r"(?P<q>[\"'])(?P<k>[A-Za-z_][\w.-]{0,63})(?P=q)[ \t]*+,[ \t]*+"
+    r"(?P<q2>[\"'])(?P<s>[^\s\"']{1,256})(?P=q2)"
+)
+# XML/HTML attributes naming a setting and its value: <add key="SmtpPassword" value="...">,
+# <param name="password" value="..."/>.
+_ATTR_PAIR_RE = _Lazy(
+    r"(?:key|name)[ \t]*+=[ \t]*+(?P<q>[\"'])(?P<k>[^\"'\n]{1,64})(?P=q)[ \t\r\n]++"
+    r"value[ \t]*+=[ \t]*+(?P<q2>[\"'])(?P<s>[^\"'\n]{1,256})(?P=q2)",
+    re.IGNORECASE,
+)
+
+
+def _named_pair_scan(text: str, lowered: str) -> Iterator[_Hit]:
+    for rx in (_PAIR_RE, _ATTR_PAIR_RE):
+        for m in rx.finditer(text):
+            if _key_strength(m.group("k")) != _STRONG:
+                continue
+            if rx is _PAIR_RE and text[max(0, m.start() - 16) : m.start()].rstrip()[-1:] != "(":
+                continue  # only a call's first two arguments: not JSON's "k": "v", "k2"
+            value = m.group("s")
+            if not _is_placeholder(value) and not _is_path(value):
+                yield m.start("s"), m.end("s"), "env_secret"
+
+
+# A ~/.pgpass line: host:port:database:user:password.
+_PGPASS_RE = _Lazy(
+    r"^[ \t]*+[^\s:#]{1,255}+:(?:\d{1,5}|\*):[^\s:]{1,255}+:[^\s:]{1,255}+:(?P<s>\S{1,256}+)[ \t]*$",
+    re.MULTILINE,
+)
+
+
+def _pgpass_scan(text: str, lowered: str) -> Iterator[_Hit]:
+    for m in _PGPASS_RE.finditer(text):
+        if not _is_placeholder(m.group("s")):
+            yield m.start("s"), m.end("s"), "cli_secret"
+
+
 # --- URL credentials ----------------------------------------------------------------------
 
 _URL_CRED_RE = _Lazy(r"://(?P<user>[^\s:/?#@\"'<>]{0,256}+):(?P<s>[^\s/?#\"'<>]{0,256})@(?=[\w\[])")
@@ -1360,7 +1425,7 @@ _INTL_CJK = "\u3040-\u30ff\u3400-\u4dbf\u4e00-\u9fff\uac00-\ud7af"
 # What follows a key name: a separator, a verb ("ist", "est", "es", "è", "é", "это"), or
 # a particle (は 是 는); the value then runs to whitespace, a quote, CJK text or punctuation.
 _INTL_TAIL = _Lazy(
-    r"(?P<gap>(?:[ \t]+[^\s:=]{1,25}){0,4}?)"
+    r"(?P<gap>(?:[ \t]+[^\s:=]{1,25}){0,6}?)"
     rf"(?:[ \t]*(?P<sep>[:=])|[ \t]+(?P<verb>{_intl_alternation(_INTL_VERBS)})(?=[ \t])"
     r"|(?P<particle>は|是|为|為|는|은|이|가|です))"
     r"[ \t]*[「『\"'“«]?[ \t]*"
@@ -1400,11 +1465,11 @@ def _intl_scan(text: str, lowered: str) -> Iterator[_Hit]:
 def _intl_at(text: str, lowered: str, at: int, word: str, is_pw: bool) -> _Hit | None:
     if at > 0 and word.isascii() and lowered[at - 1].isalpha():
         return None  # "xpasswort" is not a key name ("Kennwortlänge" has no separator)
-    if word == "password" and not lowered.startswith((" è", " e'", " e’"), at + 8):
-        return None  # English "password" is the English rules' (Italian: "la password è")
     m = _INTL_TAIL.match(lowered, at + len(word))
+    if word == "password" and (m is None or m.group("verb") not in ("è", "e'", "e’")):
+        return None  # English "password" is the English rules' (Italian: "la password è")
     if m is None:
-        return None
+        return _intl_bare(text, lowered, at + len(word), is_pw)
     if m.group("gap") and m.group("sep") is None and m.group("verb") is None:
         return None  # a particle belongs right after its noun
     start, end = m.span("v")
@@ -1428,10 +1493,35 @@ def _intl_at(text: str, lowered: str, at: int, word: str, is_pw: bool) -> _Hit |
     return None
 
 
+_INTL_BARE = _Lazy(r"[ \t]++(?P<v>[^\s\"'“”«»。、，；！？（）]{6,128}+)")
+
+
+def _intl_bare(text: str, lowered: str, pos: int, is_pw: bool) -> _Hit | None:
+    """ "мой пароль WC30QdgV*ywx": a password word, a space, then a value with no verb
+    between them counts only when it looks made up (a digit, and a symbol or both cases)."""
+    if not is_pw:
+        return None
+    m = _INTL_BARE.match(text, pos)
+    if m is None:
+        return None
+    start, end = m.span("v")
+    while end > start and text[end - 1] in ".,;:)":
+        end -= 1
+    value = text[start:end]
+    lower, upper, digit, other = _char_classes(value)
+    if len(value) >= 6 and digit and (other or (lower and upper)) and not _is_placeholder(value):
+        if not _is_path(value) and "://" not in value:
+            return start, end, "prose_password"
+    return None
+
+
 # Gmail and other app passwords: 16 letters in four groups, after an app-password name
 # (or after a password name when at least one group has no vowel, as random ones do).
 _APP_PASSWORD_TAIL = (
-    r"[ \t]*+(?:[:=]|is|was|ist|lautet|est|es|é|è)?[ \t]*+"
+    # "... app password: abcd efgh ijkl mnop", or a few words later after a verb: "the app
+    # password Google generated for the relay is abcd efgh ijkl mnop"
+    r"(?:(?:[ \t]+[^\s:]{1,30}){1,8}?(?:[ \t]*+[:=]|[ \t]++(?:is|was|ist|lautet|est|es|é|è)(?![a-z]))"
+    r"|[ \t]*+(?:[:=]|is|was|ist|lautet|est|es|é|è)?)[ \t]*+"
     r"(?P<s>[a-z]{4}[ \t][a-z]{4}[ \t][a-z]{4}[ \t][a-z]{4})(?![a-z])"
 )
 _APP_PASSWORD_RES = (
@@ -1579,6 +1669,12 @@ _VENDOR_RULES: tuple[tuple[str, tuple[str, ...], str], ...] = (
     ("vendor_token", ("sm_",), r"sm_(?:pat|aat|sat)_[A-Za-z0-9]{16}"),  # SettleMint
     ("vendor_token", ("fmu1-",), r"fmu1-[A-Za-z0-9]{20,}"),
     ("vendor_token", ("lob",), r"lob_(?:live|test)_[a-f0-9]{35}"),
+    ("vendor_token", ("r8_",), r"r8_[A-Za-z0-9]{37}(?![A-Za-z0-9])"),  # Replicate
+    ("vendor_token", ("gsk_",), r"gsk_[A-Za-z0-9]{52}(?![A-Za-z0-9])"),  # Groq
+    ("vendor_token", ("sbp_",), r"sbp_[a-f0-9]{40}(?![A-Za-z0-9])"),  # Supabase
+    ("vendor_token", ("xai-",), r"xai-[A-Za-z0-9]{80}(?![A-Za-z0-9])"),  # xAI
+    ("vendor_token", ("pplx-",), r"pplx-[A-Za-z0-9]{48}(?![A-Za-z0-9])"),  # Perplexity
+    ("vendor_token", ("lsv2_",), r"lsv2_(?:pt|sk)_[a-f0-9]{32}_[a-f0-9]{10}"),  # LangSmith
 )
 # Shapes whose fixed part is in the middle: the pattern starts at that literal (so ``re``
 # can skip ahead to it) and the part before it is matched on the reversed text, at most
@@ -1589,7 +1685,13 @@ _ANCHORED_RULES: tuple[tuple[str, tuple[str, ...], str, str], ...] = (
         "discord_bot_token",
         (".",),
         r"\.[A-Za-z0-9_-]{6}\.[A-Za-z0-9_-]{27,38}(?![\w-])",
-        r"[A-Za-z0-9_-]{22,24}[MNO]",
+        r"[A-Za-z0-9_-]{23,25}[MNO]",
+    ),
+    (  # Firebase Cloud Messaging server keys: AAAA<7>:APA91b<134>
+        "vendor_token",
+        (":apa91b",),
+        r":APA91b[A-Za-z0-9_-]{134}(?![\w-])",
+        r"[A-Za-z0-9_-]{7}AAAA",
     ),
     ("azure_ad_client_secret", ("q~",), r"Q~[A-Za-z0-9_~.-]{31,34}", r"\d[A-Za-z0-9_~.]{3}"),
     ("asana_token", ("/",), r"/\d{16}(?:/\d{16,})?:[A-Za-z0-9]{32}(?![A-Za-z0-9])", r"\d"),
@@ -1802,6 +1904,24 @@ _SCANNERS: tuple[_Scanner, ...] = (
     _gated(("redis-cli",), _command(r"redis-cli\b", r"[ \t]-a[ \t]+")),
     _gated(("mongo",), _command(r"mongo(?:sh)?\b", r"[ \t]-p[ \t]+")),
     _gated(("twine",), _command(r"twine\b", r"[ \t](?:-p|--password)[ \t=]+")),
+    _gated(
+        ("ldap",),
+        _command(
+            r"ldap(?:search|modify|add|delete|whoami|passwd|compare|modrdn|exop|url)\b",
+            r"[ \t]-w[ \t]*+",
+        ),
+    ),
+    _gated(
+        ("smbclient", "rpcclient", "smbmap", "smbcacls", "smbget"),
+        _command(
+            r"(?:smbclient|rpcclient|smbmap|smbcacls|smbget)\b",
+            r"[ \t](?:-U|--user(?:name)?)[ \t=]*+[\"']?[^%\s\"']{0,64}+%",
+            r"[^\s\"']+",
+        ),
+    ),
+    _gated(("htpasswd",), _htpasswd_scan),
+    _gated(("pgpass", ":5432:"), _pgpass_scan),
+    _gated(("pass", "pw", "secret", "token", "key", "auth", "cred"), _named_pair_scan),
     _gated(
         ("secret",),
         _regex(

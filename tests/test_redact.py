@@ -1288,3 +1288,68 @@ def test_the_llm_failure_lines_hold_no_credential_from_the_endpoint_url(
         assert OPENAI not in client.status()["last_error"]
         assert OPENAI.encode() not in (paths.home / "llm.json").read_bytes()
     assert caplog.records and not [r for r in caplog.records if OPENAI in r.getMessage()]
+
+
+def _pw(seed: int) -> str:
+    """A made-up password with a digit, a symbol and both cases (never a real one)."""
+    return fake(ALNUM, 8, seed) + "#" + fake(ALNUM, 5, seed + 1)
+
+
+COMMAND_AND_FILE_SECRETS = [
+    ("htpasswd -b -c /etc/nginx/.htpasswd admin {pw}", "cli_secret"),
+    ("htpasswd -nb admin {pw}", "cli_secret"),
+    ("ldapsearch -x -D 'cn=admin,dc=x' -w {pw} '(uid=a)'", "cli_secret"),
+    ("smbclient //files/finance -U 'finance%{pw}' -c 'ls'", "cli_secret"),
+    ("heroku config:set SECRET_KEY_BASE={pw} -a app", "env_secret"),
+    ("define( 'DB_PASSWORD', '{pw}' );", "env_secret"),
+    ('<add key="SmtpPassword" value="{pw}" />', "env_secret"),
+    ('<param name="password" value="{pw}"/>', "env_secret"),
+    ("$ cat ~/.pgpass\ndb.internal:5432:shop:app:{pw}\n", "cli_secret"),
+    ("La contraseña de la base de datos es {pw}, cámbiala.", "prose_password"),
+    ("La password del database è {pw}, cambiala.", "prose_password"),
+    ("мой пароль {pw}, не говори никому", "prose_password"),
+]
+
+
+@pytest.mark.parametrize(("template", "kind"), COMMAND_AND_FILE_SECRETS)
+def test_command_file_and_prose_secrets(template: str, kind: str) -> None:
+    pw = _pw(len(template))
+    result = redact(template.format(pw=pw))
+    assert pw not in result.text and pw[:8] not in result.text, result.text
+    assert kind in result.kinds
+
+
+def test_bare_vendor_tokens_of_the_long_tail() -> None:
+    tokens = [
+        "r8_" + fake(ALNUM, 37, 1),  # Replicate
+        "gsk_" + fake(ALNUM, 52, 2),  # Groq
+        "sbp_" + fake(HEX, 40, 3),  # Supabase
+        "M" + fake(URLSAFE, 25, 4) + "." + fake(URLSAFE, 6, 5) + "." + fake(URLSAFE, 27, 6),
+        "AAAA" + fake(URLSAFE, 7, 7) + ":APA91b" + fake(URLSAFE, 134, 8),  # Firebase
+    ]
+    for token in tokens:
+        out = redact(f'client = sdk.Client("{token}").ping()').text
+        assert token not in out and token[-10:] not in out, out
+
+
+def test_an_app_password_a_few_words_after_its_name() -> None:
+    out = redact("The app password Google generated for the relay is rtit lmjn tchf jtas -- ok")
+    assert "rtit lmjn tchf jtas" not in out.text and out.kinds == ("app_password",)
+
+
+@pytest.mark.parametrize(
+    "text",
+    [
+        "define( 'DB_NAME', 'wordpress' );",
+        '{"access_token": "hf_jwt_…", "token_type": "bearer", "expires_in": 3600}',
+        "htpasswd -c /etc/nginx/.htpasswd admin",
+        "ldapsearch -x -W -D 'cn=admin,dc=x'",
+        "the app password is used for the mail relay only",
+        "мой пароль слишком короткий",
+        "La contraseña de la base de datos es incorrecta.",
+        "KEY_BASE=abc",
+        "localhost:5432:*:postgres:${PGPASSWORD}",
+    ],
+)
+def test_their_look_alikes_survive(text: str) -> None:
+    assert redact(text).text == text
