@@ -1509,9 +1509,9 @@ def _intl_bare(text: str, lowered: str, pos: int, is_pw: bool) -> _Hit | None:
         end -= 1
     value = text[start:end]
     lower, upper, digit, other = _char_classes(value)
-    if len(value) >= 6 and digit and (other or (lower and upper)) and not _is_placeholder(value):
-        if not _is_path(value) and "://" not in value:
-            return start, end, "prose_password"
+    made_up = len(value) >= 6 and digit and (other or (lower and upper))
+    if made_up and not _is_placeholder(value) and not _is_path(value) and "://" not in value:
+        return start, end, "prose_password"
     return None
 
 
