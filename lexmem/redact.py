@@ -66,6 +66,7 @@ from __future__ import annotations
 import functools
 import itertools
 import re
+from _thread import get_ident  # a C module: costs the hook nothing to import
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:  # annotations only: importing typing would cost ~3 ms in the hook
@@ -233,15 +234,60 @@ RULES: tuple[str, ...] = (
     "high_entropy",  # random-looking value after a weaker key name
     "app_password",  # Gmail-style app passwords: four groups of four letters
     "prose_password",  # "my password is hunter2", "mein Passwort ist ...", "密码是..."
+    "too_dense_to_check",  # text made of little but candidates: dropped whole (_spend)
 )
 
 _PRIORITY = {kind: i for i, kind in enumerate(RULES)}
 _MARK = "[REDACTED:"
 _PRIVATE_MARK = "[private]"
+_TOO_DENSE = "[REDACTED:too_dense_to_check]"
 
 
 # ---------------------------------------------------------------------------------------
 # Small judgements shared by the rules
+
+
+# --- the work budget ------------------------------------------------------------------------
+# Every rule is linear, but a rule pays a few microseconds of Python for each candidate it
+# judges, and text can be made of nothing but candidates ("token: token: token: ..."). Each
+# call may judge at most _DENSE_BASE + len(text) / _DENSE_EVERY candidates (and keep as
+# many findings, and make as many edits for a view): no real document comes near that
+# (one candidate every 32 characters, all through the text), so past it the text is not
+# read any further and is dropped whole, as "[REDACTED:too_dense_to_check]". Counting
+# work, not time, keeps the outcome the same on a busy machine as on an idle one; the
+# base covers any hook payload (the hook cuts each field to a few KB before redacting).
+_DENSE_BASE = 4096
+_DENSE_EVERY = 32
+_BUDGETS: dict[int, list[int]] = {}  # thread id -> [units left] while a call runs
+
+
+class _TooDense(Exception):
+    """A call spent its work budget (see :func:`_spend`)."""
+
+
+def _spend(units: int = 1) -> None:
+    box = _BUDGETS.get(get_ident())
+    if box is not None:
+        box[0] -= units
+        if box[0] < 0:
+            raise _TooDense
+
+
+def _budgeted_scan(text: str) -> list[_Hit] | None:
+    """:func:`_scan` within the work budget; None when the text spent it."""
+    me = get_ident()
+    nested = me in _BUDGETS
+    if not nested:
+        _BUDGETS[me] = [_DENSE_BASE + len(text) // _DENSE_EVERY]
+    try:
+        return _scan(text)
+    except _TooDense:
+        if nested:
+            raise
+        return None
+    finally:
+        if not nested:
+            del _BUDGETS[me]
 
 
 def _entropy(value: str) -> float:
@@ -581,6 +627,7 @@ def _regex(
     def scan(text: str, lowered: str) -> Iterator[_Hit]:
         subject = lowered if lower else text
         for m in rx.finditer(subject):
+            _spend()
             if not_after and _preceded_by(subject, m.start(), not_after):
                 continue
             start, end = m.span(group)
@@ -713,6 +760,7 @@ def _kv_scan(text: str, lowered: str) -> Iterator[_Hit]:
     pos = 0
     search = _KV_STEM.search
     while True:
+        _spend(2)  # judged in Python: twice a regex match's work
         sm = search(lowered, pos)
         if sm is None:
             return
@@ -984,6 +1032,7 @@ _XML_RE = _Lazy(
 def _xml_scan(text: str, lowered: str) -> Iterator[_Hit]:
     """``<password>hunter2</password>`` in Maven, NuGet and other XML settings."""
     for m in _XML_RE.finditer(lowered):
+        _spend()
         strength = _key_strength(text[m.start("key") : m.end("key")].rpartition(":")[2])
         value = text[m.start("v") : m.end("v")]
         if strength == _NONE or _is_placeholder(value):
@@ -1008,6 +1057,7 @@ _CLI_WORDS = _words_of("option options argument arguments flag flags parameter v
 def _cli_flag_scan(text: str, lowered: str) -> Iterator[_Hit]:
     """``--password hunter2``, ``--api-key abc``, ``-storepass x`` (space-separated)."""
     for m in _CLI_FLAG_RE.finditer(lowered):  # the look-behind after "-" wants whitespace
+        _spend()
         if _key_strength(text[m.start("k") : m.end("k")]) != _STRONG:
             continue
         start, end = m.span("v")
@@ -1029,6 +1079,7 @@ _USER_PASS_RE = _Lazy(
 def _user_pass_scan(text: str, lowered: str) -> Iterator[_Hit]:
     """``curl -u alice:pw`` / ``--user alice:pw``; ``docker -u 1000:1000`` is a uid:gid."""
     for m in _USER_PASS_RE.finditer(text):
+        _spend()
         if _preceded_by(text, m.start(), _NOT_SPACE):
             continue
         user, pw = m.group("user"), m.group("s")
@@ -1060,6 +1111,7 @@ def _login_scan(text: str, lowered: str) -> Iterator[_Hit]:
     command; the tool is looked for at most 100 characters back, in the same command.
     """
     for m in _LOGIN_RE.finditer(lowered):
+        _spend()
         lo = max(0, m.start() - 100)
         back = _LOGIN_BACK.match(lowered[lo : m.start()][::-1])
         head = lowered[m.start() - (back.end() if back else 0) : m.start()]
@@ -1092,6 +1144,7 @@ def _command(
 
     def scan(text: str, lowered: str) -> Iterator[_Hit]:
         for m in tool_rx.finditer(lowered):
+            _spend()
             if _preceded_by(lowered, m.start(), _WORD_DASH):
                 continue
             fm = flag_rx.search(text, m.start("args"), m.end("args"))
@@ -1117,6 +1170,7 @@ def _htpasswd_scan(text: str, lowered: str) -> Iterator[_Hit]:
     """``htpasswd -b [-c] FILE USER PASSWORD`` and ``htpasswd -nb USER PASSWORD``: with
     ``-b`` the password is the last of the positional arguments."""
     for m in _HTPASSWD_RE.finditer(lowered):
+        _spend()
         if _preceded_by(lowered, m.start(), _WORD_DASH):
             continue
         args = list(_ARG.finditer(text, m.start("args"), m.end("args")))
@@ -1137,7 +1191,7 @@ def _htpasswd_scan(text: str, lowered: str) -> Iterator[_Hit]:
 # Two quoted strings side by side, a secret-like name then its value: PHP's
 # define('DB_PASSWORD', '...'), setenv("API_TOKEN", "..."), config.set("password", "...").
 _PAIR_RE = _Lazy(
-    r"(?P<q>[\"'])(?P<k>[A-Za-z_][\w.-]{0,63})(?P=q)[ \t]*+,[ \t]*+"
+    r"\([ \t]*+(?P<q>[\"'])(?P<k>[A-Za-z_][\w.-]{0,63})(?P=q)[ \t]*+,[ \t]*+"
     r"(?P<q2>[\"'])(?P<s>[^\s\"']{1,256})(?P=q2)"
 )
 # XML/HTML attributes naming a setting and its value: <add key="SmtpPassword" value="...">,
@@ -1152,10 +1206,9 @@ _ATTR_PAIR_RE = _Lazy(
 def _named_pair_scan(text: str, lowered: str) -> Iterator[_Hit]:
     for rx in (_PAIR_RE, _ATTR_PAIR_RE):
         for m in rx.finditer(text):
+            _spend()
             if _key_strength(m.group("k")) != _STRONG:
                 continue
-            if rx is _PAIR_RE and text[max(0, m.start() - 16) : m.start()].rstrip()[-1:] != "(":
-                continue  # only a call's first two arguments: not JSON's "k": "v", "k2"
             value = m.group("s")
             if not _is_placeholder(value) and not _is_path(value):
                 yield m.start("s"), m.end("s"), "env_secret"
@@ -1170,6 +1223,7 @@ _PGPASS_RE = _Lazy(
 
 def _pgpass_scan(text: str, lowered: str) -> Iterator[_Hit]:
     for m in _PGPASS_RE.finditer(text):
+        _spend()
         if not _is_placeholder(m.group("s")):
             yield m.start("s"), m.end("s"), "cli_secret"
 
@@ -1181,6 +1235,7 @@ _URL_CRED_RE = _Lazy(r"://(?P<user>[^\s:/?#@\"'<>]{0,256}+):(?P<s>[^\s/?#\"'<>]{
 
 def _url_scan(text: str, lowered: str) -> Iterator[_Hit]:
     for m in _URL_CRED_RE.finditer(text):
+        _spend()
         if not _preceded_by(text, m.start(), _ALNUM):
             continue
         pw = m.group("s")
@@ -1200,6 +1255,7 @@ _SCHEME_KIND = {"bearer": "bearer_token", "basic": "basic_auth"}
 def _authz_scan(text: str, lowered: str) -> Iterator[_Hit]:
     """``Authorization: <scheme> <credentials>`` -- whatever the scheme, in any quoting."""
     for m in _AUTHZ_RE.finditer(lowered):
+        _spend()
         if _preceded_by(lowered, m.start(), _WORD):
             continue
         start, end = m.span("s")
@@ -1221,10 +1277,12 @@ _COOKIE_ATTRS = _words_of(
 def _cookie_scan(text: str, lowered: str) -> Iterator[_Hit]:
     """``Cookie: a=1; b=2`` keeps the names; ``Set-Cookie`` attributes are not secret."""
     for m in _COOKIE_RE.finditer(lowered):
+        _spend()
         if _preceded_by(lowered, m.start(), _WORD):
             continue
         is_set = lowered.endswith("set-", 0, m.start())
         for i, pair in enumerate(_COOKIE_PAIR.finditer(text, m.start("v"), m.end("v"))):
+            _spend()
             if is_set and i > 0:
                 break  # Set-Cookie: only the first pair is the cookie; the rest are attributes
             if pair.group("name").lower() in _COOKIE_ATTRS:
@@ -1272,6 +1330,7 @@ def _prose_scan(text: str, lowered: str) -> Iterator[_Hit]:
     """ "my password is hunter2", "the password for the staging db is Tr0ub4dor&3"."""
     for subject_rx in _PROSE_SUBJECTS:
         for sm in subject_rx.finditer(lowered):
+            _spend(2)  # judged in Python: twice a regex match's work
             if _preceded_by(lowered, sm.start(), _WORD_DASH):
                 continue
             m = _PROSE_TAIL.match(lowered, sm.end())
@@ -1359,6 +1418,7 @@ _PRIVATE_RE = _Lazy(r"<private\s{0,16}>.*?(?:</private\s{0,16}>|\Z)", re.DOTALL)
 
 def _private_scan(text: str, lowered: str) -> Iterator[_Hit]:
     for m in _PRIVATE_RE.finditer(lowered):
+        _spend()
         yield m.start(), m.end(), "private"
 
 
@@ -1368,6 +1428,7 @@ _STRIPE_RE = _Lazy(r"k_(?:live|test)_[A-Za-z0-9]{24,}")
 def _stripe_scan(text: str, lowered: str) -> Iterator[_Hit]:
     """``sk_live_`` / ``rk_live_`` / ``sk_test_`` keys (``pk_`` keys are publishable)."""
     for m in _STRIPE_RE.finditer(text):
+        _spend()
         start = m.start() - 1
         if start >= 0 and text[start] in "sr" and not _preceded_by(text, start, _WORD):
             yield start, m.end(), "stripe_key"
@@ -1383,6 +1444,7 @@ _TERRAFORM_RE = _Lazy(
 def _terraform_scan(text: str, lowered: str) -> Iterator[_Hit]:
     """``terraform output -json``: a ``"sensitive": true`` output's value, whatever it is."""
     for m in _TERRAFORM_RE.finditer(text):
+        _spend()
         value = m.group("s")
         if not _is_placeholder(value):  # (our own marker included: idempotent)
             yield m.start("s"), m.end("s"), "terraform_sensitive"
@@ -1452,10 +1514,12 @@ def _intl_scan(text: str, lowered: str) -> Iterator[_Hit]:
     """
     ascii_only = text.isascii()
     for word, is_pw in _intl_words():
+        _spend(2)  # judged in Python: twice a regex match's work
         if ascii_only and not word.isascii():
             continue
         at = lowered.find(word)
         while at >= 0:
+            _spend(2)  # judged in Python: twice a regex match's work
             hit = _intl_at(text, lowered, at, word, is_pw)
             if hit is not None:
                 yield hit
@@ -1520,7 +1584,7 @@ def _intl_bare(text: str, lowered: str, pos: int, is_pw: bool) -> _Hit | None:
 _APP_PASSWORD_TAIL = (
     # "... app password: abcd efgh ijkl mnop", or a few words later after a verb: "the app
     # password Google generated for the relay is abcd efgh ijkl mnop"
-    r"(?:(?:[ \t]+[^\s:]{1,30}){1,8}?(?:[ \t]*+[:=]|[ \t]++(?:is|was|ist|lautet|est|es|é|è)(?![a-z]))"
+    r"(?:(?:[ \t]++[^\s:]{1,30}+){1,8}?(?:[ \t]*+[:=]|[ \t]++(?:is|was|ist|lautet|est|es|é|è)(?![a-z]))"
     r"|[ \t]*+(?:[:=]|is|was|ist|lautet|est|es|é|è)?)[ \t]*+"
     r"(?P<s>[a-z]{4}[ \t][a-z]{4}[ \t][a-z]{4}[ \t][a-z]{4})(?![a-z])"
 )
@@ -1534,6 +1598,7 @@ _APP_NAMES = ("app", "application", "anwendungs")
 def _app_password_scan(text: str, lowered: str) -> Iterator[_Hit]:
     rules = _APP_PASSWORD_RES if not text.isascii() else _APP_PASSWORD_RES[:1]
     for m in (m for rx in rules for m in rx.finditer(lowered)):
+        _spend()
         secret = text[m.start("s") : m.end("s")]
         if not secret.islower():
             continue
@@ -1553,6 +1618,7 @@ _SQL_ACCOUNT = _Lazy(r"\b(?:user|role|grant|login)\b")
 def _sql_identified_scan(text: str, lowered: str) -> Iterator[_Hit]:
     """MySQL ``CREATE USER ... IDENTIFIED BY 'pw'`` (not "a library identified by 'name'")."""
     for m in _SQL_IDENTIFIED_RE.finditer(lowered):
+        _spend()
         lo = max(0, m.start() - 300)  # bounded: the statement's start, not the file's
         nl = lowered.rfind("\n", lo, m.start())
         line = lowered[nl + 1 if nl >= 0 else lo : m.start()]
@@ -1706,6 +1772,7 @@ def _anchored(kind: str, pattern: str, before: str) -> _Scanner:
 
     def scan(text: str, lowered: str) -> Iterator[_Hit]:
         for m in rx.finditer(text):
+            _spend()
             lo = max(0, m.start() - 64)
             bm = back.match(text[lo : m.start()][::-1])
             if bm is None:
@@ -2078,6 +2145,7 @@ def _apply(text: str, edits: Iterable[tuple[int, int, str]]) -> tuple[str, _Map]
     for start, end, repl in edits:
         if text[start:end] == repl:
             continue
+        _spend()
         changed = True
         segment(last, start - last, text[last:start], True)
         segment(start, end - start, repl, False)
@@ -2114,8 +2182,17 @@ def _norm_char(ch: str) -> str:
     return unicodedata.normalize("NFKC", ch)  # fullwidth ＝：ＡＢ, ligatures, superscripts
 
 
+_ODD_SPACE = _Lazy("[" + "".join(sorted(_INVISIBLE | _SPACE_LIKE)) + "]")
+
+
 def _normalize_edits(text: str) -> Iterator[tuple[int, int, str]]:
+    import unicodedata  # only for text that is not ASCII
+
     for run in _NON_ASCII.finditer(text):
+        # Most non-ASCII text (Cyrillic, CJK, accents) is already NFKC with ordinary
+        # spaces: one C-speed check per run instead of a Python step per character.
+        if unicodedata.is_normalized("NFKC", run.group()) and not _ODD_SPACE.search(run.group()):
+            continue
         for i in range(run.start(), run.end()):
             ch = text[i]
             out = _norm_char(ch)
@@ -2210,6 +2287,8 @@ def _scan_one(text: str) -> list[_Hit]:
     hits: list[_Hit] = []
     for scanner in _SCANNERS:
         hits.extend(scanner(text, lowered))
+        _spend(0)
+    _spend(len(hits))  # every finding is sorted, merged and replaced: it is work too
     if hits and (_MARK in text or _PRIVATE_MARK in text):
         hits = _outside_markers(text, hits)
     return hits
@@ -2241,15 +2320,25 @@ def _scan_view(view: str, mapping: _Map) -> list[_Hit]:
     than half of the view, only they are read: source code with a few concatenations or
     prose with a few typographic quotes costs a small fraction of a second pass.
     """
+    raw: list[list[int]] = []
+    covered, half, size = 0, len(view) // 2, len(view)
+    for pos in mapping.vstarts:  # merge first, widen to whole lines once per window
+        lo, hi = max(0, pos - _WINDOW), min(size, pos + _WINDOW)
+        if raw and lo <= raw[-1][1]:
+            covered += hi - raw[-1][1] if hi > raw[-1][1] else 0
+            raw[-1][1] = max(raw[-1][1], hi)
+        else:
+            raw.append([lo, hi])
+            covered += hi - lo
+        if covered > half:
+            return _scan_one(view)
     windows: list[list[int]] = []
-    for pos in mapping.vstarts:
-        lo, hi = _line_bounds(view, max(0, pos - _WINDOW), min(len(view), pos + _WINDOW))
+    for lo, hi in raw:
+        lo, hi = _line_bounds(view, lo, hi)
         if windows and lo <= windows[-1][1]:
-            windows[-1][1] = hi
+            windows[-1][1] = max(windows[-1][1], hi)
         else:
             windows.append([lo, hi])
-        if len(windows) * 2 * _WINDOW > len(view) // 2:
-            return _scan_one(view)
     hits: list[_Hit] = []
     for lo, hi in windows:
         hits.extend((s + lo, e + lo, k) for s, e, k in _scan_one(view[lo:hi]))
@@ -2317,7 +2406,9 @@ def redact(text: str) -> Redaction:
     """
     if not text:
         return Redaction(text, ())
-    hits = _scan(text)
+    hits = _budgeted_scan(text)
+    if hits is None:
+        return Redaction(_TOO_DENSE, (Finding("too_dense_to_check", 0, len(text)),))
     if not hits:
         return Redaction(text, ())
     parts: list[str] = []
@@ -2332,7 +2423,7 @@ def redact(text: str) -> Redaction:
 
 def contains_secret(text: str) -> bool:
     """True if :func:`redact` would change ``text`` (a secret or a ``<private>`` span)."""
-    return bool(text) and bool(_scan(text))
+    return bool(text) and _budgeted_scan(text) != []
 
 
 def _already_redacted(value: str) -> bool:

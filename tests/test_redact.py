@@ -385,7 +385,8 @@ def test_each_secret_is_removed_and_its_kind_reported(kind: str, text: str, secr
 
 
 def test_every_kind_in_rules_has_a_positive_example() -> None:
-    covered = {kind for kind, _, _ in POSITIVES} | {"key_value"}
+    # key_value is redact_obj's; too_dense_to_check has a test of its own (below)
+    covered = {kind for kind, _, _ in POSITIVES} | {"key_value", "too_dense_to_check"}
     assert set(RULES) == covered
     assert len(RULES) == len(set(RULES))
 
@@ -1353,3 +1354,28 @@ def test_an_app_password_a_few_words_after_its_name() -> None:
 )
 def test_their_look_alikes_survive(text: str) -> None:
     assert redact(text).text == text
+
+
+@pytest.mark.parametrize(
+    "unit", ["token: ", "password is x ", "Cookie: a=", "пароль ", '\\"pw\\": ']
+)
+def test_text_of_nothing_but_candidates_is_dropped_whole(unit: str) -> None:
+    text = unit * (400_000 // len(unit))
+    result = redact(text)
+    assert result.text == "[REDACTED:too_dense_to_check]"
+    assert result.kinds == ("too_dense_to_check",) and contains_secret(text)
+    assert redact(result.text).text == result.text  # idempotent
+
+
+def test_a_real_document_dense_with_credentials_is_redacted_not_dropped() -> None:
+    # 600 records, each with a token and a session (two secrets every ~100 characters
+    # over 60 KB): far denser than real text, and still redacted rule by rule.
+    records = [
+        {"user": f"u{i}", "token": fake(ALNUM, 32, i), "session": fake(HEX, 24, i + 1)}
+        for i in range(600)
+    ]
+    text = json.dumps(records)
+    result = redact(text)
+    assert "too_dense_to_check" not in result.kinds
+    assert result.count >= 600 and records[7]["token"] not in result.text
+    assert '"user": "u7"' in result.text
