@@ -23,7 +23,7 @@ from collections.abc import Iterable, Iterator
 from pathlib import Path
 from typing import Any
 
-__all__ = ["assert_nowhere", "find_markers", "fst_keys", "lance_tables"]
+__all__ = ["assert_nowhere", "find_markers", "fst_keys", "lance_tables", "texts_on_disk"]
 
 
 def lance_tables(home: Path) -> list[Path]:
@@ -141,21 +141,18 @@ def _decode_file(path: Path) -> Any | None:
     return LanceFileReader(str(path)).read_all().to_table()
 
 
-def find_markers(home: Path, markers: Iterable[str]) -> list[str]:
-    """Where any of ``markers`` (case-insensitive) is found under ``home``: one line each."""
+def texts_on_disk(home: Path) -> Iterator[tuple[str, list[str]]]:
+    """(where, the texts found there) for every place under ``home`` a text can hide: each
+    file's raw bytes, each Lance table version's rows, and each data and index file decoded
+    (a full-text index's tokens included)."""
     import lance
 
-    markers = list(markers)
-    raw = [m.casefold().encode() for m in markers]
-    found: list[str] = []
     for path in sorted(p for p in home.rglob("*") if p.is_file()):
         try:
-            data = path.read_bytes().lower()
+            data = path.read_bytes()
         except FileNotFoundError:  # a live writer's temporary file, gone meanwhile
             continue
-        hit = [m.decode() for m in raw if m in data]
-        if hit:
-            found.append(f"{path.relative_to(home)}: raw bytes hold {sorted(hit)}")
+        yield f"{path.relative_to(home)}: raw bytes", [data.decode("utf-8", "replace")]
     for table in lance_tables(home):
         name = table.relative_to(home)
         try:
@@ -167,21 +164,27 @@ def find_markers(home: Path, markers: Iterable[str]) -> list[str]:
         for v in ds.versions():
             version = v["version"]
             rows = lance.dataset(str(table), version=version).to_table()
-            hit = _hits(_text_of(rows), markers)
-            if hit:
-                found.append(f"{name} version {version}: rows hold {sorted(hit)}")
+            yield f"{name} version {version}: rows", list(_text_of(rows))
         for sub in ("data", "_indices"):
             for path in sorted(p for p in (table / sub).rglob("*") if p.is_file()):
                 decoded = _decode_file(path)
                 if decoded is None:
-                    continue  # its raw bytes were scanned above
+                    continue  # its raw bytes were read above
                 texts = list(_text_of(decoded))
                 if "_token_fst_bytes" in decoded.schema.names:
                     for blob in decoded.column("_token_fst_bytes").to_pylist():
                         texts.extend(fst_keys(blob) if blob else ())
-                hit = _hits(texts, markers)
-                if hit:
-                    found.append(f"{path.relative_to(home)}: decoded rows hold {sorted(hit)}")
+                yield f"{path.relative_to(home)}: decoded rows", texts
+
+
+def find_markers(home: Path, markers: Iterable[str]) -> list[str]:
+    """Where any of ``markers`` (case-insensitive) is found under ``home``: one line each."""
+    markers = list(markers)
+    found: list[str] = []
+    for where, texts in texts_on_disk(home):
+        hit = _hits(texts, markers)
+        if hit:
+            found.append(f"{where} hold {sorted(hit)}")
     return found
 
 

@@ -39,6 +39,7 @@ import anyio
 import pytest
 from click.testing import CliRunner
 from conftest import shared_model
+from diskscan import texts_on_disk
 
 from lexmem.api import Lexmem
 from lexmem.cli import cli
@@ -195,55 +196,10 @@ def find_secrets(sources: dict[str, str]) -> dict[str, set[str]]:
     return found
 
 
-def raw_files(*roots: Path) -> dict[str, str]:
-    out = {}
-    for root in roots:
-        for path in sorted(root.rglob("*")):
-            if path.is_file() and not path.is_symlink():
-                out[str(path.relative_to(root.parent))] = path.read_bytes().decode(
-                    "utf-8", errors="replace"
-                )
-    return out
-
-
-def _table_text(table: Any) -> str:
-    """Every text a pyarrow table holds (strings, binaries, nested values), vectors left out."""
-    import pyarrow as pa
-
-    parts = []
-    for name, column in zip(table.column_names, table.columns, strict=True):
-        t = column.type
-        if pa.types.is_string(t) or pa.types.is_large_string(t):
-            parts.append(name + ": " + "\n".join(v for v in column.to_pylist() if v is not None))
-        elif pa.types.is_binary(t) or pa.types.is_large_binary(t):
-            parts += [v.decode("utf-8", "replace") for v in column.to_pylist() if v is not None]
-        elif pa.types.is_nested(t) and not (
-            pa.types.is_fixed_size_list(t) and pa.types.is_floating(t.value_type)
-        ):
-            parts.append(json.dumps(column.to_pylist(), default=str, ensure_ascii=False))
-    return "\n".join(parts)
-
-
-def lance_decoded(home: Path) -> dict[str, str]:
-    """Every version of every Lance table, and every data file on its own, decoded."""
-    import lance
-    from lance.file import LanceFileReader
-
-    out = {}
-    tables = sorted(p for p in home.rglob("*.lance") if p.is_dir())
-    assert tables, f"no Lance table under {home}"
-    for table in tables:
-        rel = table.relative_to(home)
-        for v in lance.dataset(str(table)).versions():
-            version = v["version"]
-            out[f"{rel} version {version}"] = _table_text(
-                lance.dataset(str(table), version=version).to_table()
-            )
-        for data_file in sorted((table / "data").glob("*.lance")):
-            out[f"{rel}/data/{data_file.name} (decoded)"] = _table_text(
-                LanceFileReader(str(data_file)).read_all().to_table()
-            )
-    return out
+def on_disk(home: Path) -> dict[str, str]:
+    """Every place under ``home`` a text can hide, read as tests/diskscan.py reads it: raw
+    files, every Lance version, every data and index file decoded (deleted rows too)."""
+    return {where: "\n".join(texts) for where, texts in texts_on_disk(home)}
 
 
 # -- the channels ------------------------------------------------------------------------------
@@ -532,7 +488,7 @@ def test_no_corpus_secret_reaches_disk_or_output(
         lm.close()
     cli_outputs(s, embedder)
 
-    sources = {**raw_files(data_home), **lance_decoded(data_home), **s.outputs}
+    sources = {**on_disk(data_home), **s.outputs}
     # The channel carried the corpus somewhere (so a clean scan means redacted, not absent):
     # its row headings are no secrets and reach the inbox or the store.
     everything = "\n".join(sources.values())
@@ -554,10 +510,10 @@ def test_the_scan_is_not_blind(tmp_path: Path) -> None:
     lance.write_dataset(table, str(path))
     ds = lance.dataset(str(path))
     ds.delete("id = 'b'")
-    decoded = lance_decoded(tmp_path)
+    decoded = on_disk(tmp_path)
     latest = max(v["version"] for v in lance.dataset(str(path)).versions())
-    assert secret not in decoded[f"store/t.lance version {latest}"]
+    assert secret not in decoded[f"store/t.lance version {latest}: rows"]
     assert row["id"] in find_secrets(decoded)
-    assert row["id"] in find_secrets({k: v for k, v in decoded.items() if "(decoded)" in k})
+    assert row["id"] in find_secrets({k: v for k, v in decoded.items() if "decoded" in k})
     assert row["id"] in find_secrets({"x": f"prefix {secret.upper()} suffix"})
     assert find_secrets({"x": "nothing here"}) == {}

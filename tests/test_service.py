@@ -619,3 +619,22 @@ def test_the_service_redacts_the_project_and_working_folder_an_event_names(
     for path in (data_home / "store").rglob("*"):
         if path.is_file():
             assert SECRETS[0].encode() not in path.read_bytes(), path
+
+
+def test_what_the_cli_and_mcp_enqueue_reaches_the_inbox_redacted(
+    service: CaptureService, data_home: Path
+) -> None:
+    from lexmem.service import enqueue
+
+    # MCP's confirm_memory sends the agent's query; a project name comes from the CLI.
+    event = make_event(
+        "search_confirmation", "", agent="mcp", project=f"shop-{SECRETS[1]}",
+        metadata={"memory_id": "m1", "query": f"deploy token {SECRETS[0]}"},
+    )  # fmt: skip
+    enqueue(service.lm, event)
+    files = list((data_home / "inbox").glob("*.json"))
+    assert len(files) == 1  # the running service (the fixture) has not drained it yet
+    written = files[0].read_text("utf-8")
+    assert SECRETS[0] not in written and SECRETS[1] not in written
+    assert "deploy token [REDACTED:" in written
+    assert event["metadata"]["query"].endswith(SECRETS[0])  # the caller's event is untouched
