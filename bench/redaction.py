@@ -11,9 +11,10 @@
 2. Throughput on realistic Claude Code transcripts (JSONL: prompts, answers, tool calls
    and their output, a corpus secret now and then), redacted line by line and whole;
    detect-secrets scanning the same file is the baseline.
-3. The worst adversarial case: long unbroken text built on the key names that make
-   redaction backtrack (``key=``, ``token:``, ``secret:``...), 16 KB first for each shape,
-   then the worst shape at 1 MB. Each measurement runs in a child process with a time
+3. The worst adversarial case: long unbroken text built on the key names and shapes that
+   make redaction backtrack or judge a candidate at every step (``key=``, ``token:``,
+   ``secret:``, unclosed quotes and tags, escaped and disguised keys...), each shape at
+   16 KB and at 1 MB, then the worst one at four sizes. Each measurement runs in a child process with a time
    limit, so a redactor that never finishes is reported as such rather than hanging.
 4. The hook's p50 latency on a UserPromptSubmit carrying a .env, against ``python -c pass``.
 
@@ -229,6 +230,7 @@ def throughput(text: str, folder: Path) -> dict[str, Any]:
 SHAPES = {
     "key=": "key=",
     "token:": "token:",
+    "token: ": "token: ",
     "secret:": "secret:",
     "auth=": "auth=",
     "session=": "session=",
@@ -236,6 +238,24 @@ SHAPES = {
     "password=": "password=",
     "key=a": "key=a",
     "x-api-key:": "x-api-key:",
+    '"password": " (unclosed)': '"password": "',
+    "password is x": "password is x ",
+    "Bearer ": "Bearer ",
+    "-u ": "-u ",
+    "Cookie: a=": "Cookie: a=",
+    "://": "://",
+    "-----BEGIN ": "-----BEGIN ",
+    "<private> (unclosed)": "<private>",
+    "base64 run": "QUJDRA",
+    "escaped JSON key": '\\"password\\": \\"',
+    "string literals joined": '"a" + ',
+    "zero-width key": "pass\u200bword=",
+    "full-width key": "password\uff1d",
+    "Russian prose": "\u043f\u0430\u0440\u043e\u043b\u044c ",
+    "Japanese prose": "\u30d1\u30b9\u30ef\u30fc\u30c9\u306f",
+    "app password": "app password is ",
+    "XML attributes": '<add key="password" value="',
+    "pgpass lines": "a:5432:b:c:d\n",
 }
 _CHILD = r"""
 import sys, time
@@ -263,21 +283,26 @@ def adversarial_once(unit: str, n: int, limit: float) -> float | None:
 
 
 def adversarial(limit: float) -> dict[str, Any]:
-    small = 16 * 1024
+    """Every shape at 16 KB and at 1 MB; the worst at 1 MB again at four sizes."""
+    small, large = 16 * 1024, 1024 * 1024
     shapes = {}
     for name, unit in SHAPES.items():
         s = adversarial_once(unit, small, limit)
-        shapes[name] = {"16kb_seconds": round(s, 4) if s is not None else None}
-        took = f"{s:.3f} s" if s is not None else f"> {limit:.0f} s"
-        print(f"[{NAME}] adversarial {name!r} x 16 KB: {took}", file=sys.stderr, flush=True)
-    worst = max(shapes, key=lambda k: shapes[k]["16kb_seconds"] or float("inf"))
+        b = adversarial_once(unit, large, limit) if s is not None else None
+        shapes[name] = {
+            "16kb_seconds": round(s, 4) if s is not None else None,
+            "1mb_seconds": round(b, 4) if b is not None else None,
+        }
+        took = f"{b:.3f} s" if b is not None else f"> {limit:.0f} s"
+        print(f"[{NAME}] adversarial {name!r} x 1 MB: {took}", file=sys.stderr, flush=True)
+    worst = max(shapes, key=lambda k: shapes[k]["1mb_seconds"] or float("inf"))
     sizes: dict[str, float | None] = {}
-    for n in (16 * 1024, 64 * 1024, 256 * 1024, 1024 * 1024):
+    for n in (16 * 1024, 64 * 1024, 256 * 1024, large):
         s = adversarial_once(SHAPES[worst], n, limit)
         sizes[str(n)] = round(s, 4) if s is not None else None
         if s is None:
             break  # a larger input will not finish either
-    one_mb = sizes.get(str(1024 * 1024))
+    one_mb = shapes[worst]["1mb_seconds"]
     return {"shapes": shapes, "worst_shape": worst, "worst_by_size_seconds": sizes,
             "limit_seconds": limit, "one_mb_seconds": one_mb,
             "one_mb_finished": one_mb is not None}  # fmt: skip
