@@ -2239,6 +2239,21 @@ def _glue_edits(text: str) -> Iterator[tuple[int, int, str]]:
             yield start, end, ""
 
 
+# A unified diff's "+"/"-" line markers (git diff output, an editor's patch): the marker
+# glues itself to the line's first word ("-mysql -pX", "+DB_PASSWORD=..."), and a rule
+# that wants a command or a key at the start of a word would not see it.
+_DIFF_LINE = _Lazy(r"^[+-](?![+-])", re.MULTILINE)
+
+
+def _two(matches: Iterator[re.Match[str]]) -> bool:
+    return next(matches, None) is not None and next(matches, None) is not None
+
+
+def _diff_edits(text: str) -> Iterator[tuple[int, int, str]]:
+    for m in _DIFF_LINE.finditer(text):
+        yield m.start(), m.end(), ""
+
+
 _MAX_UNESCAPE = 3  # levels of JSON string escaping undone (a transcript of a tool's JSON...)
 
 
@@ -2267,6 +2282,12 @@ def _views(text: str) -> Iterator[tuple[str, list[_Map]]]:
         current = step[0]
         maps = [*maps, step[1]]
         yield current, maps
+    if ("\n+" in current or "\n-" in current) and _two(_DIFF_LINE.finditer(current)):
+        step = _apply(current, _diff_edits(current))
+        if step is not None:
+            current = step[0]
+            maps = [*maps, step[1]]
+            yield current, maps
     if '"' in current or "'" in current:
         step = _apply(current, _glue_edits(current))
         if step is not None:

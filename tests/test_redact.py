@@ -1379,3 +1379,18 @@ def test_a_real_document_dense_with_credentials_is_redacted_not_dropped() -> Non
     assert "too_dense_to_check" not in result.kinds
     assert result.count >= 600 and records[7]["token"] not in result.text
     assert '"user": "u7"' in result.text
+
+
+def test_a_unified_diffs_line_markers_hide_nothing() -> None:
+    pw, key = _pw(3), "sk_live_" + fake(ALNUM, 24, 9)
+    diff = (
+        "@@ -1,3 +1,3 @@\n"
+        f"-mysql -u root -p{pw} shop\n"
+        f"+htpasswd -b -c /etc/nginx/.htpasswd admin {pw}\n"
+        f'-STRIPE_KEY="{key[:12]}" \\\n-    "{key[12:]}"\n'
+        " unchanged context\n"
+    )
+    out = redact(diff).text
+    assert pw not in out and pw[:8] not in out and key[12:] not in out, out
+    assert out.startswith("@@ -1,3 +1,3 @@\n-mysql -u root -p[REDACTED:")
+    assert "\n+htpasswd -b -c /etc/nginx/.htpasswd admin [REDACTED:" in out
