@@ -360,7 +360,9 @@ _PLACEHOLDER = _Lazy(
     """,
     re.VERBOSE | re.ASCII,
 )
-_MASK_ONLY = _Lazy(r"[xX*•._#-]+|…+")
+# Masks: "xxxx", "****", "•••", "…" (a set test: the pattern's non-ASCII class would cost
+# the hook a third of a millisecond to compile)
+_MASK_CHARS = frozenset("xX*•._#-")
 _ENV_NAME = _Lazy(r"_*[A-Z][A-Z0-9]*(?:_[A-Z0-9]+)+")
 _XXXX = _Lazy(
     r"(?i)x{4}|\*{3}|\.\.\.|…|_here\b|-here\b|placeholder|redacted|\bmy[-_]?(?:secret|password|token|key)"
@@ -413,7 +415,7 @@ def _is_placeholder(value: str) -> bool:
     first = v[0]
     if (first in "$%<{[!y" or first == "Y") and _PLACEHOLDER.match(v):
         return True
-    if v.lower() in _NOT_VALUES or _MASK_ONLY.fullmatch(v):
+    if v.lower() in _NOT_VALUES or (v and (set(v) <= _MASK_CHARS or set(v) == {"…"})):
         return True
     if ("A" <= first <= "Z" or first == "_") and "_" in v and _ENV_NAME.fullmatch(v):
         return True
@@ -1529,6 +1531,8 @@ def _intl_scan(text: str, lowered: str) -> Iterator[_Hit]:
 def _intl_at(text: str, lowered: str, at: int, word: str, is_pw: bool) -> _Hit | None:
     if at > 0 and word.isascii() and lowered[at - 1].isalpha():
         return None  # "xpasswort" is not a key name ("Kennwortlänge" has no separator)
+    if word == "password" and not any(v in lowered[at : at + 200] for v in (" è", " e'", " e’")):
+        return None  # English "password" is the English rules' (and compiles no Italian)
     m = _INTL_TAIL.match(lowered, at + len(word))
     if word == "password" and (m is None or m.group("verb") not in ("è", "e'", "e’")):
         return None  # English "password" is the English rules' (Italian: "la password è")
@@ -1595,7 +1599,12 @@ _APP_PASSWORD_RES = (
 _APP_NAMES = ("app", "application", "anwendungs")
 
 
+_FOUR_GROUPS = _Lazy(r"[a-z]{4}[ \t][a-z]{4}[ \t][a-z]{4}[ \t][a-z]{4}(?![a-z])")
+
+
 def _app_password_scan(text: str, lowered: str) -> Iterator[_Hit]:
+    if not _FOUR_GROUPS.search(lowered):
+        return  # no four groups of four letters: the rule's own patterns are not compiled
     rules = _APP_PASSWORD_RES if not text.isascii() else _APP_PASSWORD_RES[:1]
     for m in (m for rx in rules for m in rx.finditer(lowered)):
         _spend()
@@ -1988,7 +1997,7 @@ _SCANNERS: tuple[_Scanner, ...] = (
     ),
     _gated(("htpasswd",), _htpasswd_scan),
     _gated(("pgpass", ":5432:"), _pgpass_scan),
-    _gated(("pass", "pw", "secret", "token", "key", "auth", "cred"), _named_pair_scan),
+    _gated(('("', "('", '( "', "( '", "value=", "value ="), _named_pair_scan),
     _gated(
         ("secret",),
         _regex(
