@@ -135,7 +135,7 @@ def timed(fn: Any) -> tuple[float, Any]:
 def measure(opts: argparse.Namespace, tmp: Path) -> dict[str, Any]:
     from lexmem.backup import create_backup, restore_backup
     from lexmem.config import Paths
-    from lexmem.doctor import check_tables
+    from lexmem.repair import check_tables
     from lexmem.store import MemoryStore
 
     home = tmp / "home"

@@ -70,8 +70,7 @@ def _time(cmd: list[str], payload: bytes, env: dict[str, str]) -> tuple[float, b
 
 
 def hook_latency(home: Path, repo: Path, runs: int) -> dict[str, Any]:
-    from lexmem.config import Paths
-    from lexmem.hook import digest_path
+    from lexmem.config import Paths, digest_path
     from lexmem.locks import FileLock
 
     # Byte-compiled modules, as any installed package has them (pip compiles on install):

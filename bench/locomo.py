@@ -458,9 +458,9 @@ def ingest(
     """
     import numpy as np
 
-    from lexmem.api import scrub
     from lexmem.encoder import EncodingRequest
     from lexmem.models import MemoryContext, MemorySource
+    from lexmem.policy import scrub
 
     encode, store, optimize, scrubbing = Stopwatch(), Stopwatch(), Stopwatch(), Stopwatch()
     embed_ms_before = sum(lm.encoder.latency_ms)  # the encoder's draft + embed time per batch
@@ -545,7 +545,7 @@ def ingest(
 
 def run(opts: Options, tmp: Path) -> tuple[dict[str, Any], dict[str, list[str]]]:
     from lexmem.api import Lexmem
-    from lexmem.config import Settings
+    from lexmem.settings import Settings
     from lexmem.store import MemoryFilter
 
     started = time.perf_counter()

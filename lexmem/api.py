@@ -17,15 +17,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, TypeGuard
 
-from .config import (
-    CaptureSettings,
-    Paths,
-    Settings,
-    load_settings,
-    resolve_paths,
-    secure_umask,
-    tighten_umask,
-)
+from lexmem.config import Paths, resolve_paths, secure_umask, tighten_umask
+from lexmem.settings import Settings, load_settings
+
 from .embedder import Embedder
 from .encoder import EncoderOptions, LlmClassifier, LlmSummariser, MemoryEncoder
 from .errors import InvalidInputError
@@ -44,6 +38,7 @@ from .models import (
     fingerprint,
     make_title,
 )
+from .policy import refuse_opted_out, scrub
 from .search import Searcher, SearchResult
 from .store import MemoryFilter, MemoryStore
 
@@ -55,8 +50,6 @@ __all__ = [
     "MemoryDetail",
     "RememberResult",
     "normalise_link_type",
-    "refuse_opted_out",
-    "scrub",
 ]
 
 log = logging.getLogger("lexmem")
@@ -98,16 +91,6 @@ class MemoryDetail:
         }
 
 
-def scrub(text: str) -> str:
-    """Text a user asked to keep, with secrets and <private> spans removed.
-
-    Constraint: secrets never reach disk, whatever path a text takes in.
-    """
-    from .redact import redact
-
-    return redact(text).text.strip()
-
-
 def _is_client(llm: object) -> TypeGuard[LlmClient]:
     """Whether ``llm`` is lexmem's own client (a test may pass any classifier)."""
     from .llm import LlmClient
@@ -121,27 +104,6 @@ def normalise_link_type(text: str) -> str:
     if not kind:
         raise InvalidInputError("a link needs a type (e.g. relates_to, depends_on)")
     return kind
-
-
-def refuse_opted_out(
-    paths: Paths, capture: CaptureSettings | None, project: str | None, *, cwd: str | None = None
-) -> None:
-    """Raise :class:`InvalidInputError` (one line, exit code 2) when a save would go into an
-    opted-out repository, or comes from one (``cwd``): checked before anything is written.
-
-    ``project`` may be a repository root, a name in the opt-out list, or a folder given
-    relative to the current one (``--project .``).
-    """
-    from .hook import OPTOUT_MARKER, is_opted_out, optout_rules, project_opted_out
-
-    rules = optout_rules(paths, capture)
-    why = f"(in the settings or by a {OPTOUT_MARKER} file), so lexmem keeps nothing of it"
-    if project_opted_out(project, rules) or (
-        project and Path(project).expanduser().is_dir() and is_opted_out(project, rules)
-    ):
-        raise InvalidInputError(f"not saved: {project} is opted out {why}")
-    if cwd and is_opted_out(cwd, rules):
-        raise InvalidInputError(f"not saved: this runs in {cwd}, which is opted out {why}")
 
 
 class Lexmem:
@@ -617,9 +579,9 @@ class Lexmem:
 
     def review_queue(self, limit: int | None = None) -> list[str]:
         """Ids of memories captured automatically and not reviewed yet, newest first."""
-        from .service import review_queue
+        from .journal import review_queue
 
-        return review_queue(self, limit)
+        return review_queue(self.store, limit)
 
     def status_counts(self) -> dict[str, int]:
         return {s.value: self.store.count(MemoryFilter(status=s)) for s in MemoryStatus}

@@ -1154,8 +1154,9 @@ def mcp(c: Ctx) -> None:
 @pass_ctx
 def digest(c: Ctx, project: str | None, max_bytes: int | None, as_json: bool) -> None:
     """The context an agent's session starts with here: pinned and most useful memories."""
+    from lexmem.policy import project_root
+
     from .digest import render_digest
-    from .hook import project_root
 
     where = project if project is not None else project_root(os.getcwd())
     text = render_digest(c.lm(), where or None, max_bytes=max_bytes)
@@ -1224,7 +1225,7 @@ def optout() -> None:
 
 def _edit_folders(c: Ctx, key: str, path: str, add: bool, *, must_exist: bool = False) -> Path:
     """Add or remove a folder in a ``[capture]`` list (``optout``, ``watch``); takes effect at once."""
-    from .config import load_settings, save_settings
+    from lexmem.settings import load_settings, save_settings
 
     lm = c.lm()
     target = Path(path).expanduser().resolve()
@@ -1240,7 +1241,7 @@ def _edit_folders(c: Ctx, key: str, path: str, add: bool, *, must_exist: bool = 
 
 
 def _show_folders(c: Ctx, key: str, as_json: bool, empty: str) -> None:
-    from .config import load_settings
+    from lexmem.settings import load_settings
 
     folders = getattr(load_settings(c.lm().paths).capture, key)
     if as_json:

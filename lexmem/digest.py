@@ -34,8 +34,10 @@ from datetime import datetime
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from lexmem.config import digest_path
+from lexmem.policy import optout_rules, project_opted_out
+
 from .config import secure_umask
-from .hook import digest_path, optout_rules, project_opted_out
 from .models import MemoryType, utcnow
 from .store import q
 

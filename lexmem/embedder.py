@@ -23,7 +23,9 @@ from importlib import resources
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, cast
 
-from .config import DEFAULT_MODEL, EmbeddingSettings, secure_umask
+from lexmem.config import DEFAULT_MODEL, secure_umask
+from lexmem.settings import EmbeddingSettings
+
 from .errors import ModelError
 
 if TYPE_CHECKING:

@@ -44,9 +44,11 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from lexmem.locks import service_running
+from lexmem.policy import capture_mode, is_paused, project_root
+
 from .config import Paths, load_capture_rules
 from .errors import InvalidInputError, LexmemError
-from .hook import capture_mode, is_paused, project_root, service_running
 
 __all__ = [
     "AGENTS",

@@ -21,16 +21,11 @@ from datetime import UTC, date, datetime, timedelta
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from lexmem.schema import CONFIDENCE, LINKS, confidence_schema, links_schema, memory_schema
+from lexmem.store import MemoryStore
+
 from .config import secure_umask
 from .errors import ImportFormatError, InvalidInputError, StoreError, io_failure
-from .store import (
-    CONFIDENCE,
-    LINKS,
-    MemoryStore,
-    confidence_schema,
-    links_schema,
-    memory_schema,
-)
 
 if TYPE_CHECKING:
     import duckdb

@@ -38,10 +38,12 @@ from mcp.server.mcpserver.exceptions import ResourceError, ToolError, Unexpected
 from mcp_types import CallToolResult, InputRequiredResult, ToolAnnotations
 from pydantic import BaseModel, Field, ValidationError
 
+from lexmem.config import digest_path
+from lexmem.policy import is_opted_out, optout_rules, project_opted_out, project_root
+
 from . import __version__
 from .config import Paths, resolve_paths
 from .errors import InvalidInputError, LexmemError
-from .hook import digest_path, is_opted_out, optout_rules, project_opted_out, project_root
 
 if TYPE_CHECKING:
     from .api import Lexmem
@@ -355,8 +357,9 @@ class MemoryTools:
         title: str | None = None,
         pin: bool = False,
     ) -> dict[str, Any]:
-        from .api import refuse_opted_out
-        from .service import derived_id, remember_through_inbox
+        from lexmem.inbox import derived_id
+        from lexmem.policy import refuse_opted_out
+        from lexmem.service import remember_through_inbox
 
         if not text.strip():
             raise InvalidInputError("nothing to remember: the text is empty")
@@ -398,7 +401,7 @@ class MemoryTools:
 
     def correct(self, memory_id: str, corrected_text: str) -> dict[str, Any]:
         """Supersede a memory by a corrected text: the old one leaves active results."""
-        from .service import derived_id
+        from lexmem.inbox import derived_id
 
         if not corrected_text.strip():
             raise InvalidInputError("the corrected text is empty (use forget_memory to delete)")
@@ -432,8 +435,10 @@ class MemoryTools:
         A memory operation is acknowledged by its audit entry (which also says whether it
         failed); a search confirmation by the journal's record of the event.
         """
+        from lexmem.inbox import derived_id
+        from lexmem.service import drain_if_no_service, enqueue
+
         from .inbox import make_event
-        from .service import derived_id, drain_if_no_service, enqueue
 
         lm = self._writer_core()
         event = make_event(event_type, "", session_id="mcp-ops", agent="mcp", metadata=metadata)
@@ -520,7 +525,7 @@ def _parse_time(text: str) -> datetime:
 
 def _scrub(text: str) -> str:
     """Secrets never reach the inbox, whoever writes the event."""
-    from .api import scrub
+    from lexmem.policy import scrub
 
     return scrub(text)
 

@@ -2,7 +2,7 @@
 
 Two files carry a layout (``schema_version``):
 
-- ``store/meta.json``: the store's tables (:data:`lexmem.store.STORE_SCHEMA_VERSION`);
+- ``store/meta.json``: the store's tables (:data:`lexmem.schema.STORE_SCHEMA_VERSION`);
   the steps are :data:`STORE_STEPS` below.
 - ``settings.toml``: the settings (:data:`lexmem.config.SCHEMA_VERSION`); the steps are
   :data:`lexmem.config.MIGRATIONS`, kept beside the settings because the hook reads the
@@ -39,11 +39,12 @@ from functools import partial
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, NoReturn
 
+from lexmem.files import link_tree, tree_files
+from lexmem.schema import STORE_SCHEMA_VERSION
+
 from . import config
-from .backup import link_tree, tree_files
 from .config import DIR_MODE, Paths, schema_steps, secure_umask
 from .errors import ConfigError, StoreError
-from .store import STORE_SCHEMA_VERSION
 
 if TYPE_CHECKING:
     from .store import MemoryStore
@@ -139,7 +140,9 @@ def _record_layout(store: MemoryStore) -> None:
 
 
 def _write_settings(paths: Paths) -> None:
-    config.load_settings(paths, write_back=True)
+    from .settings import load_settings
+
+    load_settings(paths, write_back=True)
 
 
 def migrate_data_folder(store: MemoryStore) -> list[str]:

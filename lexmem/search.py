@@ -22,10 +22,12 @@ from dataclasses import dataclass, field
 from datetime import datetime
 from typing import TYPE_CHECKING, Any
 
-from .config import SearchSettings
+from lexmem.schema import ROW_COLUMNS, memory_from_row
+from lexmem.settings import SearchSettings
+from lexmem.store import SESSION_SOURCES, MemoryFilter, MemoryStore
+
 from .errors import InvalidInputError
 from .models import Memory, utcnow
-from .store import ROW_COLUMNS, SESSION_SOURCES, MemoryFilter, MemoryStore, memory_from_row
 
 if TYPE_CHECKING:
     from .embedder import Embedder

@@ -34,7 +34,6 @@ from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 from typing import TYPE_CHECKING, Any
 
-from .api import Lexmem
 from .config import CaptureRules
 from .digest import DigestKeeper
 from .errors import (
@@ -47,16 +46,9 @@ from .errors import (
     StoreError,
     io_failure,
 )
+from .events import EventBus, MemoryCaptured
 from .extract import Candidate, Extractor, confirmations
-from .hook import (
-    DROPPED,
-    capture_mode,
-    is_paused,
-    opted_out_event,
-    optout_rules,
-    project_opted_out,
-)
-from .inbox import BadEvent, Inbox
+from .inbox import BadEvent, Inbox, derived_id
 from .journal import AuditEntry, Journal, Session, SessionStatus, under
 from .licence import CAPTURE, CORE_ACTIVE_LIMIT, STORAGE
 from .llm import LlmError
@@ -71,10 +63,19 @@ from .models import (
     make_title,
     utcnow,
 )
+from .policy import (
+    DROPPED,
+    capture_mode,
+    is_paused,
+    opted_out_event,
+    optout_rules,
+    project_opted_out,
+)
 from .redact import redact, redact_obj
 from .store import MemoryFilter, q
 
 if TYPE_CHECKING:
+    from .api import Lexmem
     from .llm import LlmClient
 
 __all__ = [
@@ -129,7 +130,6 @@ BOUNDARY = {"response", "stop", "session_end", "compact"}
 AUTOMATIC = WINDOWED | {"config_change", "correction"}
 MAX_BUFFER = 60
 OPTIMIZE_EVERY_S = 600.0
-_NS = uuid.UUID("5b0c5e1e-7c1a-4f0e-9d7e-6c657865d001")  # lexmem's namespace for derived ids
 
 
 class ServiceBusyError(RuntimeError):
@@ -166,36 +166,6 @@ def _needs_model(event: dict[str, Any]) -> bool:
         return True
     op = (event.get("metadata") or {}).get("op")
     return event["event_type"] == "memory_op" and isinstance(op, str) and op in _MODEL_OPS
-
-
-def derived_id(*parts: str) -> str:
-    return str(uuid.uuid5(_NS, "\x1f".join(parts)))
-
-
-@dataclass(frozen=True, slots=True)
-class MemoryCaptured:
-    """Seed 000 §6 ``MemoryCapturedEvent``: what was captured, from where."""
-
-    session_id: str | None
-    source: MemorySource
-    memory_ids: tuple[str, ...]
-
-
-class EventBus:
-    """In-process publish/subscribe (seed 000's MediatR notifications)."""
-
-    def __init__(self) -> None:
-        self._subs: list[Callable[[MemoryCaptured], None]] = []
-
-    def subscribe(self, callback: Callable[[MemoryCaptured], None]) -> None:
-        self._subs.append(callback)
-
-    def publish(self, event: MemoryCaptured) -> None:
-        for callback in list(self._subs):
-            try:
-                callback(event)
-            except Exception:
-                log.exception("a MemoryCaptured subscriber failed")
 
 
 @dataclass(slots=True)
@@ -1436,22 +1406,6 @@ def purge_project(lm: Lexmem, root: str) -> Changes:
     return Changes(deleted=tuple(gone), links=True, counts=True)
 
 
-def review_queue(lm: Lexmem, limit: int | None = None) -> list[str]:
-    """Ids of memories captured automatically and not reviewed yet, newest first."""
-    import pyarrow.compute as pc
-
-    table = lm.store.table()
-    where = "status = 'active' AND source != 'explicit'"
-    n = int(table.count_rows(where))
-    if not n:
-        return []
-    rows = table.search().where(where).select(["id", "created_at"]).limit(n).to_arrow()
-    rows = rows.sort_by([("created_at", "descending"), ("id", "ascending")])
-    reviewed = Journal(lm.store).reviewed_ids()
-    ids = [i for i in pc.cast(rows["id"], "string").to_pylist() if i not in reviewed]
-    return ids if limit is None else ids[:limit]
-
-
 def unsupersede(lm: Lexmem, old: str, drop: str | None = None) -> Changes:
     """Undo a supersede: ``old`` is active again; ``drop`` (the replacement it wrote) is forgotten."""
     old_id = lm.resolve(old)
@@ -1484,9 +1438,9 @@ class InboxWriter:
         self.notify = notify
 
     def _run(self, op: str, **kwargs: Any) -> dict[str, Any]:
-        from .api import scrub
         from .errors import LexmemError
         from .inbox import make_event
+        from .policy import scrub
 
         for key in ("content", "title", "with_text"):  # secrets never reach the inbox either
             if isinstance(kwargs.get(key), str):
@@ -1589,7 +1543,7 @@ def enqueue(lm: Lexmem, event: dict[str, Any]) -> None:
 def drain_if_no_service(lm: Lexmem) -> None:
     """With no service running, this process is the service for a moment (as the CLI
     is): it takes the lock, drains the inbox, and lets go."""
-    from .hook import service_running
+    from .locks import service_running
 
     if service_running(lm.paths):
         return
@@ -1629,8 +1583,8 @@ def remember_through_inbox(
     the lock, drains the inbox (this event and anything agents left) and lets go.
     With one running, it waits up to ``wait`` seconds for the memory to appear.
     """
-    from .api import refuse_opted_out, scrub
     from .inbox import make_event
+    from .policy import refuse_opted_out, scrub
 
     body = scrub(text)
     if not body:

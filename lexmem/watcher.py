@@ -184,8 +184,8 @@ class MarkdownWatcher:
 
     def process_file(self, path: Path, report: WatchReport | None = None) -> list[str]:
         """Capture one Markdown file's chunks (seed 002 process_file); returns new memory ids."""
-        from .hook import capture_mode, is_opted_out
-        from .service import derived_id
+        from lexmem.inbox import derived_id
+        from lexmem.policy import capture_mode, is_opted_out
 
         report = report if report is not None else WatchReport()
         path = path.expanduser().resolve()
@@ -259,7 +259,7 @@ class MarkdownWatcher:
             report.superseded += 1
         journal.set_file_hash(key, digest)
         if memories:
-            from .service import MemoryCaptured
+            from lexmem.events import MemoryCaptured
 
             log.info("[MEM:CAPTURE] Captured %d chunks of %s", len(memories), key)
             self.service.bus.publish(

@@ -493,7 +493,7 @@ def verify(home: Path, feed: Feed, *, doctor: bool = True) -> Verdict:
     audit entries, journal records) and by content.
     """
     from lexmem.api import Lexmem
-    from lexmem.service import derived_id
+    from lexmem.inbox import derived_id
 
     events = feed.events()
     verdict = Verdict(fed=len(events))

@@ -95,3 +95,21 @@ def test_the_desktop_layer_uses_the_cores_public_api_not_its_store() -> None:
             if reaches_store or builds_journal:
                 offenders.append(f"{path.relative_to(ROOT)}:{node.lineno}")
     assert offenders == []
+
+
+def test_no_import_cycle_in_the_core_nor_in_any_of_its_packages() -> None:
+    """DESIGN.md: no import cycles. Function-level imports count (they are edges all the same);
+    imports under ``TYPE_CHECKING`` do not (they never run)."""
+    import grimp
+
+    graph = grimp.build_graph("lexmem", exclude_type_checking_imports=True)
+    packages = [
+        "lexmem",
+        *sorted(
+            ".".join(("lexmem", *p.parent.relative_to(ROOT / "lexmem").parts))
+            for p in (ROOT / "lexmem").rglob("__init__.py")
+            if p.parent != ROOT / "lexmem"
+        ),
+    ]
+    cycles = {package: graph.nominate_cycle_breakers(package) for package in packages}
+    assert {p: sorted(edges) for p, edges in cycles.items() if edges} == {}

@@ -24,8 +24,8 @@ from click.testing import CliRunner, Result
 
 from lexmem.backup import read_backup
 from lexmem.config import Paths
-from lexmem.doctor import check_tables
 from lexmem.locks import FileLock
+from lexmem.repair import check_tables
 from lexmem.store import MemoryStore
 
 DIM = 8

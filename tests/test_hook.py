@@ -28,10 +28,11 @@ from typing import Any
 
 import pytest
 
-from lexmem import hook
-from lexmem.config import CaptureSettings, Paths, Settings, save_settings
+from lexmem import config, hook, locks, policy
+from lexmem.config import Paths
 from lexmem.inbox import Inbox
 from lexmem.locks import FileLock
+from lexmem.settings import CaptureSettings, Settings, save_settings
 
 HOOK = Path(sys.executable).with_name("lexmem-hook")
 SESSION = "3f2c8a7e-1b4d-4e6f-9a0c-5d7e8f9a1b2c"
@@ -43,8 +44,9 @@ LIGHT_LEXMEM_MODULES = {
     "lexmem.config",
     "lexmem.errors",
     "lexmem.inbox",
+    "lexmem.policy",  # opt-out, pause, capture mode: asked before anything is written
     "lexmem.redact",
-    "lexmem.locks",  # the lock probe on Windows
+    "lexmem.locks",  # the lock probe (SessionStart)
 }
 HEAVY = ("lancedb", "pyarrow", "numpy", "fastembed", "duckdb", "onnxruntime", "click", "PySide6")
 
@@ -938,7 +940,7 @@ def test_an_agent_that_closed_stdout_still_gets_the_event_captured(
     repo: Path, data_home: Path, service_up: FileLock
 ) -> None:
     project = str(repo)
-    digest = hook.digest_path(Paths(data_home), project)
+    digest = config.digest_path(Paths(data_home), project)
     digest.parent.mkdir(parents=True, exist_ok=True)
     digest.write_text("# Context\n" + "- pinned: use uv, not pip\n" * 20_000, encoding="utf-8")
     read_end, write_end = os.pipe()
@@ -1111,12 +1113,12 @@ def assert_no_trace(data_home: Path, repo: Path) -> None:
 def test_an_optout_file_leaves_no_trace(
     where: str, repo: Path, data_home: Path, tmp_path: Path, service_up: FileLock
 ) -> None:
-    (repo / hook.OPTOUT_MARKER).touch()
+    (repo / policy.OPTOUT_MARKER).touch()
     cwd = repo if where == "repository root" else repo / "src" / "api"
     transcript = write_transcript(
         tmp_path / "t.jsonl", [assistant_line("m", text(f"answer {MARKER}"))]
     )
-    digest = hook.digest_path(Paths(data_home), str(repo))
+    digest = config.digest_path(Paths(data_home), str(repo))
     digest.parent.mkdir(parents=True, exist_ok=True)
     digest.write_text("# old digest of an opted-out repository\n")
     for argv, payload in every_event_payload(cwd, transcript):
@@ -1170,7 +1172,7 @@ def test_capture_mode_off_writes_nothing_but_still_prints_the_digest(
     repo: Path, data_home: Path, service_up: FileLock
 ) -> None:
     save_settings(Paths(data_home), Settings(capture=CaptureSettings(mode="off")))
-    digest = hook.digest_path(Paths(data_home), str(repo))
+    digest = config.digest_path(Paths(data_home), str(repo))
     digest.parent.mkdir(parents=True, exist_ok=True)
     digest.write_text("# shop-api\n- pinned: deploys go through `make release`\n", encoding="utf-8")
     for event, (fields, *_rest) in CLAUDE_CASES.items():
@@ -1223,7 +1225,7 @@ def test_unreadable_settings_capture_nothing_and_say_why(repo: Path, data_home: 
 def test_session_start_prints_the_projects_digest(
     repo: Path, data_home: Path, service_up: FileLock
 ) -> None:
-    digest = hook.digest_path(Paths(data_home), str(repo))
+    digest = config.digest_path(Paths(data_home), str(repo))
     digest.parent.mkdir(parents=True, exist_ok=True)
     body = "# shop-api — what lexmem remembers\n\n- Pinned: run `make check` before pushing\n- CI uses Python 3.11 — déjà vu\n"
     digest.write_text(body, encoding="utf-8")
@@ -1244,7 +1246,7 @@ def test_session_start_prints_nothing_without_a_digest(
     repo: Path, data_home: Path, service_up: FileLock
 ) -> None:
     ok(run_hook("claude", payload=claude_payload("SessionStart", repo, source="startup")))
-    other = hook.digest_path(Paths(data_home), "/some/other/project")
+    other = config.digest_path(Paths(data_home), "/some/other/project")
     other.parent.mkdir(parents=True, exist_ok=True)
     other.write_text("# another project's digest\n")
     ok(run_hook("claude", payload=claude_payload("SessionStart", repo, source="startup")))
@@ -1296,7 +1298,7 @@ def test_session_start_leaves_a_running_service_alone(
 def test_no_service_is_started_for_an_opted_out_or_captureless_session(
     repo: Path, data_home: Path, spawns: list[Paths], tmp_path: Path
 ) -> None:
-    (repo / hook.OPTOUT_MARKER).touch()
+    (repo / policy.OPTOUT_MARKER).touch()
     run_in_process(claude_payload("SessionStart", repo, source="startup"))
     other = tmp_path / "other"
     other.mkdir()
@@ -1307,15 +1309,15 @@ def test_no_service_is_started_for_an_opted_out_or_captureless_session(
 
 def test_service_running_follows_a_real_lock(data_home: Path) -> None:
     paths = Paths(data_home)
-    assert hook.service_running(paths) is False
+    assert locks.service_running(paths) is False
     assert not data_home.exists()  # the probe creates nothing
     data_home.mkdir(parents=True)
     lock = FileLock(paths.service_lock, timeout=0)
     with lock:
         content = paths.service_lock.read_bytes()
-        assert hook.service_running(paths) is True
+        assert locks.service_running(paths) is True
         assert paths.service_lock.read_bytes() == content  # the holder's pid is untouched
-    assert hook.service_running(paths) is False
+    assert locks.service_running(paths) is False
 
 
 def test_service_running_sees_a_lock_held_by_another_process_until_it_dies(data_home: Path) -> None:
@@ -1335,11 +1337,11 @@ def test_service_running_sees_a_lock_held_by_another_process_until_it_dies(data_
     try:
         assert holder.stdout is not None
         assert holder.stdout.readline() == b"held\n"
-        assert hook.service_running(paths) is True
+        assert locks.service_running(paths) is True
     finally:
         holder.send_signal(signal.SIGKILL)
         holder.wait(timeout=30)
-    assert hook.service_running(paths) is False  # the OS released it with the process
+    assert locks.service_running(paths) is False  # the OS released it with the process
 
 
 # -- 11. latency, for information ----------------------------------------------------------

@@ -21,8 +21,7 @@ import pytest
 from mcp import ClientSession, StdioServerParameters
 from mcp.client.stdio import stdio_client
 
-from lexmem.config import Paths
-from lexmem.hook import digest_path
+from lexmem.config import Paths, digest_path
 from lexmem.locks import FileLock
 
 pytestmark = pytest.mark.anyio

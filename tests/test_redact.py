@@ -1267,8 +1267,9 @@ def test_the_llm_failure_lines_hold_no_credential_from_the_endpoint_url(
     endpoint in llm.json, the log and the error, but never with the key."""
     import socket
 
-    from lexmem.config import LlmSettings, Paths
+    from lexmem.config import Paths
     from lexmem.llm import LlmClient, LlmError
+    from lexmem.settings import LlmSettings
 
     with socket.socket() as s:  # a port nothing listens on: the call fails at once
         s.bind(("127.0.0.1", 0))

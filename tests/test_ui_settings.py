@@ -19,11 +19,12 @@ from PySide6.QtCore import Qt
 from PySide6.QtWidgets import QDialog
 
 from lexmem.api import Lexmem
-from lexmem.config import load_settings, location_file, resolve_paths, write_location
+from lexmem.config import location_file, resolve_paths, write_location
 from lexmem.desktop import autostart_path, scan_progress
 from lexmem.embedder import Embedder
 from lexmem.inbox import Inbox
 from lexmem.models import MemorySource
+from lexmem.settings import load_settings
 from lexmem.store import MemoryFilter
 from ui import theme
 from ui.context import AppContext

@@ -38,10 +38,10 @@ from PySide6.QtWidgets import (
 
 from lexmem import __version__
 from lexmem.api import Lexmem
-from lexmem.hook import is_paused
 from lexmem.licence import CAPTURE, LicenceStatus
 from lexmem.locks import FileLock, LockTimeout
 from lexmem.models import Changes
+from lexmem.policy import is_paused
 from lexmem.service import CaptureService, DrainReport, ServiceBusyError, memories_under
 
 from .context import AppContext, UiChanges

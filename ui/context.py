@@ -16,9 +16,9 @@ from typing import TYPE_CHECKING, Any
 
 from PySide6.QtCore import QObject, Signal
 
-from lexmem.config import Settings, save_settings
 from lexmem.models import Changes
 from lexmem.service import InboxWriter
+from lexmem.settings import Settings, save_settings
 
 from .runner import Runner
 

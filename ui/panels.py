@@ -69,7 +69,6 @@ from shiboken6 import isValid
 
 from lexmem.journal import AuditEntry, Session
 from lexmem.models import Changes, Memory, MemorySource, MemoryStatus, MemoryType
-from lexmem.service import review_queue
 from lexmem.store import MemoryFilter
 
 from . import ops
@@ -545,7 +544,7 @@ class ReviewPanel(_Panel):
         lm = self.ctx.lm
 
         def fetch() -> tuple[list[str], list[Memory]]:
-            ids = review_queue(lm)
+            ids = lm.review_queue()
             return ids, lm.memories_for(ids[: self.SHOWN])
 
         self._read("queue", fetch, self._apply)
