@@ -546,7 +546,7 @@ def ingest(
 def run(opts: Options, tmp: Path) -> tuple[dict[str, Any], dict[str, list[str]]]:
     from lexmem.api import Lexmem
     from lexmem.settings import Settings
-    from lexmem.store import MemoryFilter
+    from lexmem.store.lance import MemoryFilter
 
     started = time.perf_counter()
     cpu_started = os.times()

@@ -20,7 +20,7 @@ import stat
 import sys
 from pathlib import Path
 
-from .errors import ConfigError, DataFolderError
+from lexmem.errors import ConfigError, DataFolderError
 
 # The hook imports this module on every call, so it imports nothing slow at module
 # level: no ``typing``, ``tomllib`` (only when a settings file exists) or
@@ -340,7 +340,7 @@ def schema_steps(version: object, known: int) -> range:
 
     Raises :class:`ValueError` with a one-line reason for a version that is not a whole
     number, or that is newer than ``known`` (a newer lexmem wrote it: this one must not
-    touch it). The settings (below) and the data folder (:mod:`lexmem.migrations`) are
+    touch it). The settings (below) and the data folder (:mod:`lexmem.store.migrations`) are
     both versioned this way.
     """
     if not isinstance(version, int) or version < 0:
@@ -362,7 +362,7 @@ def _migrate_0_to_1(data: dict[str, Any]) -> dict[str, Any]:
 
 
 # The settings' steps, ``{N: layout N -> N + 1}``; each docstring names its step in errors.
-# They live here, not in :mod:`lexmem.migrations`, because the hook reads (and migrates in
+# They live here, not in :mod:`lexmem.store.migrations`, because the hook reads (and migrates in
 # memory) the settings without importing anything heavier than this module.
 MIGRATIONS: dict[int, Callable[[dict[str, Any]], dict[str, Any]]] = {0: _migrate_0_to_1}
 

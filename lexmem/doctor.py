@@ -3,7 +3,7 @@
 Damage and repair: every table of the store is opened and read in full, so a truncated
 or overwritten manifest or data file shows as ``fail`` with its cause; ``lexmem doctor
 --repair`` takes each damaged table back to its newest version that reads in full
-(:mod:`lexmem.repair` does both and says what a repair loses). Repair refuses while the
+(:mod:`lexmem.store.repair` does both and says what a repair loses). Repair refuses while the
 service runs: it must be the only process touching the store.
 """
 
@@ -16,10 +16,9 @@ from pathlib import Path
 from typing import Any
 
 from lexmem.config import Paths, resolve_paths
+from lexmem.errors import LexmemError
 from lexmem.settings import load_settings
-
-from .errors import LexmemError
-from .repair import Check, check_tables, repair_store, table_names
+from lexmem.store.repair import Check, check_tables, repair_store, table_names
 
 __all__ = ["Check", "run_checks"]
 
@@ -67,7 +66,7 @@ def _check_permissions(paths: Paths, fix: bool, loose_before: list[Path]) -> Che
 
 
 def _check_keyring() -> Check:
-    from . import keystore
+    from lexmem import keystore
 
     ok, detail = keystore.backend_available()
     if ok:
@@ -102,7 +101,7 @@ def run_checks(home: str | None = None, *, fix: bool = False, repair: bool = Fal
     checks.append(_check_permissions(paths, fix, loose_before))
     try:
         # No write-back: opening the store below migrates the file with the store, all
-        # or nothing (lexmem.migrations).
+        # or nothing (lexmem.store.migrations).
         settings = load_settings(paths, write_back=False)
         checks.append(Check("settings", "ok", f"{paths.settings} (schema {settings.schema_version})"
                             if paths.settings.exists() else "defaults (no settings.toml yet)"))  # fmt: skip
@@ -114,7 +113,7 @@ def run_checks(home: str | None = None, *, fix: bool = False, repair: bool = Fal
     had_tables = bool(table_names(paths))
     tables = check_tables(paths)  # before anything opens (or migrates) the store
 
-    from .embedder import Embedder
+    from lexmem.embedder import Embedder
 
     embedder = Embedder(settings.embedding, paths.models)
     try:
@@ -125,7 +124,7 @@ def run_checks(home: str | None = None, *, fix: bool = False, repair: bool = Fal
     except LexmemError as exc:
         checks.append(Check("model", "fail", str(exc)))
 
-    from .store import MemoryStore
+    from lexmem.store.lance import MemoryStore
 
     try:
         if tables.state == "fail":
@@ -169,8 +168,8 @@ def run_checks(home: str | None = None, *, fix: bool = False, repair: bool = Fal
 
 def _check_integrations(paths: Paths, embedder: Any) -> list[Check]:
     """Where lexmem is set up in the agents, whether the service runs, and whether the hook works."""
-    from .api import Lexmem
-    from .integrations import check_hook, installed, service_state
+    from lexmem.api import Lexmem
+    from lexmem.integrations import check_hook, installed, service_state
 
     checks = [Check(f.name, f.state, f.detail) for f in (*installed(), service_state(paths))]
     try:

@@ -24,9 +24,8 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, cast
 
 from lexmem.config import DEFAULT_MODEL, secure_umask
+from lexmem.errors import ModelError
 from lexmem.settings import EmbeddingSettings
-
-from .errors import ModelError
 
 if TYPE_CHECKING:
     import numpy as np

@@ -24,10 +24,10 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Protocol, runtime_checkable
 
-from .chunker import TextChunker
-from .classify import RuleBasedClassifier
-from .errors import InvalidInputError
-from .models import (
+from lexmem.chunker import TextChunker
+from lexmem.classify import RuleBasedClassifier
+from lexmem.errors import InvalidInputError
+from lexmem.models import (
     ClassificationMethod,
     Memory,
     MemoryContext,
@@ -37,7 +37,7 @@ from .models import (
 )
 
 if TYPE_CHECKING:
-    from .embedder import Embedder
+    from lexmem.embedder import Embedder
 
 __all__ = ["EncoderOptions", "EncodingRequest", "LlmClassifier", "LlmSummariser", "MemoryEncoder"]
 

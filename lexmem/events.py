@@ -7,7 +7,7 @@ import logging
 from collections.abc import Callable
 from dataclasses import dataclass
 
-from .models import MemorySource
+from lexmem.models import MemorySource
 
 __all__ = ["EventBus", "MemoryCaptured"]
 

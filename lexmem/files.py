@@ -13,7 +13,7 @@ import shutil
 from collections.abc import Callable
 from pathlib import Path, PurePosixPath
 
-from .config import DIR_MODE, secure_umask
+from lexmem.config import DIR_MODE, secure_umask
 
 __all__ = ["link_tree", "tree_files"]
 

@@ -39,7 +39,7 @@ import sys
 import time
 from pathlib import Path
 
-from .config import (
+from lexmem.config import (
     CaptureRules,
     Paths,
     digest_path,
@@ -47,8 +47,16 @@ from .config import (
     resolve_paths,
     secure_umask,
 )
-from .inbox import EVENT_VERSION, BadEvent, Inbox, make_event, now_iso, validate_event
-from .policy import DROPPED, allowed, capture_mode, is_paused, opted_out, project_root, tool_paths
+from lexmem.inbox import EVENT_VERSION, BadEvent, Inbox, make_event, now_iso, validate_event
+from lexmem.policy import (
+    DROPPED,
+    allowed,
+    capture_mode,
+    is_paused,
+    opted_out,
+    project_root,
+    tool_paths,
+)
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
@@ -224,7 +232,7 @@ class _Redactor:
 
     def text(self, value: str, limit: int) -> str:
         """``value`` redacted and cut to ``limit`` characters."""
-        from .redact import redact
+        from lexmem.redact import redact
 
         self.check()
         result = redact(value[: limit + CLIP_MARGIN_CHARS])
@@ -270,7 +278,7 @@ class _Redactor:
 
     def _dict(self, value: dict[Any, Any], room: list[int] | None, leaf: int, depth: int,
               key: str | None, each: int = 0) -> Any:  # fmt: skip
-        from .redact import redact, redact_obj
+        from lexmem.redact import redact, redact_obj
 
         order: list[tuple[str, bool]] = []  # (key, is a container)
         scalars: dict[str, Any] = {}
@@ -819,7 +827,7 @@ class _Log:
 def _log_line(message: str) -> str:
     """A problem's one line, redacted: cut first (a line keeps 2,000 characters), and
     given :data:`LOG_BUDGET_SECONDS`, as events are given theirs."""
-    from .redact import redact
+    from lexmem.redact import redact
 
     armed = _arm(LOG_BUDGET_SECONDS)
     try:
@@ -993,7 +1001,7 @@ def _run(
                       f"{event['event_type']} event not captured")  # fmt: skip
             return
     if starting:
-        from .locks import service_running  # only SessionStart pays for the lock probe
+        from lexmem.locks import service_running  # only SessionStart pays for the lock probe
 
         if not service_running(paths):
             try:

@@ -44,11 +44,10 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from lexmem.config import Paths, load_capture_rules
+from lexmem.errors import InvalidInputError, LexmemError
 from lexmem.locks import service_running
 from lexmem.policy import capture_mode, is_paused, project_root
-
-from .config import Paths, load_capture_rules
-from .errors import InvalidInputError, LexmemError
 
 __all__ = [
     "AGENTS",
@@ -868,7 +867,7 @@ def check_hook(paths: Paths, open_core: Callable[[], Any], wait: float = 5.0) ->
 
 
 def _pending(paths: Paths) -> list[Path]:
-    from .inbox import Inbox
+    from lexmem.inbox import Inbox
 
     return Inbox(paths.inbox).pending()
 
@@ -887,7 +886,7 @@ def _processed(
     paths: Paths, open_core: Callable[[], Any], event_id: str, wait: float
 ) -> bool | None:
     """True once the service recorded the event as processed; None if not in time."""
-    from .journal import Journal
+    from lexmem.store.journal import Journal
 
     lm = open_core()
     try:
@@ -897,7 +896,7 @@ def _processed(
 
 
 def _processed_by(lm: Any, journal: Any, paths: Paths, event_id: str, wait: float) -> bool | None:
-    from .service import drain_if_no_service
+    from lexmem.service import drain_if_no_service
 
     # No service: this process drains as `lexmem ingest` does (the inbox's other waiting
     # events included: they were waiting for exactly this).

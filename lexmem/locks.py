@@ -15,7 +15,7 @@ from types import TracebackType
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
-    from .config import Paths
+    from lexmem.config import Paths
 
 __all__ = ["FileLock", "LockTimeout", "service_running"]
 

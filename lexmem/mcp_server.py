@@ -38,17 +38,15 @@ from mcp.server.mcpserver.exceptions import ResourceError, ToolError, Unexpected
 from mcp_types import CallToolResult, InputRequiredResult, ToolAnnotations
 from pydantic import BaseModel, Field, ValidationError
 
-from lexmem.config import digest_path
+from lexmem import __version__
+from lexmem.config import Paths, digest_path, resolve_paths
+from lexmem.errors import InvalidInputError, LexmemError
 from lexmem.policy import is_opted_out, optout_rules, project_opted_out, project_root
 
-from . import __version__
-from .config import Paths, resolve_paths
-from .errors import InvalidInputError, LexmemError
-
 if TYPE_CHECKING:
-    from .api import Lexmem
-    from .models import Memory
-    from .search import SearchHit
+    from lexmem.api import Lexmem
+    from lexmem.models import Memory
+    from lexmem.store.search import SearchHit
 
 __all__ = [
     "WAIT_S",
@@ -189,7 +187,7 @@ class MemoryTools:
         if self._lm is None:
             if not create and not self.paths.store.is_dir():
                 return None  # a reader never creates the data folder
-            from .api import Lexmem
+            from lexmem.api import Lexmem
 
             t0 = time.perf_counter()
             self._lm = Lexmem.open(self.paths.home)
@@ -212,7 +210,7 @@ class MemoryTools:
         """The opted-out projects, read now: ``lexmem optout add`` or a marker file may
         have come since the last call. Their memories stay the person's (the CLI and
         the browser show them until purged); an agent is served none of them."""
-        from .digest import opted_out_projects
+        from lexmem.digest import opted_out_projects
 
         return opted_out_projects(lm)
 
@@ -235,8 +233,8 @@ class MemoryTools:
     def search(
         self, query: str, *, project: str | None = None, type: str | None = None, limit: int = 10
     ) -> dict[str, Any]:
-        from .models import MemoryType
-        from .store import MemoryFilter
+        from lexmem.models import MemoryType
+        from lexmem.store.lance import MemoryFilter
 
         if not query.strip():
             raise InvalidInputError("the search query is empty")
@@ -270,7 +268,7 @@ class MemoryTools:
         return {"memories": [_out(found[f]) for f in full]}
 
     def recent(self, *, project: str | None = None, limit: int = 10) -> dict[str, Any]:
-        from .store import MemoryFilter
+        from lexmem.store.lance import MemoryFilter
 
         _check_limit(limit)
         with self._lock:
@@ -296,7 +294,7 @@ class MemoryTools:
         at its first memory (it reads the session from the start), and any other
         timeline ends now (the latest memories).
         """
-        from .store import MemoryFilter
+        from lexmem.store.lance import MemoryFilter
 
         for name, n in (("before", before), ("after", after)):
             if not 0 <= n <= 50:
@@ -435,10 +433,8 @@ class MemoryTools:
         A memory operation is acknowledged by its audit entry (which also says whether it
         failed); a search confirmation by the journal's record of the event.
         """
-        from lexmem.inbox import derived_id
+        from lexmem.inbox import derived_id, make_event
         from lexmem.service import drain_if_no_service, enqueue
-
-        from .inbox import make_event
 
         lm = self._writer_core()
         event = make_event(event_type, "", session_id="mcp-ops", agent="mcp", metadata=metadata)
@@ -486,7 +482,7 @@ class MemoryTools:
         with self._lock:
             lm = self.core(create=False)
             if lm is not None:
-                from .digest import render_digest
+                from lexmem.digest import render_digest
 
                 for key in (project, None) if project else (None,):
                     text = render_digest(lm, key)

@@ -14,8 +14,8 @@ import os
 import stat
 from pathlib import Path
 
-from .config import CaptureRules, Paths, load_capture_rules
-from .errors import InvalidInputError
+from lexmem.config import CaptureRules, Paths, load_capture_rules
+from lexmem.errors import InvalidInputError
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
@@ -327,7 +327,7 @@ def scrub(text: str) -> str:
 
     Constraint: secrets never reach disk, whatever path a text takes in.
     """
-    from .redact import redact
+    from lexmem.redact import redact
 
     return redact(text).text.strip()
 

@@ -34,9 +34,9 @@ from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 from typing import TYPE_CHECKING, Any
 
-from .config import CaptureRules
-from .digest import DigestKeeper
-from .errors import (
+from lexmem.config import CaptureRules
+from lexmem.digest import DigestKeeper
+from lexmem.errors import (
     ConfigError,
     DataFolderError,
     InvalidInputError,
@@ -46,14 +46,13 @@ from .errors import (
     StoreError,
     io_failure,
 )
-from .events import EventBus, MemoryCaptured
-from .extract import Candidate, Extractor, confirmations
-from .inbox import BadEvent, Inbox, derived_id
-from .journal import AuditEntry, Journal, Session, SessionStatus, under
-from .licence import CAPTURE, CORE_ACTIVE_LIMIT, STORAGE
-from .llm import LlmError
-from .locks import FileLock, LockTimeout
-from .models import (
+from lexmem.events import EventBus, MemoryCaptured
+from lexmem.extract import Candidate, Extractor, confirmations
+from lexmem.inbox import BadEvent, Inbox, derived_id
+from lexmem.licence import CAPTURE, CORE_ACTIVE_LIMIT, STORAGE
+from lexmem.llm import LlmError
+from lexmem.locks import FileLock, LockTimeout
+from lexmem.models import (
     Changes,
     Memory,
     MemoryContext,
@@ -63,7 +62,7 @@ from .models import (
     make_title,
     utcnow,
 )
-from .policy import (
+from lexmem.policy import (
     DROPPED,
     capture_mode,
     is_paused,
@@ -71,12 +70,13 @@ from .policy import (
     optout_rules,
     project_opted_out,
 )
-from .redact import redact, redact_obj
-from .store import MemoryFilter, q
+from lexmem.redact import redact, redact_obj
+from lexmem.store.journal import AuditEntry, Journal, Session, SessionStatus, under
+from lexmem.store.lance import MemoryFilter, q
 
 if TYPE_CHECKING:
-    from .api import Lexmem
-    from .llm import LlmClient
+    from lexmem.api import Lexmem
+    from lexmem.llm import LlmClient
 
 __all__ = [
     "CaptureService",
@@ -585,8 +585,8 @@ class CaptureService:
 
         A batch's explicit events are encoded together (the model is the cost).
         """
-        from .encoder import EncodingRequest
-        from .models import MemoryType
+        from lexmem.encoder import EncodingRequest
+        from lexmem.models import MemoryType
 
         report = DrainReport()
         store = self.lm.store
@@ -670,7 +670,7 @@ class CaptureService:
     ) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
         """Core keeps up to 1,000 active memories: the rest are set aside, their text kept
         in the audit log so they can be remembered once there is room."""
-        from .licence import LicenceRequiredError
+        from lexmem.licence import LicenceRequiredError
 
         try:
             self.lm.check_storage(len(events))
@@ -696,7 +696,7 @@ class CaptureService:
         The outcome goes to the audit log under an id derived from the event, where the
         client that asked reads it back.
         """
-        from .errors import LexmemError
+        from lexmem.errors import LexmemError
 
         meta = event.get("metadata") or {}
         op, kwargs = str(meta.get("op", "")), dict(meta.get("kwargs") or {})
@@ -804,7 +804,7 @@ class CaptureService:
     ) -> list[Candidate]:  # fmt: skip
         """Seed 000's extraction of memorable content from the window's conversation, less
         what the rules found already."""
-        from .extract import CandidateKind, trigger_phrases
+        from lexmem.extract import CandidateKind, trigger_phrases
 
         llm = self.lm.llm
         talk = [e for e in events if e["event_type"] in ("prompt", "response")]
@@ -991,7 +991,7 @@ class CaptureService:
         self, keep: list[tuple[Candidate, str]], session_id: str, project: str | None, mode: str,
         audit: list[AuditEntry],
     ) -> DrainReport:  # fmt: skip
-        from .encoder import EncodingRequest
+        from lexmem.encoder import EncodingRequest
 
         report = DrainReport()
         store = self.lm.store
@@ -1214,7 +1214,7 @@ class CaptureService:
         hears the one-line reason once, and the loop retries, less often while the
         failure lasts (a new inbox event wakes it at once).
         """
-        from .watcher import MarkdownWatcher
+        from lexmem.watcher import MarkdownWatcher
 
         observer = self._watch()
         notes: MarkdownWatcher | None = None
@@ -1300,7 +1300,7 @@ OPS = (
 
 def apply_op(lm: Lexmem, op: str, kwargs: dict[str, Any], event_id: str) -> dict[str, Any]:
     """Run one memory operation on the core; returns what changed, JSON-ready."""
-    from .models import MemoryType
+    from lexmem.models import MemoryType
 
     if op not in OPS:
         raise InvalidInputError(f"unknown memory operation {op!r}")
@@ -1438,9 +1438,9 @@ class InboxWriter:
         self.notify = notify
 
     def _run(self, op: str, **kwargs: Any) -> dict[str, Any]:
-        from .errors import LexmemError
-        from .inbox import make_event
-        from .policy import scrub
+        from lexmem.errors import LexmemError
+        from lexmem.inbox import make_event
+        from lexmem.policy import scrub
 
         for key in ("content", "title", "with_text"):  # secrets never reach the inbox either
             if isinstance(kwargs.get(key), str):
@@ -1543,7 +1543,7 @@ def enqueue(lm: Lexmem, event: dict[str, Any]) -> None:
 def drain_if_no_service(lm: Lexmem) -> None:
     """With no service running, this process is the service for a moment (as the CLI
     is): it takes the lock, drains the inbox, and lets go."""
-    from .locks import service_running
+    from lexmem.locks import service_running
 
     if service_running(lm.paths):
         return
@@ -1583,8 +1583,8 @@ def remember_through_inbox(
     the lock, drains the inbox (this event and anything agents left) and lets go.
     With one running, it waits up to ``wait`` seconds for the memory to appear.
     """
-    from .inbox import make_event
-    from .policy import refuse_opted_out, scrub
+    from lexmem.inbox import make_event
+    from lexmem.policy import refuse_opted_out, scrub
 
     body = scrub(text)
     if not body:

@@ -14,7 +14,7 @@ import os
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
-from .config import (
+from lexmem.config import (
     DEFAULT_MODEL,
     SCHEMA_VERSION,
     Paths,
@@ -22,7 +22,7 @@ from .config import (
     read_settings,
     secure_umask,
 )
-from .errors import ConfigError
+from lexmem.errors import ConfigError
 
 __all__ = [
     "CaptureSettings",

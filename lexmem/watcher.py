@@ -24,12 +24,12 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from .chunker import ChunkerError, TextChunker
-from .models import Memory, MemoryContext, MemorySource, MemoryStatus, make_title
-from .redact import redact
+from lexmem.chunker import ChunkerError, TextChunker
+from lexmem.models import Memory, MemoryContext, MemorySource, MemoryStatus, make_title
+from lexmem.redact import redact
 
 if TYPE_CHECKING:
-    from .service import CaptureService
+    from lexmem.service import CaptureService
 
 __all__ = ["MarkdownWatcher", "WatchReport"]
 
@@ -269,7 +269,7 @@ class MarkdownWatcher:
 
 
 def _doc_filter(key: str) -> Any:
-    from .store import MemoryFilter
+    from lexmem.store.lance import MemoryFilter
 
     return MemoryFilter(source_document=key, status=None)
 

@@ -115,7 +115,7 @@ def test_changing_the_model_requires_and_performs_a_reembed(
 def test_a_half_built_table_from_an_interrupted_reembed_is_dropped(
     tmp_path: Path, embedder: Embedder
 ) -> None:
-    from lexmem.schema import memory_schema
+    from lexmem.store.schema import memory_schema
 
     home = tmp_path / "home"
     lm = Lexmem.open(home, embedder=embedder)

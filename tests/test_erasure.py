@@ -22,11 +22,11 @@ from lexmem.cli import cli
 from lexmem.config import Paths
 from lexmem.embedder import Embedder
 from lexmem.inbox import Inbox, make_event
-from lexmem.journal import Journal
 from lexmem.models import MemorySource, MemoryStatus, utcnow
 from lexmem.service import CaptureService, apply_op, review
 from lexmem.settings import load_settings
-from lexmem.store import MemoryFilter
+from lexmem.store.journal import Journal
+from lexmem.store.lance import MemoryFilter
 
 
 def _say(service: CaptureService, sid: str, text: str, *, project: str | None = None) -> None:

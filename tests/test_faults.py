@@ -202,7 +202,7 @@ class InjectedDisk(Disk):
         from lancedb.db import LanceDBConnection
         from lancedb.table import LanceTable
 
-        import lexmem.lens as lens
+        import lexmem.store.lens as lens
 
         read_only = code == errno.EROFS
         opened: set[int] = set()
@@ -493,7 +493,7 @@ def test_a_journal_table_a_crash_left_half_made_is_made_again(
 ) -> None:
     """A kill between a table's folder and its first version (the state a full disk
     leaves too) must not stop every later start: the table held nothing; it is remade."""
-    from lexmem.journal import Journal
+    from lexmem.store.journal import Journal
 
     lm = Lexmem.open(data_home, embedder=embedder)
     Journal(lm.store).ensure()
@@ -746,7 +746,7 @@ def test_a_crash_between_a_memory_and_its_audit_entry_leaves_neither_missing(
 ) -> None:
     """The kill the full crash run met three times in 5,000 events: a memory committed,
     its audit entry not yet. The restarted service writes the entry; the memory stays one."""
-    from lexmem.journal import Journal
+    from lexmem.store.journal import Journal
 
     real = Journal.audit
 

@@ -44,7 +44,7 @@ from lexmem.licence import (
 )
 from lexmem.models import Memory, MemorySource, MemoryStatus, MemoryType
 from lexmem.service import CaptureService, remember_through_inbox
-from lexmem.store import MemoryFilter
+from lexmem.store.lance import MemoryFilter
 
 T0 = datetime(2026, 11, 1, 9, 0, tzinfo=UTC)
 KID = "test-key-1"

@@ -22,16 +22,17 @@ import pytest
 from click.testing import CliRunner
 from conftest import shared_model
 
-from lexmem import config, migrations, settings
+from lexmem import config, settings
 from lexmem.api import Lexmem
 from lexmem.cli import cli
 from lexmem.embedder import Embedder
 from lexmem.errors import ConfigError, StoreError
-from lexmem.journal import Journal
-from lexmem.migrations import Step
 from lexmem.models import ConfidencePoint, MemoryLink
-from lexmem.schema import STORE_SCHEMA_VERSION, memory_from_row
-from lexmem.store import _session_contexts
+from lexmem.store import migrations
+from lexmem.store.journal import Journal
+from lexmem.store.lance import _session_contexts
+from lexmem.store.migrations import Step
+from lexmem.store.schema import STORE_SCHEMA_VERSION, memory_from_row
 
 FIXTURE = Path(__file__).resolve().parent / "data" / "layout_v1"
 TABLES = ("memories_v1", "links", "confidence", "sessions", "audit", "processed")

@@ -1220,8 +1220,8 @@ def test_quarantined_files_their_audit_entries_and_the_log_line_hold_no_secret(
 
     from lexmem.cli import _log_to_file
     from lexmem.inbox import Inbox, make_event
-    from lexmem.journal import Journal
     from lexmem.service import CaptureService
+    from lexmem.store.journal import Journal
 
     inbox = Inbox(lm.paths.inbox)
     inbox.ensure()

@@ -17,10 +17,10 @@ from lexmem.api import Lexmem
 from lexmem.embedder import Embedder
 from lexmem.events import MemoryCaptured
 from lexmem.inbox import Inbox, make_event
-from lexmem.journal import Journal
 from lexmem.models import MemorySource, MemoryStatus, utcnow
 from lexmem.service import CaptureService, ServiceBusyError
-from lexmem.store import MemoryFilter
+from lexmem.store.journal import Journal
+from lexmem.store.lance import MemoryFilter
 
 HOOK = str(Path(sys.executable).with_name("lexmem-hook"))
 

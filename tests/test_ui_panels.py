@@ -15,10 +15,10 @@ from PySide6.QtTest import QTest
 
 from lexmem.api import Lexmem
 from lexmem.inbox import Inbox, make_event
-from lexmem.journal import Journal
 from lexmem.models import MemoryContext, MemorySource, MemoryStatus
 from lexmem.service import CaptureService
-from lexmem.store import MemoryFilter
+from lexmem.store.journal import Journal
+from lexmem.store.lance import MemoryFilter
 from ui.context import AppContext, UiChanges
 from ui.panels import AuditPanel, InsightsPanel, ReviewPanel, SessionsPanel
 from ui.theme import TYPE_COLOURS

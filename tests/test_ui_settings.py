@@ -25,7 +25,7 @@ from lexmem.embedder import Embedder
 from lexmem.inbox import Inbox
 from lexmem.models import MemorySource
 from lexmem.settings import load_settings
-from lexmem.store import MemoryFilter
+from lexmem.store.lance import MemoryFilter
 from ui import theme
 from ui.context import AppContext
 from ui.quick import QuickRememberDialog

@@ -13,7 +13,7 @@ from lexmem.api import Lexmem
 from lexmem.embedder import Embedder
 from lexmem.models import MemorySource, MemoryStatus
 from lexmem.service import CaptureService
-from lexmem.store import MemoryFilter
+from lexmem.store.lance import MemoryFilter
 from lexmem.watcher import MarkdownWatcher
 
 NOTE = "# Release process\n\n" + " ".join(

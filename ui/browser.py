@@ -66,8 +66,8 @@ from PySide6.QtWidgets import (
 )
 
 from lexmem.models import Memory, MemorySource, MemoryStatus, MemoryType
-from lexmem.search import SearchHit
-from lexmem.store import MemoryFilter
+from lexmem.store.lance import MemoryFilter
+from lexmem.store.search import SearchHit
 
 from . import ops
 from .context import AppContext, UiChanges

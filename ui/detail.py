@@ -47,8 +47,8 @@ from PySide6.QtWidgets import (
 )
 
 from lexmem.errors import NotFoundError
-from lexmem.journal import AuditEntry
 from lexmem.models import Memory, MemoryType
+from lexmem.store.journal import AuditEntry
 
 from . import ops
 from .context import AppContext, UiChanges

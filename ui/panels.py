@@ -67,9 +67,9 @@ from PySide6.QtWidgets import (
 )
 from shiboken6 import isValid
 
-from lexmem.journal import AuditEntry, Session
 from lexmem.models import Changes, Memory, MemorySource, MemoryStatus, MemoryType
-from lexmem.store import MemoryFilter
+from lexmem.store.journal import AuditEntry, Session
+from lexmem.store.lance import MemoryFilter
 
 from . import ops
 from .charts import HorizontalBarChart, Series, StackedBarChart
@@ -1193,7 +1193,7 @@ def _type_colour(name: str, i: int) -> QColor:
 
 class InsightsPanel(_Panel):
     """Charts of what the last days brought: memories per day by type and by source,
-    the busiest projects, and why capture skipped candidates (:func:`lexmem.lens.insights`)."""
+    the busiest projects, and why capture skipped candidates (:func:`lexmem.store.lens.insights`)."""
 
     PERIODS = (7, 30, 90)
 

@@ -4,7 +4,7 @@ Every table of the store is opened and read in full (every version file it lists
 row, every column), so a truncated or overwritten manifest or data file shows as
 ``fail`` with its cause. A repair takes each damaged table back to its newest version
 that reads in full. LanceDB keeps older versions (the store keeps at least the newest
-:data:`lexmem.store.KEEP_VERSIONS` of each table, see its retention), so going back is
+:data:`lexmem.store.lance.KEEP_VERSIONS` of each table, see its retention), so going back is
 a new commit that restores an old one, and what the versions after it held is what the
 repair loses (it says how much). A version file too damaged for the table to open at
 all is moved aside into ``repair-<time>/`` in the data folder, never deleted. Backups
@@ -21,8 +21,8 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
-from .config import Paths, secure_umask
-from .locks import FileLock, LockTimeout
+from lexmem.config import Paths, secure_umask
+from lexmem.locks import FileLock, LockTimeout
 
 __all__ = [
     "REPAIR_HINT",
@@ -265,8 +265,8 @@ def _repair_table(paths: Paths, name: str, aside: _Aside) -> Check | None:
 def _drop_strays(paths: Paths) -> list[Check]:
     """After a table went back: remove the links and confidence points of memories that
     went with the lost commits (they would point at nothing)."""
-    from lexmem.schema import CONFIDENCE, LINKS
-    from lexmem.store import q
+    from lexmem.store.lance import q
+    from lexmem.store.schema import CONFIDENCE, LINKS
 
     try:
         name = json.loads((paths.store / "meta.json").read_text(encoding="utf-8"))["memories_table"]

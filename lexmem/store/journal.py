@@ -28,8 +28,8 @@ from dataclasses import dataclass, field
 from datetime import datetime
 from typing import TYPE_CHECKING, Any
 
-from .models import utcnow
-from .store import MemoryStore, q
+from lexmem.models import utcnow
+from lexmem.store.lance import MemoryStore, q
 
 if TYPE_CHECKING:
     import pyarrow as pa

@@ -10,7 +10,7 @@ Tables, all in one LanceDB folder under the data folder:
 
 ``meta.json`` beside the tables names the live memories table and its vector space,
 and carries the layout's ``schema_version`` (:data:`STORE_SCHEMA_VERSION`): an older
-layout is brought up to date when the store opens (:mod:`lexmem.migrations`), a newer
+layout is brought up to date when the store opens (:mod:`lexmem.store.migrations`), a newer
 one is refused untouched.
 
 Any process may read. Writes take an inter-process lock (``store.lock``) for the
@@ -50,11 +50,9 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, TypeVar
 
 from lexmem.config import Paths, secure_umask
-from lexmem.settings import StoreSettings
-
-from .errors import InvalidInputError, NotFoundError, StoreError, StoreLockedError
-from .locks import FileLock, LockTimeout
-from .models import (
+from lexmem.errors import InvalidInputError, NotFoundError, StoreError, StoreLockedError
+from lexmem.locks import FileLock, LockTimeout
+from lexmem.models import (
     ConfidencePoint,
     Memory,
     MemoryLink,
@@ -64,7 +62,8 @@ from .models import (
     new_id,
     utcnow,
 )
-from .schema import (
+from lexmem.settings import StoreSettings
+from lexmem.store.schema import (
     CONFIDENCE,
     ERASE_KEYS,
     LINKS,
@@ -323,7 +322,7 @@ class MemoryStore:
                 self._meta = self._read_meta()  # another process may have won the race
                 if not self._meta:
                     self._create_tables("memories_v1", stored_space=self.space_id)
-        from .migrations import migrate_data_folder
+        from lexmem.store.migrations import migrate_data_folder
 
         # Before anything else touches the tables: a layout from a newer lexmem is
         # refused as it is, an older one brought up to date (all or nothing).
@@ -479,7 +478,7 @@ class MemoryStore:
         """The write lock, for other tables kept in this store's folder (the journal)."""
         return self._writing()
 
-    # -- the layout (for lexmem.migrations, under the write lock) -----------------
+    # -- the layout (for lexmem.store.migrations, under the write lock) -----------------
 
     def read_meta(self) -> dict[str, Any]:
         """``meta.json`` as it is on disk now (empty before the store is created)."""

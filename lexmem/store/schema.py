@@ -10,7 +10,7 @@ from __future__ import annotations
 import json
 from typing import TYPE_CHECKING, Any
 
-from .models import (
+from lexmem.models import (
     ChunkMetadata,
     ClassificationMethod,
     Memory,
@@ -37,7 +37,7 @@ __all__ = [
 ]
 
 # The layout of the store's tables; 2 added the memories' ``context`` column (the steps
-# between layouts are in :mod:`lexmem.migrations`).
+# between layouts are in :mod:`lexmem.store.migrations`).
 STORE_SCHEMA_VERSION = 2
 LINKS = "links"
 CONFIDENCE = "confidence"

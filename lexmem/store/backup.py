@@ -40,11 +40,11 @@ from datetime import UTC, datetime
 from pathlib import Path, PurePosixPath
 from typing import Any
 
-from . import __version__
-from .config import DIR_MODE, FILE_MODE, SCHEMA_VERSION, Paths, secure_umask
-from .errors import InvalidInputError, StoreError, StoreLockedError
-from .files import link_tree, tree_files
-from .locks import FileLock, LockTimeout
+from lexmem import __version__
+from lexmem.config import DIR_MODE, FILE_MODE, SCHEMA_VERSION, Paths, secure_umask
+from lexmem.errors import InvalidInputError, StoreError, StoreLockedError
+from lexmem.files import link_tree, tree_files
+from lexmem.locks import FileLock, LockTimeout
 
 __all__ = [
     "BackupInfo",
@@ -109,7 +109,7 @@ def _current_version_only(store: Path) -> Callable[[str], bool]:
     """Which files of the store a backup takes: each table's data, index and deletion
     files, and the manifest of its newest version only (its history stays behind; so do
     transaction records and the version hint, which LanceDB does without)."""
-    from lexmem.repair import version_files
+    from lexmem.store.repair import version_files
 
     newest = set()
     for table in store.glob("*.lance"):
@@ -152,7 +152,7 @@ def _read_tables(store: Path) -> dict[str, dict[str, int]]:
     """Each table's version and row count, every table read in full (a damaged one raises)."""
     import lancedb
 
-    from lexmem.repair import scan_table
+    from lexmem.store.repair import scan_table
 
     db = lancedb.connect(str(store))
     out = {}
@@ -261,7 +261,7 @@ def create_backup(
         try:
             tables = _read_tables(staging / "store")
         except Exception as exc:
-            from lexmem.repair import REPAIR_HINT
+            from lexmem.store.repair import REPAIR_HINT
 
             first = (str(exc).strip().splitlines() or [type(exc).__name__])[0][:160]
             raise StoreError(
@@ -485,7 +485,7 @@ def restore_backup(paths: Paths, source: Path, *, lock_timeout: float = 30.0) ->
     ``replaced-<time>/`` in the data folder; if putting the backup in place fails, they
     are moved back.
     """
-    from lexmem.schema import STORE_SCHEMA_VERSION
+    from lexmem.store.schema import STORE_SCHEMA_VERSION
 
     source = source.expanduser().absolute()
     read_backup(source)  # a readable manifest before anything else happens
