@@ -458,9 +458,9 @@ def ingest(
     """
     import numpy as np
 
+    from lexmem.capture.policy import scrub
     from lexmem.encoder import EncodingRequest
     from lexmem.models import MemoryContext, MemorySource
-    from lexmem.policy import scrub
 
     encode, store, optimize, scrubbing = Stopwatch(), Stopwatch(), Stopwatch(), Stopwatch()
     embed_ms_before = sum(lm.encoder.latency_ms)  # the encoder's draft + embed time per batch

@@ -17,6 +17,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, TypeGuard
 
+from lexmem.capture.policy import refuse_opted_out, scrub
 from lexmem.config import Paths, resolve_paths, secure_umask, tighten_umask
 from lexmem.embedder import Embedder
 from lexmem.encoder import EncoderOptions, LlmClassifier, LlmSummariser, MemoryEncoder
@@ -35,7 +36,6 @@ from lexmem.models import (
     fingerprint,
     make_title,
 )
-from lexmem.policy import refuse_opted_out, scrub
 from lexmem.settings import Settings, load_settings
 from lexmem.store.journal import AuditEntry, Journal, Session
 from lexmem.store.lance import MemoryFilter, MemoryStore

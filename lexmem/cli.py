@@ -886,7 +886,7 @@ def link(c: Ctx, a: str, b: str, link_type: str, strength: float, as_json: bool)
 @json_option
 def classify(text: tuple[str, ...], as_json: bool) -> None:
     """Show how TEXT would be classified (semantic, episodic or procedural)."""
-    from lexmem.classify import RuleBasedClassifier
+    from lexmem.capture.classify import RuleBasedClassifier
 
     body = read_text_arg(text, "text to classify")
     if not body.strip():
@@ -1154,8 +1154,8 @@ def mcp(c: Ctx) -> None:
 @pass_ctx
 def digest(c: Ctx, project: str | None, max_bytes: int | None, as_json: bool) -> None:
     """The context an agent's session starts with here: pinned and most useful memories."""
+    from lexmem.capture.policy import project_root
     from lexmem.digest import render_digest
-    from lexmem.policy import project_root
 
     where = project if project is not None else project_root(os.getcwd())
     text = render_digest(c.lm(), where or None, max_bytes=max_bytes)

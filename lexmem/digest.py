@@ -34,9 +34,9 @@ from datetime import datetime
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from lexmem.capture.policy import optout_rules, project_opted_out
 from lexmem.config import digest_path, secure_umask
 from lexmem.models import MemoryType, utcnow
-from lexmem.policy import optout_rules, project_opted_out
 from lexmem.store.lance import q
 
 if TYPE_CHECKING:

@@ -44,10 +44,10 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from lexmem.capture.policy import capture_mode, is_paused, project_root
 from lexmem.config import Paths, load_capture_rules
 from lexmem.errors import InvalidInputError, LexmemError
 from lexmem.locks import service_running
-from lexmem.policy import capture_mode, is_paused, project_root
 
 __all__ = [
     "AGENTS",
@@ -792,7 +792,7 @@ def _hook_argv() -> tuple[list[str], str]:
     try:
         return [executable("lexmem-hook")], ""
     except InvalidInputError:
-        code = "import lexmem.hook as h; h.main()"
+        code = "import lexmem.capture.hook as h; h.main()"
         return [sys.executable, "-c", code], " (lexmem-hook is not installed; ran the module)"
 
 
@@ -867,7 +867,7 @@ def check_hook(paths: Paths, open_core: Callable[[], Any], wait: float = 5.0) ->
 
 
 def _pending(paths: Paths) -> list[Path]:
-    from lexmem.inbox import Inbox
+    from lexmem.capture.inbox import Inbox
 
     return Inbox(paths.inbox).pending()
 

@@ -175,7 +175,7 @@ def _fresh_state(day: str) -> dict[str, Any]:
 
 def _clean(text: str) -> str:
     """LLM output as lexmem keeps it: secrets redacted like any other text."""
-    from lexmem.redact import redact
+    from lexmem.capture.redact import redact
 
     return redact(text).text.strip()
 

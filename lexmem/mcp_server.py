@@ -39,9 +39,9 @@ from mcp_types import CallToolResult, InputRequiredResult, ToolAnnotations
 from pydantic import BaseModel, Field, ValidationError
 
 from lexmem import __version__
+from lexmem.capture.policy import is_opted_out, optout_rules, project_opted_out, project_root
 from lexmem.config import Paths, digest_path, resolve_paths
 from lexmem.errors import InvalidInputError, LexmemError
-from lexmem.policy import is_opted_out, optout_rules, project_opted_out, project_root
 
 if TYPE_CHECKING:
     from lexmem.api import Lexmem
@@ -355,8 +355,8 @@ class MemoryTools:
         title: str | None = None,
         pin: bool = False,
     ) -> dict[str, Any]:
-        from lexmem.inbox import derived_id
-        from lexmem.policy import refuse_opted_out
+        from lexmem.capture.inbox import derived_id
+        from lexmem.capture.policy import refuse_opted_out
         from lexmem.service import remember_through_inbox
 
         if not text.strip():
@@ -399,7 +399,7 @@ class MemoryTools:
 
     def correct(self, memory_id: str, corrected_text: str) -> dict[str, Any]:
         """Supersede a memory by a corrected text: the old one leaves active results."""
-        from lexmem.inbox import derived_id
+        from lexmem.capture.inbox import derived_id
 
         if not corrected_text.strip():
             raise InvalidInputError("the corrected text is empty (use forget_memory to delete)")
@@ -433,7 +433,7 @@ class MemoryTools:
         A memory operation is acknowledged by its audit entry (which also says whether it
         failed); a search confirmation by the journal's record of the event.
         """
-        from lexmem.inbox import derived_id, make_event
+        from lexmem.capture.inbox import derived_id, make_event
         from lexmem.service import drain_if_no_service, enqueue
 
         lm = self._writer_core()
@@ -521,7 +521,7 @@ def _parse_time(text: str) -> datetime:
 
 def _scrub(text: str) -> str:
     """Secrets never reach the inbox, whoever writes the event."""
-    from lexmem.policy import scrub
+    from lexmem.capture.policy import scrub
 
     return scrub(text)
 

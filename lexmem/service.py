@@ -34,6 +34,17 @@ from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 from typing import TYPE_CHECKING, Any
 
+from lexmem.capture.extract import Candidate, Extractor, confirmations
+from lexmem.capture.inbox import BadEvent, Inbox, derived_id
+from lexmem.capture.policy import (
+    DROPPED,
+    capture_mode,
+    is_paused,
+    opted_out_event,
+    optout_rules,
+    project_opted_out,
+)
+from lexmem.capture.redact import redact, redact_obj
 from lexmem.config import CaptureRules
 from lexmem.digest import DigestKeeper
 from lexmem.errors import (
@@ -47,8 +58,6 @@ from lexmem.errors import (
     io_failure,
 )
 from lexmem.events import EventBus, MemoryCaptured
-from lexmem.extract import Candidate, Extractor, confirmations
-from lexmem.inbox import BadEvent, Inbox, derived_id
 from lexmem.licence import CAPTURE, CORE_ACTIVE_LIMIT, STORAGE
 from lexmem.llm import LlmError
 from lexmem.locks import FileLock, LockTimeout
@@ -62,15 +71,6 @@ from lexmem.models import (
     make_title,
     utcnow,
 )
-from lexmem.policy import (
-    DROPPED,
-    capture_mode,
-    is_paused,
-    opted_out_event,
-    optout_rules,
-    project_opted_out,
-)
-from lexmem.redact import redact, redact_obj
 from lexmem.store.journal import AuditEntry, Journal, Session, SessionStatus, under
 from lexmem.store.lance import MemoryFilter, q
 
@@ -804,7 +804,7 @@ class CaptureService:
     ) -> list[Candidate]:  # fmt: skip
         """Seed 000's extraction of memorable content from the window's conversation, less
         what the rules found already."""
-        from lexmem.extract import CandidateKind, trigger_phrases
+        from lexmem.capture.extract import CandidateKind, trigger_phrases
 
         llm = self.lm.llm
         talk = [e for e in events if e["event_type"] in ("prompt", "response")]
@@ -1438,9 +1438,9 @@ class InboxWriter:
         self.notify = notify
 
     def _run(self, op: str, **kwargs: Any) -> dict[str, Any]:
+        from lexmem.capture.inbox import make_event
+        from lexmem.capture.policy import scrub
         from lexmem.errors import LexmemError
-        from lexmem.inbox import make_event
-        from lexmem.policy import scrub
 
         for key in ("content", "title", "with_text"):  # secrets never reach the inbox either
             if isinstance(kwargs.get(key), str):
@@ -1583,8 +1583,8 @@ def remember_through_inbox(
     the lock, drains the inbox (this event and anything agents left) and lets go.
     With one running, it waits up to ``wait`` seconds for the memory to appear.
     """
-    from lexmem.inbox import make_event
-    from lexmem.policy import refuse_opted_out, scrub
+    from lexmem.capture.inbox import make_event
+    from lexmem.capture.policy import refuse_opted_out, scrub
 
     body = scrub(text)
     if not body:

@@ -24,9 +24,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from lexmem.chunker import ChunkerError, TextChunker
+from lexmem.capture.chunker import ChunkerError, TextChunker
+from lexmem.capture.redact import redact
 from lexmem.models import Memory, MemoryContext, MemorySource, MemoryStatus, make_title
-from lexmem.redact import redact
 
 if TYPE_CHECKING:
     from lexmem.service import CaptureService
@@ -184,8 +184,8 @@ class MarkdownWatcher:
 
     def process_file(self, path: Path, report: WatchReport | None = None) -> list[str]:
         """Capture one Markdown file's chunks (seed 002 process_file); returns new memory ids."""
-        from lexmem.inbox import derived_id
-        from lexmem.policy import capture_mode, is_opted_out
+        from lexmem.capture.inbox import derived_id
+        from lexmem.capture.policy import capture_mode, is_opted_out
 
         report = report if report is not None else WatchReport()
         path = path.expanduser().resolve()

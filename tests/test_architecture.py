@@ -36,7 +36,7 @@ def test_the_core_never_imports_the_desktop_layer() -> None:
 def test_importing_lexmem_and_its_light_modules_loads_nothing_heavy() -> None:
     code = (
         "import sys, lexmem, lexmem.models, lexmem.config, lexmem.errors, lexmem.locks, "
-        "lexmem.chunker, lexmem.classify\n"
+        "lexmem.capture.chunker, lexmem.capture.classify\n"
         f"print(','.join(m for m in {HEAVY!r} if m in sys.modules))"
     )
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)

@@ -18,10 +18,10 @@ from conftest import shared_model
 from diskscan import assert_nowhere, find_markers
 
 from lexmem.api import Lexmem
+from lexmem.capture.inbox import Inbox, make_event
 from lexmem.cli import cli
 from lexmem.config import Paths
 from lexmem.embedder import Embedder
-from lexmem.inbox import Inbox, make_event
 from lexmem.models import MemorySource, MemoryStatus, utcnow
 from lexmem.service import CaptureService, apply_op, review
 from lexmem.settings import load_settings

@@ -35,13 +35,13 @@ from click.testing import CliRunner, Result
 from conftest import shared_model
 from faultkit import Feed, crash_run, expected_sessions, load_run, verify, verify_load
 
-from lexmem import hook
 from lexmem.api import Lexmem
+from lexmem.capture import hook
+from lexmem.capture.inbox import Inbox, derived_id, make_event
 from lexmem.cli import cli
 from lexmem.config import Paths
 from lexmem.embedder import Embedder
 from lexmem.errors import LexmemError
-from lexmem.inbox import Inbox, derived_id, make_event
 from lexmem.service import CaptureService
 
 HOOK = Path(sys.executable).with_name("lexmem-hook")
@@ -660,7 +660,7 @@ def poisoned(monkeypatch: pytest.MonkeyPatch) -> str:
     """A bug in lexmem that one kind of event meets: the configuration rule fails on the
     key "poison". Injected, because every event that broke processing in the fuzz runs
     has been fixed; the isolation around them must still hold for the next one."""
-    from lexmem.extract import Extractor
+    from lexmem.capture.extract import Extractor
 
     real = Extractor.configuration
 
@@ -716,7 +716,7 @@ def test_when_every_event_breaks_alike_none_is_quarantined(
 def test_a_window_whose_extraction_breaks_is_let_go_with_an_audit_entry(
     service: CaptureService, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    from lexmem.extract import Extractor
+    from lexmem.capture.extract import Extractor
 
     real = Extractor.extract
 

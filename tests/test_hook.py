@@ -28,9 +28,10 @@ from typing import Any
 
 import pytest
 
-from lexmem import config, hook, locks, policy
+from lexmem import config, locks
+from lexmem.capture import hook, policy
+from lexmem.capture.inbox import Inbox
 from lexmem.config import Paths
-from lexmem.inbox import Inbox
 from lexmem.locks import FileLock
 from lexmem.settings import CaptureSettings, Settings, save_settings
 
@@ -40,12 +41,13 @@ TOOL_USE_ID = "toolu_01H8xQ4a9pLkN2sT7vW3yZ5b"
 MODEL = "claude-sonnet-4-5-20250929"
 LIGHT_LEXMEM_MODULES = {
     "lexmem",
-    "lexmem.hook",
+    "lexmem.capture",  # an empty package
+    "lexmem.capture.hook",
+    "lexmem.capture.inbox",
+    "lexmem.capture.policy",  # opt-out, pause, capture mode: asked before anything is written
+    "lexmem.capture.redact",
     "lexmem.config",
     "lexmem.errors",
-    "lexmem.inbox",
-    "lexmem.policy",  # opt-out, pause, capture mode: asked before anything is written
-    "lexmem.redact",
     "lexmem.locks",  # the lock probe (SessionStart)
 }
 HEAVY = ("lancedb", "pyarrow", "numpy", "fastembed", "duckdb", "onnxruntime", "click", "PySide6")
@@ -274,9 +276,9 @@ def _not_stdlib(modules: list[str]) -> list[str]:
 
 
 def test_importing_the_hook_loads_only_the_standard_library_and_light_lexmem_modules() -> None:
-    loaded = _modules_loaded("import lexmem.hook")
+    loaded = _modules_loaded("import lexmem.capture.hook")
     ours = sorted(m for m in loaded if m.split(".")[0] == "lexmem")
-    print(f"\nlexmem modules loaded by `import lexmem.hook`: {', '.join(ours)}")
+    print(f"\nlexmem modules loaded by `import lexmem.capture.hook`: {', '.join(ours)}")
     assert [m for m in _not_stdlib(loaded) if m.split(".")[0] != "lexmem"] == []
     assert set(ours) <= LIGHT_LEXMEM_MODULES
     assert not [m for m in loaded if m.split(".")[0] in HEAVY]
@@ -292,7 +294,7 @@ SLOW_TO_IMPORT = (
 
 
 def test_importing_the_hook_loads_nothing_slow() -> None:
-    loaded = set(_modules_loaded("import lexmem.hook"))
+    loaded = set(_modules_loaded("import lexmem.capture.hook"))
     assert [m for m in SLOW_TO_IMPORT if m in loaded] == []
 
 
@@ -301,7 +303,7 @@ def test_a_prompt_with_a_settings_file_loads_nothing_slow_but_the_toml_parser(
 ) -> None:
     save_settings(Paths(data_home), Settings(capture=CaptureSettings(optout=["elsewhere"])))
     prompt = json.dumps(claude_payload("UserPromptSubmit", repo, prompt="use pnpm, not npm"))
-    code = f"import io\nfrom lexmem import hook\nhook.run(['claude'], stdin={prompt.encode()!r})\n"
+    code = f"import io\nfrom lexmem.capture import hook\nhook.run(['claude'], stdin={prompt.encode()!r})\n"
     loaded = set(_modules_loaded(code))
     toml = {"tomllib", "typing", "datetime"}  # the parser imports the other two itself
     assert [m for m in SLOW_TO_IMPORT if m in loaded and m not in toml] == []
@@ -310,7 +312,7 @@ def test_a_prompt_with_a_settings_file_loads_nothing_slow_but_the_toml_parser(
 
 
 def test_inbox_ids_and_timestamps_are_what_uuid4_and_datetime_would_write() -> None:
-    from lexmem.inbox import new_event_id, now_iso
+    from lexmem.capture.inbox import new_event_id, now_iso
 
     ids = {new_event_id() for _ in range(1000)}
     assert len(ids) == 1000
@@ -348,7 +350,7 @@ def test_a_whole_session_start_run_loads_only_the_standard_library(
     start = json.dumps(claude_payload("SessionStart", repo, source="startup", model=MODEL))
     tool = json.dumps(claude_payload("PostToolUse", repo, **CLAUDE_CASES["PostToolUse"][0]))
     code = (
-        "import io\nfrom lexmem import hook\n"
+        "import io\nfrom lexmem.capture import hook\n"
         f"hook.run(['claude'], stdin={start.encode()!r}, out=io.StringIO())\n"
         f"hook.run(['claude'], stdin={tool.encode()!r}, out=io.StringIO())\n"
     )

@@ -30,8 +30,8 @@ from typing import Any
 
 import pytest
 
-from lexmem import hook
-from lexmem import redact as redact_module
+from lexmem.capture import hook
+from lexmem.capture import redact as redact_module
 from lexmem.locks import FileLock
 from lexmem.service import CaptureService
 

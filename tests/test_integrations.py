@@ -17,10 +17,10 @@ from typing import Any
 import pytest
 from click.testing import CliRunner, Result
 
+from lexmem.capture.inbox import Inbox
 from lexmem.cli import cli
 from lexmem.config import Paths
 from lexmem.doctor import run_checks
-from lexmem.inbox import Inbox
 from lexmem.integrations import CLAUDE_HOOK_EVENTS, CODEX_HOOK_EVENTS, plan
 from lexmem.locks import FileLock
 

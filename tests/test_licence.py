@@ -24,11 +24,11 @@ from keyring.backends import fail
 
 from lexmem import licence as lic_mod
 from lexmem.api import Lexmem
+from lexmem.capture.inbox import Inbox, make_event
 from lexmem.cli import cli
 from lexmem.config import Paths
 from lexmem.embedder import Embedder
 from lexmem.errors import LexmemError
-from lexmem.inbox import Inbox, make_event
 from lexmem.licence import (
     CAPTURE,
     CORE,

@@ -21,10 +21,10 @@ import pytest
 from click.testing import CliRunner
 
 from lexmem.api import Lexmem
+from lexmem.capture.inbox import Inbox, make_event
 from lexmem.cli import cli
 from lexmem.config import Paths
 from lexmem.embedder import Embedder
-from lexmem.inbox import Inbox, make_event
 from lexmem.keystore import LLM_API_KEY, SERVICE
 from lexmem.licence import LicenceService
 from lexmem.llm import LlmClient, LlmError

@@ -40,13 +40,14 @@ from test_hook import (
 )
 from test_mcp import Client, serve, server_env
 
-from lexmem import config, policy
+from lexmem import config
 from lexmem.api import Lexmem
+from lexmem.capture import policy
+from lexmem.capture.inbox import Inbox, make_event
 from lexmem.config import Paths
 from lexmem.digest import DigestKeeper
 from lexmem.embedder import Embedder
 from lexmem.errors import InvalidInputError
-from lexmem.inbox import Inbox, make_event
 from lexmem.locks import FileLock
 from lexmem.models import utcnow
 from lexmem.service import CaptureService

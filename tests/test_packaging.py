@@ -302,7 +302,9 @@ def test_wheel_and_sdist_build_install_into_a_fresh_venv_and_run(tmp_path: Path)
         scripts = whl.read(entry_points).decode()
     for res in ("__init__.py", "icons/lexmem.svg", "themes/dark.qss", "model/tokenizer.json"):
         assert f"lexmem_resources/{res}" in inside
-    assert "lexmem = ui.launch:main" in scripts and "lexmem-hook = lexmem.hook:main" in scripts
+    assert (
+        "lexmem = ui.launch:main" in scripts and "lexmem-hook = lexmem.capture.hook:main" in scripts
+    )
 
     venv = tmp_path / "venv"
     started = time.perf_counter()

@@ -14,9 +14,9 @@ from typing import Any
 import pytest
 
 from lexmem.api import Lexmem
+from lexmem.capture.inbox import Inbox, make_event
 from lexmem.embedder import Embedder
 from lexmem.events import MemoryCaptured
-from lexmem.inbox import Inbox, make_event
 from lexmem.models import MemorySource, MemoryStatus, utcnow
 from lexmem.service import CaptureService, ServiceBusyError
 from lexmem.store.journal import Journal

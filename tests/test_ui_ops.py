@@ -137,7 +137,7 @@ def test_failed_operation_says_why(qtbot: Any, ctx: AppContext) -> None:
 
 
 def test_settings_change_applies_at_once_and_is_captured(qtbot: Any, ctx: AppContext) -> None:
-    from lexmem.inbox import Inbox
+    from lexmem.capture.inbox import Inbox
     from lexmem.settings import load_settings
 
     shared = ctx.lm.settings.capture
@@ -152,7 +152,7 @@ def test_settings_change_applies_at_once_and_is_captured(qtbot: Any, ctx: AppCon
 
 
 def test_review_reject_erases_and_is_not_undoable(qtbot: Any, ctx: AppContext) -> None:
-    from lexmem.inbox import Inbox, make_event
+    from lexmem.capture.inbox import Inbox, make_event
     from lexmem.service import CaptureService
 
     ctx.lm.settings.capture.mode = "full"

@@ -14,7 +14,7 @@ from PySide6.QtGui import QColor
 from PySide6.QtTest import QTest
 
 from lexmem.api import Lexmem
-from lexmem.inbox import Inbox, make_event
+from lexmem.capture.inbox import Inbox, make_event
 from lexmem.models import MemoryContext, MemorySource, MemoryStatus
 from lexmem.service import CaptureService
 from lexmem.store.journal import Journal

@@ -19,10 +19,10 @@ from PySide6.QtCore import Qt
 from PySide6.QtWidgets import QDialog
 
 from lexmem.api import Lexmem
+from lexmem.capture.inbox import Inbox
 from lexmem.config import location_file, resolve_paths, write_location
 from lexmem.desktop import autostart_path, scan_progress
 from lexmem.embedder import Embedder
-from lexmem.inbox import Inbox
 from lexmem.models import MemorySource
 from lexmem.settings import load_settings
 from lexmem.store.lance import MemoryFilter

@@ -21,7 +21,7 @@ from PySide6.QtGui import QAction
 from PySide6.QtWidgets import QApplication, QMessageBox, QWidget
 
 from lexmem.api import Lexmem
-from lexmem.inbox import Inbox, make_event
+from lexmem.capture.inbox import Inbox, make_event
 from lexmem.models import Memory, MemoryStatus
 from lexmem.service import CaptureService
 from ui.app import CaptureMenu, MainWindow

@@ -48,7 +48,7 @@ def log(text: str) -> None:
 def populate(home: Path) -> None:
     """Memories, sessions and audit entries, written as lexmem writes them."""
     from lexmem.api import Lexmem
-    from lexmem.inbox import Inbox, make_event
+    from lexmem.capture.inbox import Inbox, make_event
     from lexmem.service import CaptureService, review
 
     lm = Lexmem.open(home)

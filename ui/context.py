@@ -152,7 +152,7 @@ class AppContext:
         configuration-change events (seed 000)."""
 
         def work() -> list[tuple[str, Any, Any]]:
-            from lexmem.inbox import Inbox, make_event
+            from lexmem.capture.inbox import Inbox, make_event
 
             before = copy.deepcopy(self.lm.settings)
             after = copy.deepcopy(before)

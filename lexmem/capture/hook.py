@@ -39,16 +39,8 @@ import sys
 import time
 from pathlib import Path
 
-from lexmem.config import (
-    CaptureRules,
-    Paths,
-    digest_path,
-    load_capture_rules,
-    resolve_paths,
-    secure_umask,
-)
-from lexmem.inbox import EVENT_VERSION, BadEvent, Inbox, make_event, now_iso, validate_event
-from lexmem.policy import (
+from lexmem.capture.inbox import EVENT_VERSION, BadEvent, Inbox, make_event, now_iso, validate_event
+from lexmem.capture.policy import (
     DROPPED,
     allowed,
     capture_mode,
@@ -56,6 +48,14 @@ from lexmem.policy import (
     opted_out,
     project_root,
     tool_paths,
+)
+from lexmem.config import (
+    CaptureRules,
+    Paths,
+    digest_path,
+    load_capture_rules,
+    resolve_paths,
+    secure_umask,
 )
 
 TYPE_CHECKING = False
@@ -232,7 +232,7 @@ class _Redactor:
 
     def text(self, value: str, limit: int) -> str:
         """``value`` redacted and cut to ``limit`` characters."""
-        from lexmem.redact import redact
+        from lexmem.capture.redact import redact
 
         self.check()
         result = redact(value[: limit + CLIP_MARGIN_CHARS])
@@ -278,7 +278,7 @@ class _Redactor:
 
     def _dict(self, value: dict[Any, Any], room: list[int] | None, leaf: int, depth: int,
               key: str | None, each: int = 0) -> Any:  # fmt: skip
-        from lexmem.redact import redact, redact_obj
+        from lexmem.capture.redact import redact, redact_obj
 
         order: list[tuple[str, bool]] = []  # (key, is a container)
         scalars: dict[str, Any] = {}
@@ -827,7 +827,7 @@ class _Log:
 def _log_line(message: str) -> str:
     """A problem's one line, redacted: cut first (a line keeps 2,000 characters), and
     given :data:`LOG_BUDGET_SECONDS`, as events are given theirs."""
-    from lexmem.redact import redact
+    from lexmem.capture.redact import redact
 
     armed = _arm(LOG_BUDGET_SECONDS)
     try:

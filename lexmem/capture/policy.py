@@ -327,7 +327,7 @@ def scrub(text: str) -> str:
 
     Constraint: secrets never reach disk, whatever path a text takes in.
     """
-    from lexmem.redact import redact
+    from lexmem.capture.redact import redact
 
     return redact(text).text.strip()
 
