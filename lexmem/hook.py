@@ -1,0 +1,13 @@
+"""Compatibility for ``lexmem-hook`` commands installed before the hook moved.
+
+The console-script wrapper pip generated for an existing install says ``from lexmem.hook
+import main``; agents' configurations name that wrapper, so it must keep working until
+the next ``pip install`` regenerates it for :mod:`lexmem.capture.hook`. Standard library
+only, like the hook: this adds one small module to each call through an old wrapper.
+"""
+
+from __future__ import annotations
+
+from lexmem.capture.hook import main
+
+__all__ = ["main"]
