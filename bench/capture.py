@@ -206,7 +206,7 @@ def capture_to_searchable(
 def ingest_throughput(home: Path, n: int, corpus: MemoryCorpus) -> dict[str, Any]:
     from lexmem.api import Lexmem
     from lexmem.capture.inbox import Inbox, make_event
-    from lexmem.service import CaptureService
+    from lexmem.service.writer import CaptureService
 
     texts = [corpus.row(10_000 + i).text for i in range(n)]
     lm = Lexmem.open(home)

@@ -438,7 +438,7 @@ class Lexmem:
         digests that showed them, rewritten at once. ``keep_review`` keeps a rejection's
         record (fingerprint, embedding, particulars hash: no text) so review's reject still
         refuses the same candidate. Returns the ids deleted."""
-        from lexmem.digest import DigestKeeper
+        from lexmem.service.digest import DigestKeeper
 
         memories = self.store.get_many(list(ids))
         shown = {m.project for m in memories}

@@ -67,7 +67,7 @@ class Ctx:
 
     def writer(self) -> Any:
         """The core's write methods, through the inbox to the single writer (the service)."""
-        from lexmem.service import InboxWriter
+        from lexmem.service.client import InboxWriter
 
         return InboxWriter(self.lm())
 
@@ -417,7 +417,7 @@ def remember(
                 "the title is empty (leave out --title to use the first sentence)"
             )
     from lexmem.models import TypeClassification
-    from lexmem.service import remember_through_inbox
+    from lexmem.service.client import remember_through_inbox
 
     done = remember_through_inbox(
         c.lm(),
@@ -1067,7 +1067,7 @@ def decay(c: Ctx, factor: float | None, as_json: bool) -> None:
 @contextmanager
 def _as_service(c: Ctx, busy_hint: str) -> Iterator[Any]:
     """This process as the capture service for the block (the single writer's lock)."""
-    from lexmem.service import CaptureService, ServiceBusyError
+    from lexmem.service.writer import CaptureService, ServiceBusyError
 
     service = CaptureService(c.lm())
     try:
@@ -1155,7 +1155,7 @@ def mcp(c: Ctx) -> None:
 def digest(c: Ctx, project: str | None, max_bytes: int | None, as_json: bool) -> None:
     """The context an agent's session starts with here: pinned and most useful memories."""
     from lexmem.capture.policy import project_root
-    from lexmem.digest import render_digest
+    from lexmem.service.digest import render_digest
 
     where = project if project is not None else project_root(os.getcwd())
     text = render_digest(c.lm(), where or None, max_bytes=max_bytes)
@@ -1327,7 +1327,7 @@ def watch_list(c: Ctx, as_json: bool) -> None:
 @pass_ctx
 def watch_scan(c: Ctx, as_json: bool) -> None:
     """Read the watched folders now (when no service is running), with progress."""
-    from lexmem.watcher import MarkdownWatcher
+    from lexmem.service.watcher import MarkdownWatcher
 
     with (
         _as_service(c, "it scans the watched folders itself") as service,

@@ -46,8 +46,8 @@ from lexmem.locks import FileLock, LockTimeout
 
 if TYPE_CHECKING:
     from lexmem.api import Lexmem
-    from lexmem.service import CaptureService
-    from lexmem.watcher import WatchReport
+    from lexmem.service.watcher import WatchReport
+    from lexmem.service.writer import CaptureService
 
 __all__ = [
     "AUTOSTART_NAME",
@@ -764,8 +764,8 @@ def first_scan(
     process becomes the service for the scan, or :class:`InvalidInputError` says that
     another process is (its watcher reads the folder; see :func:`scan_progress`).
     """
-    from lexmem.service import CaptureService, ServiceBusyError
-    from lexmem.watcher import MarkdownWatcher
+    from lexmem.service.watcher import MarkdownWatcher
+    from lexmem.service.writer import CaptureService, ServiceBusyError
 
     if service is not None:
         return MarkdownWatcher(service, [str(folder)]).scan_all(progress)

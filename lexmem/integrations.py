@@ -896,7 +896,7 @@ def _processed(
 
 
 def _processed_by(lm: Any, journal: Any, paths: Paths, event_id: str, wait: float) -> bool | None:
-    from lexmem.service import drain_if_no_service
+    from lexmem.service.client import drain_if_no_service
 
     # No service: this process drains as `lexmem ingest` does (the inbox's other waiting
     # events included: they were waiting for exactly this).

@@ -210,7 +210,7 @@ class MemoryTools:
         """The opted-out projects, read now: ``lexmem optout add`` or a marker file may
         have come since the last call. Their memories stay the person's (the CLI and
         the browser show them until purged); an agent is served none of them."""
-        from lexmem.digest import opted_out_projects
+        from lexmem.service.digest import opted_out_projects
 
         return opted_out_projects(lm)
 
@@ -357,7 +357,7 @@ class MemoryTools:
     ) -> dict[str, Any]:
         from lexmem.capture.inbox import derived_id
         from lexmem.capture.policy import refuse_opted_out
-        from lexmem.service import remember_through_inbox
+        from lexmem.service.client import remember_through_inbox
 
         if not text.strip():
             raise InvalidInputError("nothing to remember: the text is empty")
@@ -434,7 +434,7 @@ class MemoryTools:
         failed); a search confirmation by the journal's record of the event.
         """
         from lexmem.capture.inbox import derived_id, make_event
-        from lexmem.service import drain_if_no_service, enqueue
+        from lexmem.service.client import drain_if_no_service, enqueue
 
         lm = self._writer_core()
         event = make_event(event_type, "", session_id="mcp-ops", agent="mcp", metadata=metadata)
@@ -482,7 +482,7 @@ class MemoryTools:
         with self._lock:
             lm = self.core(create=False)
             if lm is not None:
-                from lexmem.digest import render_digest
+                from lexmem.service.digest import render_digest
 
                 for key in (project, None) if project else (None,):
                     text = render_digest(lm, key)

@@ -20,7 +20,7 @@ from lexmem.api import Lexmem
 from lexmem.config import Paths, secure_umask
 from lexmem.embedder import Embedder
 from lexmem.locks import FileLock
-from lexmem.service import CaptureService
+from lexmem.service.writer import CaptureService
 from lexmem.settings import EmbeddingSettings
 
 

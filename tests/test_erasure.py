@@ -23,7 +23,8 @@ from lexmem.cli import cli
 from lexmem.config import Paths
 from lexmem.embedder import Embedder
 from lexmem.models import MemorySource, MemoryStatus, utcnow
-from lexmem.service import CaptureService, apply_op, review
+from lexmem.service.ops import apply_op, review
+from lexmem.service.writer import CaptureService
 from lexmem.settings import load_settings
 from lexmem.store.journal import Journal
 from lexmem.store.lance import MemoryFilter

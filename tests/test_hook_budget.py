@@ -33,7 +33,7 @@ import pytest
 from lexmem.capture import hook
 from lexmem.capture import redact as redact_module
 from lexmem.locks import FileLock
-from lexmem.service import CaptureService
+from lexmem.service.writer import CaptureService
 
 HOOK = Path(sys.executable).with_name("lexmem-hook")
 SESSION = "5d0c9a7e-1b4d-4e6f-9a0c-5d7e8f9a1b2c"

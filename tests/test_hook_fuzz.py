@@ -32,7 +32,7 @@ from lexmem.capture import hook
 from lexmem.capture.inbox import BadEvent, Inbox, make_event, validate_event
 from lexmem.embedder import Embedder
 from lexmem.locks import FileLock
-from lexmem.service import CaptureService
+from lexmem.service.writer import CaptureService
 
 HOOK = Path(sys.executable).with_name("lexmem-hook")
 # Generous: a hang detector, never a timing assertion (the hook's own budget is

@@ -43,7 +43,8 @@ from lexmem.licence import (
     verify_token,
 )
 from lexmem.models import Memory, MemorySource, MemoryStatus, MemoryType
-from lexmem.service import CaptureService, remember_through_inbox
+from lexmem.service.client import remember_through_inbox
+from lexmem.service.writer import CaptureService
 from lexmem.store.lance import MemoryFilter
 
 T0 = datetime(2026, 11, 1, 9, 0, tzinfo=UTC)

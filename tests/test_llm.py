@@ -29,7 +29,8 @@ from lexmem.keystore import LLM_API_KEY, SERVICE
 from lexmem.licence import LicenceService
 from lexmem.llm import LlmClient, LlmError
 from lexmem.models import ClassificationMethod, MemoryType
-from lexmem.service import CaptureService, remember_through_inbox
+from lexmem.service.client import remember_through_inbox
+from lexmem.service.writer import CaptureService
 from lexmem.settings import LlmSettings, Settings, load_settings, save_settings
 
 AMBIGUOUS = "Important information about the system"  # the rules are unsure (seed 001)

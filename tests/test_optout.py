@@ -45,12 +45,12 @@ from lexmem.api import Lexmem
 from lexmem.capture import policy
 from lexmem.capture.inbox import Inbox, make_event
 from lexmem.config import Paths
-from lexmem.digest import DigestKeeper
 from lexmem.embedder import Embedder
 from lexmem.errors import InvalidInputError
 from lexmem.locks import FileLock
 from lexmem.models import utcnow
-from lexmem.service import CaptureService
+from lexmem.service.digest import DigestKeeper
+from lexmem.service.writer import CaptureService
 from lexmem.settings import CaptureSettings, Settings, save_settings
 
 LEXMEM = Path(sys.executable).with_name("lexmem")

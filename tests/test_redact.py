@@ -1220,7 +1220,7 @@ def test_quarantined_files_their_audit_entries_and_the_log_line_hold_no_secret(
 
     from lexmem.capture.inbox import Inbox, make_event
     from lexmem.cli import _log_to_file
-    from lexmem.service import CaptureService
+    from lexmem.service.writer import CaptureService
     from lexmem.store.journal import Journal
 
     inbox = Inbox(lm.paths.inbox)

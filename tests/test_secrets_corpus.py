@@ -44,8 +44,8 @@ from lexmem.api import Lexmem
 from lexmem.capture.redact import redact
 from lexmem.cli import cli
 from lexmem.embedder import Embedder
-from lexmem.service import CaptureService
-from lexmem.watcher import MarkdownWatcher
+from lexmem.service.watcher import MarkdownWatcher
+from lexmem.service.writer import CaptureService
 
 DATA = Path(__file__).resolve().parent / "data"
 CORPUS = DATA / "secrets" / "corpus.jsonl"

@@ -9,9 +9,9 @@ import pytest
 
 from lexmem.api import Lexmem
 from lexmem.embedder import Embedder
-from lexmem.events import MemoryCaptured
 from lexmem.models import MemorySource, MemoryType
-from lexmem.service import CaptureService
+from lexmem.service.events import MemoryCaptured
+from lexmem.service.writer import CaptureService
 
 
 @pytest.fixture

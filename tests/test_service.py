@@ -16,9 +16,9 @@ import pytest
 from lexmem.api import Lexmem
 from lexmem.capture.inbox import Inbox, make_event
 from lexmem.embedder import Embedder
-from lexmem.events import MemoryCaptured
 from lexmem.models import MemorySource, MemoryStatus, utcnow
-from lexmem.service import CaptureService, ServiceBusyError
+from lexmem.service.events import MemoryCaptured
+from lexmem.service.writer import CaptureService, ServiceBusyError
 from lexmem.store.journal import Journal
 from lexmem.store.lance import MemoryFilter
 
@@ -423,7 +423,7 @@ def test_remember_goes_through_the_inbox_to_the_running_service(service: Capture
     """The single writer: a CLI "remember" is an inbox event the running service stores."""
     import threading
 
-    from lexmem.service import remember_through_inbox
+    from lexmem.service.client import remember_through_inbox
 
     stop = threading.Event()
     runner = threading.Thread(target=service.run, args=(stop,), kwargs={"poll": 0.1}, daemon=True)
@@ -501,7 +501,7 @@ def test_memory_operations_go_through_the_single_writer(service: CaptureService)
     import threading
 
     from lexmem.errors import LexmemError
-    from lexmem.service import InboxWriter
+    from lexmem.service.client import InboxWriter
 
     lm = service.lm
     a = lm.remember("The build server is jenkins-1").memories[0]
@@ -564,7 +564,7 @@ def _say(service: CaptureService, sid: str, text: str) -> None:
 
 
 def test_review_accept_reject_and_taking_it_back(service: CaptureService) -> None:
-    from lexmem.service import review
+    from lexmem.service.ops import review
 
     service.settings.mode = "full"
     _say(service, "s1", "We decided to use PostgreSQL 16 for the billing service.")

@@ -30,7 +30,7 @@ from lexmem.cli import cli
 from lexmem.config import Paths
 from lexmem.embedder import Embedder
 from lexmem.licence import CAPTURE, CORE, TRIAL_DAYS, WRITER_PRO, LicenceService, trial_state_dir
-from lexmem.service import CaptureService
+from lexmem.service.writer import CaptureService
 
 T0 = datetime(2026, 11, 1, 9, 0, tzinfo=UTC)
 OVER = "the trial counts as over"

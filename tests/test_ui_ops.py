@@ -153,7 +153,7 @@ def test_settings_change_applies_at_once_and_is_captured(qtbot: Any, ctx: AppCon
 
 def test_review_reject_erases_and_is_not_undoable(qtbot: Any, ctx: AppContext) -> None:
     from lexmem.capture.inbox import Inbox, make_event
-    from lexmem.service import CaptureService
+    from lexmem.service.writer import CaptureService
 
     ctx.lm.settings.capture.mode = "full"
     inbox = Inbox(ctx.paths.inbox)

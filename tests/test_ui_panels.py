@@ -16,7 +16,7 @@ from PySide6.QtTest import QTest
 from lexmem.api import Lexmem
 from lexmem.capture.inbox import Inbox, make_event
 from lexmem.models import MemoryContext, MemorySource, MemoryStatus
-from lexmem.service import CaptureService
+from lexmem.service.writer import CaptureService
 from lexmem.store.journal import Journal
 from lexmem.store.lance import MemoryFilter
 from ui.context import AppContext, UiChanges

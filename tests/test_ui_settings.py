@@ -268,8 +268,8 @@ def test_a_watched_folder_is_read_at_once_with_progress(
 def test_a_service_elsewhere_reads_the_folder_and_the_dialog_shows_how_far(
     qtbot: Any, ctx: AppContext, dialog: SettingsDialog, tmp_path: Path
 ) -> None:
-    from lexmem.service import CaptureService
-    from lexmem.watcher import MarkdownWatcher
+    from lexmem.service.watcher import MarkdownWatcher
+    from lexmem.service.writer import CaptureService
 
     notes = tmp_path / "notes"
     notes.mkdir()

@@ -23,7 +23,7 @@ from PySide6.QtWidgets import QApplication, QMessageBox, QWidget
 from lexmem.api import Lexmem
 from lexmem.capture.inbox import Inbox, make_event
 from lexmem.models import Memory, MemoryStatus
-from lexmem.service import CaptureService
+from lexmem.service.writer import CaptureService
 from ui.app import CaptureMenu, MainWindow
 from ui.browser import MemoriesPage, forget_question
 from ui.context import AppContext, UiChanges

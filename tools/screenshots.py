@@ -49,7 +49,8 @@ def populate(home: Path) -> None:
     """Memories, sessions and audit entries, written as lexmem writes them."""
     from lexmem.api import Lexmem
     from lexmem.capture.inbox import Inbox, make_event
-    from lexmem.service import CaptureService, review
+    from lexmem.service.ops import review
+    from lexmem.service.writer import CaptureService
 
     lm = Lexmem.open(home)
     root = home.parent / "repos"

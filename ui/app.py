@@ -42,7 +42,8 @@ from lexmem.capture.policy import is_paused
 from lexmem.licence import CAPTURE, LicenceStatus
 from lexmem.locks import FileLock, LockTimeout
 from lexmem.models import Changes
-from lexmem.service import CaptureService, DrainReport, ServiceBusyError, memories_under
+from lexmem.service.ops import memories_under
+from lexmem.service.writer import CaptureService, DrainReport, ServiceBusyError
 
 from .context import AppContext, UiChanges
 from .licence_dialog import open_licence_dialog, tier_text, upgrade_prompt

@@ -17,14 +17,14 @@ from typing import TYPE_CHECKING, Any
 from PySide6.QtCore import QObject, Signal
 
 from lexmem.models import Changes
-from lexmem.service import InboxWriter
+from lexmem.service.client import InboxWriter
 from lexmem.settings import Settings, save_settings
 
 from .runner import Runner
 
 if TYPE_CHECKING:
     from lexmem.api import Lexmem
-    from lexmem.service import CaptureService
+    from lexmem.service.writer import CaptureService
 
 __all__ = ["AppContext", "Hub", "UiChanges", "UndoEntry", "settings_diff"]
 

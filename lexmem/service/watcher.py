@@ -29,7 +29,7 @@ from lexmem.capture.redact import redact
 from lexmem.models import Memory, MemoryContext, MemorySource, MemoryStatus, make_title
 
 if TYPE_CHECKING:
-    from lexmem.service import CaptureService
+    from lexmem.service.writer import CaptureService
 
 __all__ = ["MarkdownWatcher", "WatchReport"]
 
@@ -259,7 +259,7 @@ class MarkdownWatcher:
             report.superseded += 1
         journal.set_file_hash(key, digest)
         if memories:
-            from lexmem.events import MemoryCaptured
+            from lexmem.service.events import MemoryCaptured
 
             log.info("[MEM:CAPTURE] Captured %d chunks of %s", len(memories), key)
             self.service.bus.publish(
