@@ -1141,7 +1141,7 @@ def ingest(c: Ctx, as_json: bool) -> None:
 @pass_ctx
 def mcp(c: Ctx) -> None:
     """Serve lexmem to an agent over MCP (stdio): search, save, correct and forget memories."""
-    from lexmem.mcp_server import run_stdio
+    from lexmem.agents.mcp_server import run_stdio
 
     run_stdio(c.home)
 
@@ -1379,8 +1379,8 @@ def reembed(c: Ctx, as_json: bool) -> None:
 
 def _integrate(c: Ctx, action: str, agent: str, scope: str, dry_run: bool) -> None:
     """Install or uninstall lexmem in an agent; --dry-run prints the diff and writes nothing."""
+    from lexmem.agents.integrations import apply_plan, plan
     from lexmem.config import Paths, resolve_paths
-    from lexmem.integrations import apply_plan, plan
 
     paths = Paths(Path(c.home).expanduser().absolute()) if c.home else resolve_paths()
     if agent == "desktop":

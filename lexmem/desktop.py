@@ -31,6 +31,7 @@ from importlib.resources import files
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from lexmem.agents.integrations import CREATED_RECORD
 from lexmem.config import (
     DIR_MODE,
     FILE_MODE,
@@ -41,7 +42,6 @@ from lexmem.config import (
     write_location,
 )
 from lexmem.errors import DataFolderError, InvalidInputError
-from lexmem.integrations import CREATED_RECORD
 from lexmem.locks import FileLock, LockTimeout
 
 if TYPE_CHECKING:

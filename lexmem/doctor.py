@@ -168,8 +168,8 @@ def run_checks(home: str | None = None, *, fix: bool = False, repair: bool = Fal
 
 def _check_integrations(paths: Paths, embedder: Any) -> list[Check]:
     """Where lexmem is set up in the agents, whether the service runs, and whether the hook works."""
+    from lexmem.agents.integrations import check_hook, installed, service_state
     from lexmem.api import Lexmem
-    from lexmem.integrations import check_hook, installed, service_state
 
     checks = [Check(f.name, f.state, f.detail) for f in (*installed(), service_state(paths))]
     try:

@@ -321,7 +321,7 @@ def test_the_server_starts_without_the_store_or_the_model() -> None:
     """Start-up cost is the SDK's: building the server opens no store and loads no model."""
     code = (
         "import sys, asyncio\n"
-        "from lexmem.mcp_server import MemoryTools, build_server\n"
+        "from lexmem.agents.mcp_server import MemoryTools, build_server\n"
         "server = build_server(MemoryTools('/nonexistent/lexmem'))\n"
         "tools = asyncio.run(server.list_tools())\n"
         "heavy = ('lancedb', 'pyarrow', 'fastembed', 'onnxruntime', 'duckdb')\n"
