@@ -39,15 +39,23 @@ from lexmem.models import (
 from lexmem.settings import Settings, load_settings
 from lexmem.store.journal import AuditEntry, Journal, Session
 from lexmem.store.lance import MemoryFilter, MemoryStore
-from lexmem.store.search import Searcher, SearchResult
+from lexmem.store.search import Searcher, SearchHit, SearchResult
 
 if TYPE_CHECKING:
     from lexmem.llm import LlmClient
 
+# The facade's own names, and the types its methods take and return (re-exported, so that
+# the desktop layer needs nothing below the facade to name them).
 __all__ = [
+    "AuditEntry",
     "Lexmem",
     "MemoryDetail",
+    "MemoryFilter",
     "RememberResult",
+    "SearchHit",
+    "SearchResult",
+    "Session",
+    "Settings",
     "normalise_link_type",
 ]
 

@@ -65,9 +65,8 @@ from PySide6.QtWidgets import (
     QWidget,
 )
 
+from lexmem.api import MemoryFilter, SearchHit
 from lexmem.models import Memory, MemorySource, MemoryStatus, MemoryType
-from lexmem.store.lance import MemoryFilter
-from lexmem.store.search import SearchHit
 
 from . import ops
 from .context import AppContext, UiChanges

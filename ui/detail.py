@@ -46,9 +46,9 @@ from PySide6.QtWidgets import (
     QWidget,
 )
 
+from lexmem.api import AuditEntry
 from lexmem.errors import NotFoundError
 from lexmem.models import Memory, MemoryType
-from lexmem.store.journal import AuditEntry
 
 from . import ops
 from .context import AppContext, UiChanges

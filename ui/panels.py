@@ -67,9 +67,8 @@ from PySide6.QtWidgets import (
 )
 from shiboken6 import isValid
 
+from lexmem.api import AuditEntry, MemoryFilter, Session
 from lexmem.models import Changes, Memory, MemorySource, MemoryStatus, MemoryType
-from lexmem.store.journal import AuditEntry, Session
-from lexmem.store.lance import MemoryFilter
 
 from . import ops
 from .charts import HorizontalBarChart, Series, StackedBarChart

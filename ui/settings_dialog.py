@@ -58,12 +58,12 @@ from PySide6.QtWidgets import (
 )
 
 from lexmem import desktop, keystore
+from lexmem.api import Settings
 from lexmem.config import CAPTURE_MODES, DEFAULT_MODEL, llm_url_problem
 from lexmem.errors import InvalidInputError, LexmemError
 from lexmem.licence import CAPTURE, ENCODER, LicenceStatus
 from lexmem.llm import status_line
 from lexmem.models import Changes
-from lexmem.settings import Settings
 
 from . import theme
 from .context import AppContext, UiChanges
