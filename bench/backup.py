@@ -58,7 +58,7 @@ import json, sys, time
 from pathlib import Path
 from lexmem.config import Paths, tighten_umask
 from lexmem.models import Memory
-from lexmem.store import MemoryStore
+from lexmem.store.lance import MemoryStore
 
 home, stop, out = Path(sys.argv[1]), Path(sys.argv[2]), Path(sys.argv[3])
 tighten_umask()
@@ -102,7 +102,7 @@ def build_store(home: Path, n: int) -> None:
 
     from lexmem.config import Paths
     from lexmem.models import Memory, MemoryLink, MemorySource
-    from lexmem.store import MemoryStore
+    from lexmem.store.lance import MemoryStore
 
     corpus = MemoryCorpus(seed=5)
     rng = np.random.default_rng(5)
@@ -133,10 +133,10 @@ def timed(fn: Any) -> tuple[float, Any]:
 
 
 def measure(opts: argparse.Namespace, tmp: Path) -> dict[str, Any]:
-    from lexmem.backup import create_backup, restore_backup
     from lexmem.config import Paths
-    from lexmem.doctor import check_tables
-    from lexmem.store import MemoryStore
+    from lexmem.store.backup import create_backup, restore_backup
+    from lexmem.store.lance import MemoryStore
+    from lexmem.store.repair import check_tables
 
     home = tmp / "home"
     log(f"building a store of {opts.memories:,} memories")
@@ -144,7 +144,7 @@ def measure(opts: argparse.Namespace, tmp: Path) -> dict[str, Any]:
     paths = Paths(home)
     store_bytes = dir_bytes(paths.store)
 
-    import lexmem.backup as backup_module
+    import lexmem.store.backup as backup_module
 
     held_ms: list[float] = []
     take = backup_module._take_between_commits

@@ -70,8 +70,7 @@ def _time(cmd: list[str], payload: bytes, env: dict[str, str]) -> tuple[float, b
 
 
 def hook_latency(home: Path, repo: Path, runs: int) -> dict[str, Any]:
-    from lexmem.config import Paths
-    from lexmem.hook import digest_path
+    from lexmem.config import Paths, digest_path
     from lexmem.locks import FileLock
 
     # Byte-compiled modules, as any installed package has them (pip compiles on install):
@@ -206,8 +205,8 @@ def capture_to_searchable(
 
 def ingest_throughput(home: Path, n: int, corpus: MemoryCorpus) -> dict[str, Any]:
     from lexmem.api import Lexmem
-    from lexmem.inbox import Inbox, make_event
-    from lexmem.service import CaptureService
+    from lexmem.capture.inbox import Inbox, make_event
+    from lexmem.service.writer import CaptureService
 
     texts = [corpus.row(10_000 + i).text for i in range(n)]
     lm = Lexmem.open(home)

@@ -458,7 +458,7 @@ def ingest(
     """
     import numpy as np
 
-    from lexmem.api import scrub
+    from lexmem.capture.policy import scrub
     from lexmem.encoder import EncodingRequest
     from lexmem.models import MemoryContext, MemorySource
 
@@ -545,8 +545,8 @@ def ingest(
 
 def run(opts: Options, tmp: Path) -> tuple[dict[str, Any], dict[str, list[str]]]:
     from lexmem.api import Lexmem
-    from lexmem.config import Settings
-    from lexmem.store import MemoryFilter
+    from lexmem.settings import Settings
+    from lexmem.store.lance import MemoryFilter
 
     started = time.perf_counter()
     cpu_started = os.times()

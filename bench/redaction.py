@@ -1,7 +1,7 @@
 """Redaction: lexmem against detect-secrets on the secrets corpus, throughput, hook latency.
 
 1. The corpus (tests/data/secrets/corpus.jsonl): for each secret, caught or missed; for
-   each look-alike, left alone or falsely alarmed. lexmem: :func:`lexmem.redact.redact`
+   each look-alike, left alone or falsely alarmed. lexmem: :func:`lexmem.capture.redact.redact`
    on the row's text; a secret is caught when neither it nor any 8-character fragment of
    it survives, a look-alike is damaged when a ``must_keep`` substring does not survive.
    detect-secrets (same process, every default plugin, each row written to a file and
@@ -95,7 +95,7 @@ def _masked(text: str, secrets: list[str]) -> str:
 
 
 def lexmem_on_corpus(rows: list[dict[str, Any]]) -> dict[str, Any]:
-    from lexmem.redact import redact
+    from lexmem.capture.redact import redact
 
     missed, damaged = [], []
     caught = total = 0
@@ -202,7 +202,7 @@ def throughput(text: str, folder: Path) -> dict[str, Any]:
     from detect_secrets.core.scan import scan_file
     from detect_secrets.settings import default_settings
 
-    from lexmem.redact import redact
+    from lexmem.capture.redact import redact
 
     mb = len(text.encode()) / 1e6
     lines = text.splitlines()
@@ -259,7 +259,7 @@ SHAPES = {
 }
 _CHILD = r"""
 import sys, time
-from lexmem.redact import redact
+from lexmem.capture.redact import redact
 unit, n = sys.argv[1], int(sys.argv[2])
 text = (unit * (n // len(unit) + 1))[:n]
 t0 = time.perf_counter()

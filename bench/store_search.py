@@ -470,8 +470,8 @@ def run(opts: Options, tmp: Path) -> dict[str, Any]:
     import numpy as np
 
     from lexmem.api import Lexmem
-    from lexmem.config import EmbeddingSettings, Settings, StoreSettings
     from lexmem.embedder import Embedder
+    from lexmem.settings import EmbeddingSettings, Settings, StoreSettings
 
     started = time.perf_counter()
     cpu_started = os.times()

@@ -170,8 +170,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     try:
         from PySide6.QtWidgets import QApplication
 
-        from lexmem.config import EmbeddingSettings
         from lexmem.embedder import Embedder
+        from lexmem.settings import EmbeddingSettings
         from ui.theme import apply_theme
 
         qt = QApplication.instance() or QApplication(sys.argv[:1])

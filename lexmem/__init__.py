@@ -29,9 +29,9 @@ __all__ = [
 if TYPE_CHECKING:  # what ``__getattr__`` loads, for type checkers
     from typing import Any
 
-    from .api import Lexmem
-    from .errors import LexmemError
-    from .models import (
+    from lexmem.api import Lexmem
+    from lexmem.errors import LexmemError
+    from lexmem.models import (
         Changes,
         Memory,
         MemoryContext,
@@ -41,12 +41,12 @@ if TYPE_CHECKING:  # what ``__getattr__`` loads, for type checkers
         MemoryType,
         TypeClassification,
     )
-    from .store import MemoryFilter
+    from lexmem.store.lance import MemoryFilter
 
 _LAZY = {
     "Lexmem": "api",
     "LexmemError": "errors",
-    "MemoryFilter": "store",
+    "MemoryFilter": "store.lance",
     "Changes": "models",
     "Memory": "models",
     "MemoryContext": "models",

@@ -17,21 +17,13 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, TypeGuard
 
-from .config import (
-    CaptureSettings,
-    Paths,
-    Settings,
-    load_settings,
-    resolve_paths,
-    secure_umask,
-    tighten_umask,
-)
-from .embedder import Embedder
-from .encoder import EncoderOptions, LlmClassifier, LlmSummariser, MemoryEncoder
-from .errors import InvalidInputError
-from .journal import AuditEntry, Journal, Session
-from .licence import ENCODER, LicenceService
-from .models import (
+from lexmem.capture.policy import refuse_opted_out, scrub
+from lexmem.config import Paths, resolve_paths, secure_umask, tighten_umask
+from lexmem.embedder import Embedder
+from lexmem.encoder import EncoderOptions, LlmClassifier, LlmSummariser, MemoryEncoder
+from lexmem.errors import InvalidInputError
+from lexmem.licence import ENCODER, LicenceService
+from lexmem.models import (
     Changes,
     ConfidencePoint,
     Memory,
@@ -44,19 +36,27 @@ from .models import (
     fingerprint,
     make_title,
 )
-from .search import Searcher, SearchResult
-from .store import MemoryFilter, MemoryStore
+from lexmem.settings import Settings, load_settings
+from lexmem.store.journal import AuditEntry, Journal, Session
+from lexmem.store.lance import MemoryFilter, MemoryStore
+from lexmem.store.search import Searcher, SearchHit, SearchResult
 
 if TYPE_CHECKING:
-    from .llm import LlmClient
+    from lexmem.llm import LlmClient
 
+# The facade's own names, and the types its methods take and return (re-exported, so that
+# the desktop layer needs nothing below the facade to name them).
 __all__ = [
+    "AuditEntry",
     "Lexmem",
     "MemoryDetail",
+    "MemoryFilter",
     "RememberResult",
+    "SearchHit",
+    "SearchResult",
+    "Session",
+    "Settings",
     "normalise_link_type",
-    "refuse_opted_out",
-    "scrub",
 ]
 
 log = logging.getLogger("lexmem")
@@ -98,19 +98,9 @@ class MemoryDetail:
         }
 
 
-def scrub(text: str) -> str:
-    """Text a user asked to keep, with secrets and <private> spans removed.
-
-    Constraint: secrets never reach disk, whatever path a text takes in.
-    """
-    from .redact import redact
-
-    return redact(text).text.strip()
-
-
 def _is_client(llm: object) -> TypeGuard[LlmClient]:
     """Whether ``llm`` is lexmem's own client (a test may pass any classifier)."""
-    from .llm import LlmClient
+    from lexmem.llm import LlmClient
 
     return isinstance(llm, LlmClient)
 
@@ -121,27 +111,6 @@ def normalise_link_type(text: str) -> str:
     if not kind:
         raise InvalidInputError("a link needs a type (e.g. relates_to, depends_on)")
     return kind
-
-
-def refuse_opted_out(
-    paths: Paths, capture: CaptureSettings | None, project: str | None, *, cwd: str | None = None
-) -> None:
-    """Raise :class:`InvalidInputError` (one line, exit code 2) when a save would go into an
-    opted-out repository, or comes from one (``cwd``): checked before anything is written.
-
-    ``project`` may be a repository root, a name in the opt-out list, or a folder given
-    relative to the current one (``--project .``).
-    """
-    from .hook import OPTOUT_MARKER, is_opted_out, optout_rules, project_opted_out
-
-    rules = optout_rules(paths, capture)
-    why = f"(in the settings or by a {OPTOUT_MARKER} file), so lexmem keeps nothing of it"
-    if project_opted_out(project, rules) or (
-        project and Path(project).expanduser().is_dir() and is_opted_out(project, rules)
-    ):
-        raise InvalidInputError(f"not saved: {project} is opted out {why}")
-    if cwd and is_opted_out(cwd, rules):
-        raise InvalidInputError(f"not saved: this runs in {cwd}, which is opted out {why}")
 
 
 class Lexmem:
@@ -173,7 +142,7 @@ class Lexmem:
         # the tier includes LLM-assisted encoding; the capture service takes it from here.
         self.llm: LlmClient | None = None
         if llm is None and settings.llm.url.strip():
-            from .llm import LlmClient
+            from lexmem.llm import LlmClient
 
             llm = LlmClient(settings.llm, paths)
         if llm is not None and self.licence.is_enabled(ENCODER):  # the encoder gate, once
@@ -200,7 +169,7 @@ class Lexmem:
         tighten_umask()
         paths.ensure()
         # The settings file is rewritten in a newer layout only by the store's opening,
-        # all or nothing with the store's own migration (lexmem.migrations).
+        # all or nothing with the store's own migration (lexmem.store.migrations).
         settings = settings or load_settings(paths, write_back=False)
         lm = cls(paths, settings, llm=llm, embedder=embedder, licence=licence)
         lm.store.open()
@@ -460,7 +429,7 @@ class Lexmem:
     def forget(self, ident: str) -> Changes:
         """Hard delete: the memory, its links and its history are gone for good, and no
         byte of its text stays in any file of the data folder (:meth:`erase_memories`)."""
-        from .errors import NotFoundError
+        from lexmem.errors import NotFoundError
 
         mid = self.resolve(ident)
         successors = self.store.ids_with(f"superseded_by = '{mid}'")
@@ -477,7 +446,7 @@ class Lexmem:
         digests that showed them, rewritten at once. ``keep_review`` keeps a rejection's
         record (fingerprint, embedding, particulars hash: no text) so review's reject still
         refuses the same candidate. Returns the ids deleted."""
-        from .digest import DigestKeeper
+        from lexmem.service.digest import DigestKeeper
 
         memories = self.store.get_many(list(ids))
         shown = {m.project for m in memories}
@@ -522,7 +491,7 @@ class Lexmem:
     # -- whole-store operations ---------------------------------------------------
 
     def stats(self) -> dict[str, Any]:
-        from .lens import stats
+        from lexmem.store.lens import stats
 
         data = stats(self.store)
         data["data_folder"] = str(self.paths.home)
@@ -536,14 +505,14 @@ class Lexmem:
     def llm_status(self) -> dict[str, Any]:
         """The optional LLM today: calls and tokens against the budget, the breaker, the
         last failure, and whether it is used (configured, and in the tier)."""
-        from .llm import LlmClient
+        from lexmem.llm import LlmClient
 
         figures = (self.llm or LlmClient(self.settings.llm, self.paths)).status()
         figures["enabled"] = self.llm is not None
         return figures
 
     def export(self, out: Path, fmt: str = "jsonl") -> dict[str, int]:
-        from .lens import export_store
+        from lexmem.store.lens import export_store
 
         return export_store(self.store, out, fmt)
 
@@ -554,7 +523,7 @@ class Lexmem:
         reembed_progress: Callable[[int, int], None] | None = None,
     ) -> dict[str, int]:
         """Import an export folder; vectors from another model are recomputed."""
-        from .lens import import_store
+        from lexmem.store.lens import import_store
 
         counts = import_store(self.store, source, progress)
         if counts.pop("needs_reembed", 0):
@@ -611,15 +580,15 @@ class Lexmem:
 
     def insights(self, days: int = 30) -> dict[str, Any]:
         """Memories per day by type and source, top projects, skip reasons (DuckDB)."""
-        from .lens import insights
+        from lexmem.store.lens import insights
 
         return insights(self.store, days=days)
 
     def review_queue(self, limit: int | None = None) -> list[str]:
         """Ids of memories captured automatically and not reviewed yet, newest first."""
-        from .service import review_queue
+        from lexmem.store.journal import review_queue
 
-        return review_queue(self, limit)
+        return review_queue(self.store, limit)
 
     def status_counts(self) -> dict[str, int]:
         return {s.value: self.store.count(MemoryFilter(status=s)) for s in MemoryStatus}

@@ -23,9 +23,9 @@ from typing import Any, NoReturn, TypeVar
 
 import click
 
-from . import __version__
-from .config import tighten_umask
-from .errors import InvalidInputError, LexmemError, io_failure
+from lexmem import __version__
+from lexmem.config import tighten_umask
+from lexmem.errors import InvalidInputError, LexmemError, io_failure
 
 __all__ = ["Ctx", "cli", "has_display", "main"]
 
@@ -48,7 +48,7 @@ class Ctx:
 
     def lm(self) -> Any:
         if self._lm is None:
-            from .api import Lexmem
+            from lexmem.api import Lexmem
 
             lm = Lexmem.open(self.home)
             self._lm = lm
@@ -67,7 +67,7 @@ class Ctx:
 
     def writer(self) -> Any:
         """The core's write methods, through the inbox to the single writer (the service)."""
-        from .service import InboxWriter
+        from lexmem.service.client import InboxWriter
 
         return InboxWriter(self.lm())
 
@@ -369,7 +369,7 @@ def status(c: Ctx, as_json: bool) -> None:
         f" (trial, {st.trial_days_left} days left)" if st.source == "trial" else ""
     )
     click.echo(f"  tier          {tier}   (lexmem licence show)")
-    from .llm import status_line
+    from lexmem.llm import status_line
 
     click.echo(f"  llm           {status_line(info['llm'])}")
     if st.notice:
@@ -416,8 +416,8 @@ def remember(
             raise InvalidInputError(
                 "the title is empty (leave out --title to use the first sentence)"
             )
-    from .models import TypeClassification
-    from .service import remember_through_inbox
+    from lexmem.models import TypeClassification
+    from lexmem.service.client import remember_through_inbox
 
     done = remember_through_inbox(
         c.lm(),
@@ -467,8 +467,8 @@ def remember(
 
 def _filter(project: str | None, mtype: str | None, status: str | None, source: str | None = None,
             pinned: bool | None = None, since: str | None = None, until: str | None = None) -> Any:  # fmt: skip
-    from .models import MemorySource, MemoryStatus, MemoryType
-    from .store import MemoryFilter
+    from lexmem.models import MemorySource, MemoryStatus, MemoryType
+    from lexmem.store.lance import MemoryFilter
 
     after, before = parse_when(since, "--since"), parse_when(until, "--until")
     if after is not None and before is not None and after >= before:
@@ -688,7 +688,7 @@ def restore(c: Ctx, ident: str | None, backup_file: Path | None, as_json: bool) 
     if ident is not None and backup_file is not None:
         raise InvalidInputError("give a memory ID or --backup PATH, not both")
     if backup_file is not None:
-        from .backup import restore_backup
+        from lexmem.store.backup import restore_backup
 
         result = restore_backup(_data_paths(c), backup_file)
         if as_json:
@@ -715,7 +715,7 @@ def restore(c: Ctx, ident: str | None, backup_file: Path | None, as_json: bool) 
 
 def _data_paths(c: Ctx) -> Any:
     """The data folder's paths, without opening the core (no model, no store)."""
-    from .config import Paths, resolve_paths
+    from lexmem.config import Paths, resolve_paths
 
     return Paths(Path(c.home).expanduser().absolute()) if c.home else resolve_paths()
 
@@ -736,7 +736,7 @@ def backup(c: Ctx, dest: Path | None, list_: bool, as_json: bool) -> None:
     in the data folder). The store, settings and digests go in; the inbox, logs, model
     files and secrets do not. `lexmem restore --backup FILE` puts it back.
     """
-    from .backup import create_backup, list_backups
+    from lexmem.store.backup import create_backup, list_backups
 
     paths = _data_paths(c)
     if list_:
@@ -829,7 +829,7 @@ def supersede(c: Ctx, old: str, by: str | None, with_text: str | None, as_json: 
 def edit(c: Ctx, ident: str, text: str | None, title: str | None, mtype: str | None, project: str | None,
          salience: float | None, as_json: bool) -> None:  # fmt: skip
     """Edit a memory; with no option, opens its content in $EDITOR."""
-    from .models import MemoryType
+    from lexmem.models import MemoryType
 
     lm = c.lm()
     m = lm.get(ident)
@@ -886,7 +886,7 @@ def link(c: Ctx, a: str, b: str, link_type: str, strength: float, as_json: bool)
 @json_option
 def classify(text: tuple[str, ...], as_json: bool) -> None:
     """Show how TEXT would be classified (semantic, episodic or procedural)."""
-    from .classify import RuleBasedClassifier
+    from lexmem.capture.classify import RuleBasedClassifier
 
     body = read_text_arg(text, "text to classify")
     if not body.strip():
@@ -974,7 +974,7 @@ def llm_group() -> None:
 @pass_ctx
 def llm_status(c: Ctx, as_json: bool) -> None:
     """Calls and tokens today against the daily budget, and whether the LLM is paused."""
-    from .llm import status_line
+    from lexmem.llm import status_line
 
     figures = c.lm().llm_status()
     if as_json:
@@ -991,7 +991,7 @@ def llm_status(c: Ctx, as_json: bool) -> None:
 @pass_ctx
 def llm_test(c: Ctx, as_json: bool) -> None:
     """Send the endpoint one fixed prompt (no memory leaves this machine) and time it."""
-    from .licence import ENCODER
+    from lexmem.licence import ENCODER
 
     lm = c.lm()
     if not lm.settings.llm.url.strip():
@@ -1067,7 +1067,7 @@ def decay(c: Ctx, factor: float | None, as_json: bool) -> None:
 @contextmanager
 def _as_service(c: Ctx, busy_hint: str) -> Iterator[Any]:
     """This process as the capture service for the block (the single writer's lock)."""
-    from .service import CaptureService, ServiceBusyError
+    from lexmem.service.writer import CaptureService, ServiceBusyError
 
     service = CaptureService(c.lm())
     try:
@@ -1141,7 +1141,7 @@ def ingest(c: Ctx, as_json: bool) -> None:
 @pass_ctx
 def mcp(c: Ctx) -> None:
     """Serve lexmem to an agent over MCP (stdio): search, save, correct and forget memories."""
-    from .mcp_server import run_stdio
+    from lexmem.agents.mcp_server import run_stdio
 
     run_stdio(c.home)
 
@@ -1154,8 +1154,8 @@ def mcp(c: Ctx) -> None:
 @pass_ctx
 def digest(c: Ctx, project: str | None, max_bytes: int | None, as_json: bool) -> None:
     """The context an agent's session starts with here: pinned and most useful memories."""
-    from .digest import render_digest
-    from .hook import project_root
+    from lexmem.capture.policy import project_root
+    from lexmem.service.digest import render_digest
 
     where = project if project is not None else project_root(os.getcwd())
     text = render_digest(c.lm(), where or None, max_bytes=max_bytes)
@@ -1177,7 +1177,7 @@ def digest(c: Ctx, project: str | None, max_bytes: int | None, as_json: bool) ->
 @pass_ctx
 def audit(c: Ctx, decision: str | None, session_id: str | None, limit: int, as_json: bool) -> None:
     """Every capture candidate saved or skipped, with the reason and the rule."""
-    from .journal import Journal
+    from lexmem.store.journal import Journal
 
     entries = Journal(c.lm().store).audit_entries(
         decision=decision, session_id=session_id, limit=limit
@@ -1200,7 +1200,7 @@ def audit(c: Ctx, decision: str | None, session_id: str | None, limit: int, as_j
 @pass_ctx
 def sessions(c: Ctx, status: str | None, limit: int, as_json: bool) -> None:
     """Captured agent sessions, most recent first, with their memory counts."""
-    from .journal import Journal
+    from lexmem.store.journal import Journal
 
     found = Journal(c.lm().store).sessions(status, limit=limit)
     if as_json:
@@ -1224,7 +1224,7 @@ def optout() -> None:
 
 def _edit_folders(c: Ctx, key: str, path: str, add: bool, *, must_exist: bool = False) -> Path:
     """Add or remove a folder in a ``[capture]`` list (``optout``, ``watch``); takes effect at once."""
-    from .config import load_settings, save_settings
+    from lexmem.settings import load_settings, save_settings
 
     lm = c.lm()
     target = Path(path).expanduser().resolve()
@@ -1240,7 +1240,7 @@ def _edit_folders(c: Ctx, key: str, path: str, add: bool, *, must_exist: bool = 
 
 
 def _show_folders(c: Ctx, key: str, as_json: bool, empty: str) -> None:
-    from .config import load_settings
+    from lexmem.settings import load_settings
 
     folders = getattr(load_settings(c.lm().paths).capture, key)
     if as_json:
@@ -1297,7 +1297,7 @@ def watch() -> None:
 @pass_ctx
 def watch_add(c: Ctx, path: str) -> None:
     """Watch the folder PATH (recursively) for .md notes."""
-    from .licence import CAPTURE
+    from lexmem.licence import CAPTURE
 
     c.lm().licence.require(CAPTURE)  # watched notes are automatic capture
     target = _edit_folders(c, "watch", path, True, must_exist=True)
@@ -1327,7 +1327,7 @@ def watch_list(c: Ctx, as_json: bool) -> None:
 @pass_ctx
 def watch_scan(c: Ctx, as_json: bool) -> None:
     """Read the watched folders now (when no service is running), with progress."""
-    from .watcher import MarkdownWatcher
+    from lexmem.service.watcher import MarkdownWatcher
 
     with (
         _as_service(c, "it scans the watched folders itself") as service,
@@ -1379,8 +1379,8 @@ def reembed(c: Ctx, as_json: bool) -> None:
 
 def _integrate(c: Ctx, action: str, agent: str, scope: str, dry_run: bool) -> None:
     """Install or uninstall lexmem in an agent; --dry-run prints the diff and writes nothing."""
-    from .config import Paths, resolve_paths
-    from .integrations import apply_plan, plan
+    from lexmem.agents.integrations import apply_plan, plan
+    from lexmem.config import Paths, resolve_paths
 
     paths = Paths(Path(c.home).expanduser().absolute()) if c.home else resolve_paths()
     if agent == "desktop":
@@ -1402,7 +1402,7 @@ def _integrate(c: Ctx, action: str, agent: str, scope: str, dry_run: bool) -> No
 
 def _desktop(c: Ctx, action: str, scope: str, dry_run: bool, paths: Any) -> None:
     """`lexmem install|uninstall desktop`: the applications menu entry and its icon."""
-    from .desktop import apply_desktop, menu_command, plan_desktop
+    from lexmem.desktop import apply_desktop, menu_command, plan_desktop
 
     if scope != "user":
         raise InvalidInputError(
@@ -1469,7 +1469,7 @@ def uninstall(c: Ctx, agent: str, scope: str, dry_run: bool) -> None:
 def doctor(ctx: click.Context, fix: bool, repair: bool, as_json: bool) -> None:
     """Check the model, the data folder and its tables, permissions, the keyring, the agents
     and the hook."""
-    from .doctor import run_checks
+    from lexmem.doctor import run_checks
 
     obj = ctx.find_object(Ctx)
     home = obj.home if obj else None
@@ -1494,8 +1494,8 @@ def licence() -> None:
 
 
 def _licence_lines(st: Any) -> list[str]:
-    from .keystore import backend_available
-    from .licence import GATES
+    from lexmem.keystore import backend_available
+    from lexmem.licence import GATES
 
     lines = [f"Tier       {st.tier_name}" + (" (trial)" if st.source == "trial" else "")]
     lic = st.licence

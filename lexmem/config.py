@@ -1,9 +1,9 @@
 """Where lexmem keeps its state, and its settings file.
 
 Constraint: only the composition roots (the CLI, the service, the desktop app)
-call :func:`load_settings`; everything else receives the values it needs. The hook
-command reads what it applies through :func:`load_capture_rules`, which checks the
-file the same way but builds none of the settings dataclasses.
+call :func:`lexmem.settings.load_settings`; everything else receives the values it
+needs. The hook command reads what it applies through :func:`load_capture_rules`,
+which checks the file the same way but builds none of the settings dataclasses.
 
 All state lives under one data folder: ``LEXMEM_HOME`` when set, else the folder
 named by the location pointer (``$XDG_CONFIG_HOME/lexmem/location``, written when the
@@ -20,49 +20,30 @@ import stat
 import sys
 from pathlib import Path
 
-from .errors import ConfigError, DataFolderError
+from lexmem.errors import ConfigError, DataFolderError
 
 # The hook imports this module on every call, so it imports nothing slow at module
 # level: no ``typing``, ``tomllib`` (only when a settings file exists) or
-# ``dataclasses`` (the settings dataclasses live in :mod:`lexmem.settings`, loaded
-# the first time one of them is used; see ``__getattr__`` below).
+# ``dataclasses`` (the settings dataclasses, and loading and saving them, live in
+# :mod:`lexmem.settings`, which imports this module and never the other way round).
 TYPE_CHECKING = False
 if TYPE_CHECKING:
     from collections.abc import Callable, Mapping
     from typing import Any
-
-    from .settings import (
-        CaptureSettings,
-        ContextSettings,
-        EmbeddingSettings,
-        LlmSettings,
-        SearchSettings,
-        Settings,
-        StoreSettings,
-        UiSettings,
-    )
 
 __all__ = [
     "CAPTURE_MODES",
     "DEFAULT_MODEL",
     "SCHEMA_VERSION",
     "CaptureRules",
-    "CaptureSettings",
-    "ContextSettings",
-    "EmbeddingSettings",
-    "LlmSettings",
     "Paths",
-    "SearchSettings",
-    "Settings",
-    "StoreSettings",
-    "UiSettings",
     "default_home",
+    "digest_path",
     "load_capture_rules",
-    "load_settings",
     "location_file",
     "read_location",
+    "read_settings",
     "resolve_paths",
-    "save_settings",
     "schema_steps",
     "secure_umask",
     "tighten_umask",
@@ -317,23 +298,6 @@ _SECTIONS: dict[str, dict[str, Any]] = {
     },
     "ui": {"theme": "system"},
 }  # fmt: skip
-_SETTINGS_CLASSES = frozenset(
-    {"CaptureSettings", "ContextSettings", "EmbeddingSettings", "LlmSettings", "SearchSettings",
-     "Settings", "StoreSettings", "UiSettings"}
-)  # fmt: skip
-
-
-if not TYPE_CHECKING:  # type checkers see the imports above, and so catch misspelt names
-
-    def __getattr__(name: str) -> Any:
-        """The settings dataclasses, loaded from :mod:`lexmem.settings` on first use."""
-        if name in _SETTINGS_CLASSES:
-            from . import settings
-
-            for cls in _SETTINGS_CLASSES:  # kept, so that later lookups find them directly
-                globals()[cls] = getattr(settings, cls)
-            return globals()[name]
-        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 
 
 class CaptureRules:
@@ -376,7 +340,7 @@ def schema_steps(version: object, known: int) -> range:
 
     Raises :class:`ValueError` with a one-line reason for a version that is not a whole
     number, or that is newer than ``known`` (a newer lexmem wrote it: this one must not
-    touch it). The settings (below) and the data folder (:mod:`lexmem.migrations`) are
+    touch it). The settings (below) and the data folder (:mod:`lexmem.store.migrations`) are
     both versioned this way.
     """
     if not isinstance(version, int) or version < 0:
@@ -398,7 +362,7 @@ def _migrate_0_to_1(data: dict[str, Any]) -> dict[str, Any]:
 
 
 # The settings' steps, ``{N: layout N -> N + 1}``; each docstring names its step in errors.
-# They live here, not in :mod:`lexmem.migrations`, because the hook reads (and migrates in
+# They live here, not in :mod:`lexmem.store.migrations`, because the hook reads (and migrates in
 # memory) the settings without importing anything heavier than this module.
 MIGRATIONS: dict[int, Callable[[dict[str, Any]], dict[str, Any]]] = {0: _migrate_0_to_1}
 
@@ -465,7 +429,7 @@ def _check_section(name: str, raw: Any, path: str) -> dict[str, Any]:
     return values
 
 
-def _read_settings(file: Path) -> tuple[Any, int, dict[str, dict[str, Any]]] | None:
+def read_settings(file: Path) -> tuple[Any, int, dict[str, dict[str, Any]]] | None:
     """The file's schema version as written and once migrated, and the values each
     section sets (checked); None when there is no file.
 
@@ -499,42 +463,6 @@ def _read_settings(file: Path) -> tuple[Any, int, dict[str, dict[str, Any]]] | N
     return old_version, data["schema_version"], sections
 
 
-def load_settings(paths: Paths, *, write_back: bool = True) -> Settings:
-    """Read settings.toml (defaults when absent), migrating older layouts.
-
-    A migrated file is written back unless ``write_back`` is false (the hook reads
-    settings but never writes them).
-    """
-    from .settings import (
-        CaptureSettings,
-        ContextSettings,
-        EmbeddingSettings,
-        LlmSettings,
-        SearchSettings,
-        Settings,
-        StoreSettings,
-        UiSettings,
-    )
-
-    found = _read_settings(paths.settings)
-    if found is None:
-        return Settings()
-    old_version, version, sections = found
-    settings = Settings(
-        schema_version=version,
-        embedding=EmbeddingSettings(**sections["embedding"]),
-        search=SearchSettings(**sections["search"]),
-        store=StoreSettings(**sections["store"]),
-        capture=CaptureSettings(**sections["capture"]),
-        context=ContextSettings(**sections["context"]),
-        llm=LlmSettings(**sections["llm"]),
-        ui=UiSettings(**sections["ui"]),
-    )
-    if old_version != SCHEMA_VERSION and write_back:
-        save_settings(paths, settings)
-    return settings
-
-
 def load_capture_rules(paths: Paths) -> CaptureRules:
     """The hook's read of the settings: ``[capture]``'s rules, defaults when there is no file.
 
@@ -542,7 +470,7 @@ def load_capture_rules(paths: Paths) -> CaptureRules:
     :class:`ConfigError` for the same problems), but no dataclass is built and
     nothing is ever written back.
     """
-    found = _read_settings(paths.settings)
+    found = read_settings(paths.settings)
     if found is None:
         return CaptureRules()
     capture = found[2]["capture"]
@@ -555,29 +483,22 @@ def load_capture_rules(paths: Paths) -> CaptureRules:
     )
 
 
-def save_settings(paths: Paths, settings: Settings) -> None:
-    """Write settings.toml atomically (temporary file, fsync, rename), mode 0600."""
-    import tomli_w
-
-    problem = llm_url_problem(settings.llm.url)
-    if problem:
-        raise ConfigError(problem, path=str(paths.settings))
-    paths.ensure()
-    target = paths.settings
-    tmp = target.with_name(f".{target.name}.{os.getpid()}.tmp")
-    text = tomli_w.dumps(settings.to_dict())
-    with secure_umask():
-        try:
-            with open(tmp, "w", encoding="utf-8") as fh:
-                fh.write(text)
-                fh.flush()
-                os.fsync(fh.fileno())
-            os.replace(tmp, target)
-        except OSError as exc:
-            tmp.unlink(missing_ok=True)
-            raise ConfigError(f"cannot write settings ({exc.strerror})", path=str(target)) from exc
-
-
 def is_frozen() -> bool:
     """True inside a PyInstaller bundle."""
     return bool(getattr(sys, "frozen", False))
+
+
+def digest_path(paths: Paths, project: str | None) -> Path:
+    """Where the service keeps a project's context digest."""
+    # The interpreter's built-in SHA-256 when it has one: ``hashlib`` loads OpenSSL
+    # (~3 ms of every SessionStart). The digest is the same either way.
+    try:
+        from _sha2 import sha256  # Python 3.12+
+    except ImportError:
+        try:
+            from _sha256 import sha256  # Python 3.11
+        except ImportError:
+            from hashlib import sha256
+
+    key = sha256((project or "").encode("utf-8")).hexdigest()[:16]
+    return paths.digests / f"{key}.md"

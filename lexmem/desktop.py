@@ -31,7 +31,8 @@ from importlib.resources import files
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from .config import (
+from lexmem.agents.integrations import CREATED_RECORD
+from lexmem.config import (
     DIR_MODE,
     FILE_MODE,
     Paths,
@@ -40,14 +41,13 @@ from .config import (
     secure_umask,
     write_location,
 )
-from .errors import DataFolderError, InvalidInputError
-from .integrations import CREATED_RECORD
-from .locks import FileLock, LockTimeout
+from lexmem.errors import DataFolderError, InvalidInputError
+from lexmem.locks import FileLock, LockTimeout
 
 if TYPE_CHECKING:
-    from .api import Lexmem
-    from .service import CaptureService
-    from .watcher import WatchReport
+    from lexmem.api import Lexmem
+    from lexmem.service.watcher import WatchReport
+    from lexmem.service.writer import CaptureService
 
 __all__ = [
     "AUTOSTART_NAME",
@@ -734,8 +734,8 @@ def markdown_files(folder: Path) -> list[Path]:
 def scan_progress(lm: Lexmem, folder: Path) -> tuple[int, int]:
     """How many of ``folder``'s notes a service has read (a file hash in the journal), of
     how many there are: what a service in another process did, measured from outside."""
-    from .journal import Journal
-    from .store import q
+    from lexmem.store.journal import Journal
+    from lexmem.store.lance import q
 
     notes = markdown_files(folder)
     if not notes:
@@ -764,8 +764,8 @@ def first_scan(
     process becomes the service for the scan, or :class:`InvalidInputError` says that
     another process is (its watcher reads the folder; see :func:`scan_progress`).
     """
-    from .service import CaptureService, ServiceBusyError
-    from .watcher import MarkdownWatcher
+    from lexmem.service.watcher import MarkdownWatcher
+    from lexmem.service.writer import CaptureService, ServiceBusyError
 
     if service is not None:
         return MarkdownWatcher(service, [str(folder)]).scan_all(progress)

@@ -23,8 +23,9 @@ from importlib import resources
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, cast
 
-from .config import DEFAULT_MODEL, EmbeddingSettings, secure_umask
-from .errors import ModelError
+from lexmem.config import DEFAULT_MODEL, secure_umask
+from lexmem.errors import ModelError
+from lexmem.settings import EmbeddingSettings
 
 if TYPE_CHECKING:
     import numpy as np

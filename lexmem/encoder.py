@@ -6,7 +6,7 @@ in through :class:`LlmClassifier`). With no LLM, or when it fails, the rule
 result stands.
 
 Content longer than ``max_content_length`` is split by seed 002's
-:class:`~lexmem.chunker.TextChunker` into overlapping chunks, each its own memory
+:class:`~lexmem.capture.chunker.TextChunker` into overlapping chunks, each its own memory
 with chunk metadata, rather than truncated or summarised away. With an LLM
 (:class:`LlmSummariser`), seed 001's summary of the whole text becomes the chunks'
 title and their ``summary`` metadata; the chunks keep every word.
@@ -24,10 +24,10 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Protocol, runtime_checkable
 
-from .chunker import TextChunker
-from .classify import RuleBasedClassifier
-from .errors import InvalidInputError
-from .models import (
+from lexmem.capture.chunker import TextChunker
+from lexmem.capture.classify import RuleBasedClassifier
+from lexmem.errors import InvalidInputError
+from lexmem.models import (
     ClassificationMethod,
     Memory,
     MemoryContext,
@@ -37,7 +37,7 @@ from .models import (
 )
 
 if TYPE_CHECKING:
-    from .embedder import Embedder
+    from lexmem.embedder import Embedder
 
 __all__ = ["EncoderOptions", "EncodingRequest", "LlmClassifier", "LlmSummariser", "MemoryEncoder"]
 

@@ -8,7 +8,7 @@
     │   ├── NotFoundError       no memory (or link) with that id
     │   └── StoreLockedError    another process holds the write lock for too long
     ├── InvalidInputError       a value a user or caller gave is unusable
-    │   └── ChunkerError        (lexmem.chunker) empty text, invalid UTF-8, bad chunk sizes
+    │   └── ChunkerError        (lexmem.capture.chunker) empty text, invalid UTF-8, bad chunk sizes
     └── ImportFormatError       an export folder that cannot be imported
 
 Every message is one line a person can act on; the CLI prints it as it is.

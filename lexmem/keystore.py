@@ -15,7 +15,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from .errors import LexmemError
+from lexmem.errors import LexmemError
 
 __all__ = [
     "LLM_API_KEY",

@@ -47,9 +47,9 @@ from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
 
-from .config import DIR_MODE, Paths, secure_umask
-from .errors import LexmemError
-from .locks import FileLock
+from lexmem.config import DIR_MODE, Paths, secure_umask
+from lexmem.errors import LexmemError
+from lexmem.locks import FileLock
 
 __all__ = [
     "CAPTURE",
@@ -361,7 +361,7 @@ class _TrialKeys:
     """
 
     def __init__(self, local_file: Path) -> None:
-        from .keystore import TRIAL_KEY, TRIAL_RECORD, backend_available, get_secret
+        from lexmem.keystore import TRIAL_KEY, TRIAL_RECORD, backend_available, get_secret
 
         self.local_file = local_file
         self.keyring_ok = backend_available()[0]
@@ -400,7 +400,7 @@ class _TrialKeys:
         return self._record.encode("utf-8")
 
     def write_keyring_record(self, text: str) -> None:
-        from .keystore import TRIAL_RECORD, set_secret
+        from lexmem.keystore import TRIAL_RECORD, set_secret
 
         if not self.keyring_ok or self.keyring is None:
             return
@@ -411,7 +411,7 @@ class _TrialKeys:
 
     def make_missing(self) -> None:
         """A key for each place that can keep one and has none yet (the first run)."""
-        from .keystore import TRIAL_KEY, set_secret
+        from lexmem.keystore import TRIAL_KEY, set_secret
 
         if self.keyring_ok and self.keyring is None:
             key = secrets.token_bytes(32)
@@ -661,7 +661,7 @@ class LicenceService:
                 return None, str(path), f"cannot read {path} ({exc.strerror})"
             except UnicodeDecodeError:
                 return None, str(path), f"{path} does not hold a licence key (it is not text)"
-        from .keystore import SecretStoreError, backend_available, get_secret
+        from lexmem.keystore import SecretStoreError, backend_available, get_secret
 
         ok, _ = backend_available()
         if not ok:
@@ -870,7 +870,7 @@ class LicenceService:
 
     def activate(self, token: str) -> Licence:
         """Verify ``token`` and keep it in the OS keyring."""
-        from .keystore import SecretStoreError, backend_available, set_secret
+        from lexmem.keystore import SecretStoreError, backend_available, set_secret
 
         lic = verify_token(token, self.public_keys, self.clock())
         ok, why = backend_available()
@@ -889,7 +889,7 @@ class LicenceService:
 
     def remove(self) -> bool:
         """Remove the key from the keyring; False when none was there."""
-        from .keystore import SecretStoreError, backend_available, delete_secret
+        from lexmem.keystore import SecretStoreError, backend_available, delete_secret
 
         ok, why = backend_available()
         if not ok:

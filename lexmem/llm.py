@@ -39,12 +39,12 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 from urllib.parse import urlparse
 
-from .errors import LexmemError
-from .models import ClassificationMethod, MemoryType, TypeClassification
+from lexmem.errors import LexmemError
+from lexmem.models import ClassificationMethod, MemoryType, TypeClassification
 
 if TYPE_CHECKING:
-    from .config import Paths
-    from .settings import LlmSettings
+    from lexmem.config import Paths
+    from lexmem.settings import LlmSettings
 
 __all__ = ["Extraction", "LlmClient", "LlmError", "status_line"]
 
@@ -175,7 +175,7 @@ def _fresh_state(day: str) -> dict[str, Any]:
 
 def _clean(text: str) -> str:
     """LLM output as lexmem keeps it: secrets redacted like any other text."""
-    from .redact import redact
+    from lexmem.capture.redact import redact
 
     return redact(text).text.strip()
 
@@ -269,7 +269,7 @@ class LlmClient:
         return data
 
     def _write(self, data: dict[str, Any]) -> None:
-        from .config import secure_umask
+        from lexmem.config import secure_umask
 
         tmp = self.state_file.with_name(f".{STATE_FILE}.{os.getpid()}.tmp")
         try:
@@ -282,7 +282,7 @@ class LlmClient:
 
     def _update(self, change: Callable[[dict[str, Any]], None]) -> dict[str, Any]:
         """Read, change and write the counters under the data folder's LLM lock."""
-        from .locks import FileLock, LockTimeout
+        from lexmem.locks import FileLock, LockTimeout
 
         lock = FileLock(self.paths.home / "llm.lock", timeout=2.0)
         try:
@@ -406,8 +406,8 @@ class LlmClient:
         import urllib.error
         import urllib.request
 
-        from . import __version__
-        from .keystore import LLM_API_KEY, SecretStoreError, get_secret
+        from lexmem import __version__
+        from lexmem.keystore import LLM_API_KEY, SecretStoreError, get_secret
 
         body: dict[str, Any] = {
             "messages": [

@@ -13,7 +13,11 @@ import time
 from pathlib import Path
 from types import TracebackType
 
-__all__ = ["FileLock", "LockTimeout"]
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from lexmem.config import Paths
+
+__all__ = ["FileLock", "LockTimeout", "service_running"]
 
 
 class LockTimeout(OSError):
@@ -111,3 +115,36 @@ else:
 
     def _unlock(fd: int) -> None:
         fcntl.flock(fd, fcntl.LOCK_UN)
+
+
+def service_running(paths: Paths) -> bool:
+    """True when a process holds the service lock (the lock is released if it dies).
+
+    The probe only reads: it neither creates the lock file nor writes its own pid
+    into it, so it never disturbs what a person reading the file sees.
+    """
+    try:
+        fd = os.open(paths.service_lock, os.O_RDONLY)
+    except OSError:
+        return False  # no lock file: no service ever ran on this data folder
+    try:
+        if os.name == "nt":  # pragma: no cover - Windows only
+            probe = FileLock(paths.service_lock, timeout=0)
+            try:
+                probe.acquire()
+            except LockTimeout:
+                return True
+            probe.release()
+            return False
+        import fcntl
+
+        try:
+            fcntl.flock(fd, fcntl.LOCK_SH | fcntl.LOCK_NB)
+        except BlockingIOError:
+            return True
+        fcntl.flock(fd, fcntl.LOCK_UN)
+        return False
+    except OSError:
+        return False
+    finally:
+        os.close(fd)

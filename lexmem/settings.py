@@ -1,18 +1,28 @@
 """The sections of ``settings.toml`` as dataclasses.
 
-Import them from :mod:`lexmem.config`, which loads this module the first time one
-is used: the hook command reads the settings it needs through ``config`` without
-building these classes, and ``dataclasses`` alone (it pulls in ``inspect``) would
-cost it ~10 ms on every call. ``config`` validates a file against the same fields
-and defaults (its ``_SECTIONS`` table, which a test keeps equal to these classes).
+Loading and saving them is here too. The hook command never imports this module: it
+reads the settings it needs through :mod:`lexmem.config` without building these
+classes, and ``dataclasses`` alone (it pulls in ``inspect``) would cost it ~10 ms on
+every call. ``config`` validates a file against the same fields and defaults (its
+``_SECTIONS`` table, which a test keeps equal to these classes); this module imports
+``config``, never the other way round.
 """
 
 from __future__ import annotations
 
+import os
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
-from .config import DEFAULT_MODEL, SCHEMA_VERSION
+from lexmem.config import (
+    DEFAULT_MODEL,
+    SCHEMA_VERSION,
+    Paths,
+    llm_url_problem,
+    read_settings,
+    secure_umask,
+)
+from lexmem.errors import ConfigError
 
 __all__ = [
     "CaptureSettings",
@@ -23,6 +33,8 @@ __all__ = [
     "Settings",
     "StoreSettings",
     "UiSettings",
+    "load_settings",
+    "save_settings",
 ]
 
 
@@ -118,3 +130,51 @@ class Settings:
 
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)
+
+
+def load_settings(paths: Paths, *, write_back: bool = True) -> Settings:
+    """Read settings.toml (defaults when absent), migrating older layouts.
+
+    A migrated file is written back unless ``write_back`` is false (the hook reads
+    settings but never writes them).
+    """
+    found = read_settings(paths.settings)
+    if found is None:
+        return Settings()
+    old_version, version, sections = found
+    settings = Settings(
+        schema_version=version,
+        embedding=EmbeddingSettings(**sections["embedding"]),
+        search=SearchSettings(**sections["search"]),
+        store=StoreSettings(**sections["store"]),
+        capture=CaptureSettings(**sections["capture"]),
+        context=ContextSettings(**sections["context"]),
+        llm=LlmSettings(**sections["llm"]),
+        ui=UiSettings(**sections["ui"]),
+    )
+    if old_version != SCHEMA_VERSION and write_back:
+        save_settings(paths, settings)
+    return settings
+
+
+def save_settings(paths: Paths, settings: Settings) -> None:
+    """Write settings.toml atomically (temporary file, fsync, rename), mode 0600."""
+    import tomli_w
+
+    problem = llm_url_problem(settings.llm.url)
+    if problem:
+        raise ConfigError(problem, path=str(paths.settings))
+    paths.ensure()
+    target = paths.settings
+    tmp = target.with_name(f".{target.name}.{os.getpid()}.tmp")
+    text = tomli_w.dumps(settings.to_dict())
+    with secure_umask():
+        try:
+            with open(tmp, "w", encoding="utf-8") as fh:
+                fh.write(text)
+                fh.flush()
+                os.fsync(fh.fileno())
+            os.replace(tmp, target)
+        except OSError as exc:
+            tmp.unlink(missing_ok=True)
+            raise ConfigError(f"cannot write settings ({exc.strerror})", path=str(target)) from exc

@@ -17,10 +17,11 @@ from keyring.backend import KeyringBackend
 from keyring.errors import PasswordDeleteError
 
 from lexmem.api import Lexmem
-from lexmem.config import EmbeddingSettings, Paths, secure_umask
+from lexmem.config import Paths, secure_umask
 from lexmem.embedder import Embedder
 from lexmem.locks import FileLock
-from lexmem.service import CaptureService
+from lexmem.service.writer import CaptureService
+from lexmem.settings import EmbeddingSettings
 
 
 @pytest.fixture(autouse=True)

@@ -64,7 +64,7 @@ def hook_command() -> list[str]:
     exe = BIN / ("lexmem-hook.exe" if os.name == "nt" else "lexmem-hook")
     if exe.exists():
         return [str(exe)]
-    return [sys.executable, "-c", "from lexmem.hook import main; main()"]
+    return [sys.executable, "-c", "from lexmem.capture.hook import main; main()"]
 
 
 def environment(home: Path) -> dict[str, str]:
@@ -97,7 +97,7 @@ class Feed:
         return str(uuid.uuid5(FEED_NAMESPACE, f"{self.seed}:{i}"))
 
     def events(self) -> list[dict[str, Any]]:
-        from lexmem.inbox import make_event
+        from lexmem.capture.inbox import make_event
 
         rng = random.Random(self.seed)
         out: list[dict[str, Any]] = []
@@ -134,8 +134,8 @@ class Feed:
 
 def write_feed(home: Path, feed: Feed, rate: float | None = None) -> int:
     """Write the feed into the inbox (at ``rate`` events per second when given)."""
+    from lexmem.capture.inbox import Inbox
     from lexmem.config import Paths
-    from lexmem.inbox import Inbox
 
     inbox = Inbox(Paths(home).inbox)
     started = time.monotonic()
@@ -493,7 +493,7 @@ def verify(home: Path, feed: Feed, *, doctor: bool = True) -> Verdict:
     audit entries, journal records) and by content.
     """
     from lexmem.api import Lexmem
-    from lexmem.service import derived_id
+    from lexmem.capture.inbox import derived_id
 
     events = feed.events()
     verdict = Verdict(fed=len(events))

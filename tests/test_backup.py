@@ -22,11 +22,11 @@ from typing import Any
 import pytest
 from click.testing import CliRunner, Result
 
-from lexmem.backup import read_backup
 from lexmem.config import Paths
-from lexmem.doctor import check_tables
 from lexmem.locks import FileLock
-from lexmem.store import MemoryStore
+from lexmem.store.backup import read_backup
+from lexmem.store.lance import MemoryStore
+from lexmem.store.repair import check_tables
 
 DIM = 8
 SPACE = "test/fixed-vectors"
@@ -40,7 +40,7 @@ import sys, time
 from pathlib import Path
 from lexmem.config import Paths, tighten_umask
 from lexmem.models import Memory, MemoryLink, MemorySource
-from lexmem.store import MemoryStore
+from lexmem.store.lance import MemoryStore
 
 home, stop, progress, limit = Path(sys.argv[1]), Path(sys.argv[2]), Path(sys.argv[3]), int(sys.argv[4])
 tighten_umask()
@@ -280,7 +280,7 @@ def test_a_backup_from_a_newer_lexmem_is_refused(tmp_path: Path, a_backup: Path)
     import io
     import tarfile
 
-    from lexmem.backup import _checksum
+    from lexmem.store.backup import _checksum
 
     manifest = _manifest(a_backup)
     manifest["store_schema_version"] += 1
@@ -308,7 +308,7 @@ def test_a_backup_from_a_newer_lexmem_is_refused(tmp_path: Path, a_backup: Path)
 def test_a_restore_that_fails_half_way_puts_the_old_data_back(
     restored: Path, a_backup: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    import lexmem.backup as backup_module
+    import lexmem.store.backup as backup_module
 
     store = open_store(restored)
     store.delete(mid(1))

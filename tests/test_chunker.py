@@ -1,4 +1,4 @@
-"""Tests for lexmem.chunker: seed 002's TextChunker."""
+"""Tests for lexmem.capture.chunker: seed 002's TextChunker."""
 
 from __future__ import annotations
 
@@ -8,7 +8,7 @@ import random
 
 import pytest
 
-from lexmem.chunker import (
+from lexmem.capture.chunker import (
     CHUNK_SIZE_WORDS,
     MIN_CHUNK_WORDS,
     OVERLAP_WORDS,

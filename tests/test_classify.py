@@ -1,4 +1,4 @@
-"""Tests for lexmem.classify, the rule-based memory-type classifier (seed 001)."""
+"""Tests for lexmem.capture.classify, the rule-based memory-type classifier (seed 001)."""
 
 from __future__ import annotations
 
@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from lexmem.classify import RuleBasedClassifier, classify
+from lexmem.capture.classify import RuleBasedClassifier, classify
 from lexmem.models import ClassificationMethod, MemoryType, TypeClassification
 
 LLM_FALLBACK_THRESHOLD = 0.7

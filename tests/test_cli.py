@@ -794,7 +794,8 @@ def test_a_model_change_reembeds_on_the_next_command(tmp_path: Path, embedder: E
 
     Runs the real console script: the in-process tests share the default model.
     """
-    from lexmem.config import EmbeddingSettings, Paths, Settings, save_settings
+    from lexmem.config import Paths
+    from lexmem.settings import EmbeddingSettings, Settings, save_settings
 
     home = tmp_path / "home"
     run("--home", str(home), "remember", "The API runs on port 8080")

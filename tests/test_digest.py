@@ -18,11 +18,12 @@ from typing import Any
 import pytest
 
 from lexmem.api import Lexmem
-from lexmem.digest import DigestKeeper, render_digest, write_digest
-from lexmem.hook import digest_path
+from lexmem.config import digest_path
 from lexmem.locks import FileLock
 from lexmem.models import MemoryType
-from lexmem.service import CaptureService, InboxWriter, remember_through_inbox
+from lexmem.service.client import InboxWriter, remember_through_inbox
+from lexmem.service.digest import DigestKeeper, render_digest, write_digest
+from lexmem.service.writer import CaptureService
 
 HOOK = Path(sys.executable).with_name("lexmem-hook")
 PROJECT = "/work/shop"

@@ -10,9 +10,9 @@ import numpy as np
 import pytest
 
 from lexmem.api import Lexmem
-from lexmem.config import EmbeddingSettings, Settings
 from lexmem.embedder import Embedder, long_text_windows
 from lexmem.errors import InvalidInputError, ModelError
+from lexmem.settings import EmbeddingSettings, Settings
 
 
 def test_embeds_single_sentences_and_batches_to_unit_vectors(embedder: Embedder) -> None:
@@ -115,7 +115,7 @@ def test_changing_the_model_requires_and_performs_a_reembed(
 def test_a_half_built_table_from_an_interrupted_reembed_is_dropped(
     tmp_path: Path, embedder: Embedder
 ) -> None:
-    from lexmem.store import memory_schema
+    from lexmem.store.schema import memory_schema
 
     home = tmp_path / "home"
     lm = Lexmem.open(home, embedder=embedder)

@@ -18,14 +18,16 @@ from conftest import shared_model
 from diskscan import assert_nowhere, find_markers
 
 from lexmem.api import Lexmem
+from lexmem.capture.inbox import Inbox, make_event
 from lexmem.cli import cli
-from lexmem.config import Paths, load_settings
+from lexmem.config import Paths
 from lexmem.embedder import Embedder
-from lexmem.inbox import Inbox, make_event
-from lexmem.journal import Journal
 from lexmem.models import MemorySource, MemoryStatus, utcnow
-from lexmem.service import CaptureService, apply_op, review, review_queue
-from lexmem.store import MemoryFilter
+from lexmem.service.ops import apply_op, review
+from lexmem.service.writer import CaptureService
+from lexmem.settings import load_settings
+from lexmem.store.journal import Journal
+from lexmem.store.lance import MemoryFilter
 
 
 def _say(service: CaptureService, sid: str, text: str, *, project: str | None = None) -> None:
@@ -98,7 +100,7 @@ def test_review_reject_erases_and_still_refuses_the_same_again(service: CaptureS
     lm = service.lm
     service.settings.mode = "full"
     _say(service, "s1", "We decided to use zqxmarker6f 16 for the billing service.")
-    (rejected,) = review_queue(lm)
+    (rejected,) = lm.review_queue()
     changes = review(lm, [rejected], "rejected")
     assert changes.deleted == (rejected,)
     assert lm.store.get_optional(rejected) is None
@@ -108,7 +110,7 @@ def test_review_reject_erases_and_still_refuses_the_same_again(service: CaptureS
     assert set(row) >= {"fingerprint", "embedding", "particulars"}
     assert len(row["fingerprint"]) == 64 and len(row["particulars"]) == 32
     _say(service, "s2", "We decided to use zqxmarker6f 16 for the billing service!")
-    assert review_queue(lm) == []
+    assert lm.review_queue() == []
     refused = [
         e for e in lm.audit_entries(decision="skipped") if e.reason == "rejected in review before"
     ]

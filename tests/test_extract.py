@@ -1,4 +1,4 @@
-"""Tests for lexmem.extract: candidates from windows of agent-session events.
+"""Tests for lexmem.capture.extract: candidates from windows of agent-session events.
 
 Each scenario is a realistic window (what the hook would capture from Claude Code,
 Codex or a writer's session) built with :class:`Session` below or loaded from
@@ -19,7 +19,7 @@ from typing import Any
 
 import pytest
 
-from lexmem.extract import (
+from lexmem.capture.extract import (
     TRIGGER_PATTERNS,
     Candidate,
     CandidateKind,

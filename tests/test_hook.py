@@ -28,10 +28,12 @@ from typing import Any
 
 import pytest
 
-from lexmem import hook
-from lexmem.config import CaptureSettings, Paths, Settings, save_settings
-from lexmem.inbox import Inbox
+from lexmem import config, locks
+from lexmem.capture import hook, policy
+from lexmem.capture.inbox import Inbox
+from lexmem.config import Paths
 from lexmem.locks import FileLock
+from lexmem.settings import CaptureSettings, Settings, save_settings
 
 HOOK = Path(sys.executable).with_name("lexmem-hook")
 SESSION = "3f2c8a7e-1b4d-4e6f-9a0c-5d7e8f9a1b2c"
@@ -39,12 +41,14 @@ TOOL_USE_ID = "toolu_01H8xQ4a9pLkN2sT7vW3yZ5b"
 MODEL = "claude-sonnet-4-5-20250929"
 LIGHT_LEXMEM_MODULES = {
     "lexmem",
-    "lexmem.hook",
+    "lexmem.capture",  # an empty package
+    "lexmem.capture.hook",
+    "lexmem.capture.inbox",
+    "lexmem.capture.policy",  # opt-out, pause, capture mode: asked before anything is written
+    "lexmem.capture.redact",
     "lexmem.config",
     "lexmem.errors",
-    "lexmem.inbox",
-    "lexmem.redact",
-    "lexmem.locks",  # the lock probe on Windows
+    "lexmem.locks",  # the lock probe (SessionStart)
 }
 HEAVY = ("lancedb", "pyarrow", "numpy", "fastembed", "duckdb", "onnxruntime", "click", "PySide6")
 
@@ -272,9 +276,9 @@ def _not_stdlib(modules: list[str]) -> list[str]:
 
 
 def test_importing_the_hook_loads_only_the_standard_library_and_light_lexmem_modules() -> None:
-    loaded = _modules_loaded("import lexmem.hook")
+    loaded = _modules_loaded("import lexmem.capture.hook")
     ours = sorted(m for m in loaded if m.split(".")[0] == "lexmem")
-    print(f"\nlexmem modules loaded by `import lexmem.hook`: {', '.join(ours)}")
+    print(f"\nlexmem modules loaded by `import lexmem.capture.hook`: {', '.join(ours)}")
     assert [m for m in _not_stdlib(loaded) if m.split(".")[0] != "lexmem"] == []
     assert set(ours) <= LIGHT_LEXMEM_MODULES
     assert not [m for m in loaded if m.split(".")[0] in HEAVY]
@@ -290,7 +294,7 @@ SLOW_TO_IMPORT = (
 
 
 def test_importing_the_hook_loads_nothing_slow() -> None:
-    loaded = set(_modules_loaded("import lexmem.hook"))
+    loaded = set(_modules_loaded("import lexmem.capture.hook"))
     assert [m for m in SLOW_TO_IMPORT if m in loaded] == []
 
 
@@ -299,7 +303,7 @@ def test_a_prompt_with_a_settings_file_loads_nothing_slow_but_the_toml_parser(
 ) -> None:
     save_settings(Paths(data_home), Settings(capture=CaptureSettings(optout=["elsewhere"])))
     prompt = json.dumps(claude_payload("UserPromptSubmit", repo, prompt="use pnpm, not npm"))
-    code = f"import io\nfrom lexmem import hook\nhook.run(['claude'], stdin={prompt.encode()!r})\n"
+    code = f"import io\nfrom lexmem.capture import hook\nhook.run(['claude'], stdin={prompt.encode()!r})\n"
     loaded = set(_modules_loaded(code))
     toml = {"tomllib", "typing", "datetime"}  # the parser imports the other two itself
     assert [m for m in SLOW_TO_IMPORT if m in loaded and m not in toml] == []
@@ -308,7 +312,7 @@ def test_a_prompt_with_a_settings_file_loads_nothing_slow_but_the_toml_parser(
 
 
 def test_inbox_ids_and_timestamps_are_what_uuid4_and_datetime_would_write() -> None:
-    from lexmem.inbox import new_event_id, now_iso
+    from lexmem.capture.inbox import new_event_id, now_iso
 
     ids = {new_event_id() for _ in range(1000)}
     assert len(ids) == 1000
@@ -346,7 +350,7 @@ def test_a_whole_session_start_run_loads_only_the_standard_library(
     start = json.dumps(claude_payload("SessionStart", repo, source="startup", model=MODEL))
     tool = json.dumps(claude_payload("PostToolUse", repo, **CLAUDE_CASES["PostToolUse"][0]))
     code = (
-        "import io\nfrom lexmem import hook\n"
+        "import io\nfrom lexmem.capture import hook\n"
         f"hook.run(['claude'], stdin={start.encode()!r}, out=io.StringIO())\n"
         f"hook.run(['claude'], stdin={tool.encode()!r}, out=io.StringIO())\n"
     )
@@ -938,7 +942,7 @@ def test_an_agent_that_closed_stdout_still_gets_the_event_captured(
     repo: Path, data_home: Path, service_up: FileLock
 ) -> None:
     project = str(repo)
-    digest = hook.digest_path(Paths(data_home), project)
+    digest = config.digest_path(Paths(data_home), project)
     digest.parent.mkdir(parents=True, exist_ok=True)
     digest.write_text("# Context\n" + "- pinned: use uv, not pip\n" * 20_000, encoding="utf-8")
     read_end, write_end = os.pipe()
@@ -1111,12 +1115,12 @@ def assert_no_trace(data_home: Path, repo: Path) -> None:
 def test_an_optout_file_leaves_no_trace(
     where: str, repo: Path, data_home: Path, tmp_path: Path, service_up: FileLock
 ) -> None:
-    (repo / hook.OPTOUT_MARKER).touch()
+    (repo / policy.OPTOUT_MARKER).touch()
     cwd = repo if where == "repository root" else repo / "src" / "api"
     transcript = write_transcript(
         tmp_path / "t.jsonl", [assistant_line("m", text(f"answer {MARKER}"))]
     )
-    digest = hook.digest_path(Paths(data_home), str(repo))
+    digest = config.digest_path(Paths(data_home), str(repo))
     digest.parent.mkdir(parents=True, exist_ok=True)
     digest.write_text("# old digest of an opted-out repository\n")
     for argv, payload in every_event_payload(cwd, transcript):
@@ -1170,7 +1174,7 @@ def test_capture_mode_off_writes_nothing_but_still_prints_the_digest(
     repo: Path, data_home: Path, service_up: FileLock
 ) -> None:
     save_settings(Paths(data_home), Settings(capture=CaptureSettings(mode="off")))
-    digest = hook.digest_path(Paths(data_home), str(repo))
+    digest = config.digest_path(Paths(data_home), str(repo))
     digest.parent.mkdir(parents=True, exist_ok=True)
     digest.write_text("# shop-api\n- pinned: deploys go through `make release`\n", encoding="utf-8")
     for event, (fields, *_rest) in CLAUDE_CASES.items():
@@ -1223,7 +1227,7 @@ def test_unreadable_settings_capture_nothing_and_say_why(repo: Path, data_home: 
 def test_session_start_prints_the_projects_digest(
     repo: Path, data_home: Path, service_up: FileLock
 ) -> None:
-    digest = hook.digest_path(Paths(data_home), str(repo))
+    digest = config.digest_path(Paths(data_home), str(repo))
     digest.parent.mkdir(parents=True, exist_ok=True)
     body = "# shop-api — what lexmem remembers\n\n- Pinned: run `make check` before pushing\n- CI uses Python 3.11 — déjà vu\n"
     digest.write_text(body, encoding="utf-8")
@@ -1244,7 +1248,7 @@ def test_session_start_prints_nothing_without_a_digest(
     repo: Path, data_home: Path, service_up: FileLock
 ) -> None:
     ok(run_hook("claude", payload=claude_payload("SessionStart", repo, source="startup")))
-    other = hook.digest_path(Paths(data_home), "/some/other/project")
+    other = config.digest_path(Paths(data_home), "/some/other/project")
     other.parent.mkdir(parents=True, exist_ok=True)
     other.write_text("# another project's digest\n")
     ok(run_hook("claude", payload=claude_payload("SessionStart", repo, source="startup")))
@@ -1296,7 +1300,7 @@ def test_session_start_leaves_a_running_service_alone(
 def test_no_service_is_started_for_an_opted_out_or_captureless_session(
     repo: Path, data_home: Path, spawns: list[Paths], tmp_path: Path
 ) -> None:
-    (repo / hook.OPTOUT_MARKER).touch()
+    (repo / policy.OPTOUT_MARKER).touch()
     run_in_process(claude_payload("SessionStart", repo, source="startup"))
     other = tmp_path / "other"
     other.mkdir()
@@ -1307,15 +1311,15 @@ def test_no_service_is_started_for_an_opted_out_or_captureless_session(
 
 def test_service_running_follows_a_real_lock(data_home: Path) -> None:
     paths = Paths(data_home)
-    assert hook.service_running(paths) is False
+    assert locks.service_running(paths) is False
     assert not data_home.exists()  # the probe creates nothing
     data_home.mkdir(parents=True)
     lock = FileLock(paths.service_lock, timeout=0)
     with lock:
         content = paths.service_lock.read_bytes()
-        assert hook.service_running(paths) is True
+        assert locks.service_running(paths) is True
         assert paths.service_lock.read_bytes() == content  # the holder's pid is untouched
-    assert hook.service_running(paths) is False
+    assert locks.service_running(paths) is False
 
 
 def test_service_running_sees_a_lock_held_by_another_process_until_it_dies(data_home: Path) -> None:
@@ -1335,11 +1339,11 @@ def test_service_running_sees_a_lock_held_by_another_process_until_it_dies(data_
     try:
         assert holder.stdout is not None
         assert holder.stdout.readline() == b"held\n"
-        assert hook.service_running(paths) is True
+        assert locks.service_running(paths) is True
     finally:
         holder.send_signal(signal.SIGKILL)
         holder.wait(timeout=30)
-    assert hook.service_running(paths) is False  # the OS released it with the process
+    assert locks.service_running(paths) is False  # the OS released it with the process
 
 
 # -- 11. latency, for information ----------------------------------------------------------

@@ -30,10 +30,10 @@ from typing import Any
 
 import pytest
 
-from lexmem import hook
-from lexmem import redact as redact_module
+from lexmem.capture import hook
+from lexmem.capture import redact as redact_module
 from lexmem.locks import FileLock
-from lexmem.service import CaptureService
+from lexmem.service.writer import CaptureService
 
 HOOK = Path(sys.executable).with_name("lexmem-hook")
 SESSION = "5d0c9a7e-1b4d-4e6f-9a0c-5d7e8f9a1b2c"

@@ -7,7 +7,7 @@ event holding no planted secret, and the real service takes those files in witho
 failing. Whatever lands in the inbox by other means (any bytes, any JSON) is either
 taken in or quarantined, and the drain goes on.
 
-The hook runs in-process (``lexmem.hook.run``, the function ``lexmem-hook`` calls) for
+The hook runs in-process (``lexmem.capture.hook.run``, the function ``lexmem-hook`` calls) for
 the generated examples, and as the real console script for a handful of explicit ones.
 """
 
@@ -27,12 +27,12 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from lexmem import hook
 from lexmem.api import Lexmem
+from lexmem.capture import hook
+from lexmem.capture.inbox import BadEvent, Inbox, make_event, validate_event
 from lexmem.embedder import Embedder
-from lexmem.inbox import BadEvent, Inbox, make_event, validate_event
 from lexmem.locks import FileLock
-from lexmem.service import CaptureService
+from lexmem.service.writer import CaptureService
 
 HOOK = Path(sys.executable).with_name("lexmem-hook")
 # Generous: a hang detector, never a timing assertion (the hook's own budget is

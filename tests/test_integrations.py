@@ -17,11 +17,11 @@ from typing import Any
 import pytest
 from click.testing import CliRunner, Result
 
+from lexmem.agents.integrations import CLAUDE_HOOK_EVENTS, CODEX_HOOK_EVENTS, plan
+from lexmem.capture.inbox import Inbox
 from lexmem.cli import cli
 from lexmem.config import Paths
 from lexmem.doctor import run_checks
-from lexmem.inbox import Inbox
-from lexmem.integrations import CLAUDE_HOOK_EVENTS, CODEX_HOOK_EVENTS, plan
 from lexmem.locks import FileLock
 
 USER_SETTINGS = {

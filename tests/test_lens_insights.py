@@ -8,9 +8,9 @@ import pytest
 
 from lexmem.api import Lexmem
 from lexmem.errors import InvalidInputError
-from lexmem.journal import AuditEntry, Journal
-from lexmem.lens import insights
 from lexmem.models import Memory, MemorySource, MemoryStatus, MemoryType
+from lexmem.store.journal import AuditEntry, Journal
+from lexmem.store.lens import insights
 
 # A fixed clock: no assertion depends on when the test runs.
 NOW = datetime(2025, 3, 10, 12, 0, tzinfo=UTC)

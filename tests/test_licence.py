@@ -24,11 +24,11 @@ from keyring.backends import fail
 
 from lexmem import licence as lic_mod
 from lexmem.api import Lexmem
+from lexmem.capture.inbox import Inbox, make_event
 from lexmem.cli import cli
 from lexmem.config import Paths
 from lexmem.embedder import Embedder
 from lexmem.errors import LexmemError
-from lexmem.inbox import Inbox, make_event
 from lexmem.licence import (
     CAPTURE,
     CORE,
@@ -43,8 +43,9 @@ from lexmem.licence import (
     verify_token,
 )
 from lexmem.models import Memory, MemorySource, MemoryStatus, MemoryType
-from lexmem.service import CaptureService, remember_through_inbox
-from lexmem.store import MemoryFilter
+from lexmem.service.client import remember_through_inbox
+from lexmem.service.writer import CaptureService
+from lexmem.store.lance import MemoryFilter
 
 T0 = datetime(2026, 11, 1, 9, 0, tzinfo=UTC)
 KID = "test-key-1"

@@ -21,15 +21,17 @@ import pytest
 from click.testing import CliRunner
 
 from lexmem.api import Lexmem
+from lexmem.capture.inbox import Inbox, make_event
 from lexmem.cli import cli
-from lexmem.config import LlmSettings, Paths, Settings, load_settings, save_settings
+from lexmem.config import Paths
 from lexmem.embedder import Embedder
-from lexmem.inbox import Inbox, make_event
 from lexmem.keystore import LLM_API_KEY, SERVICE
 from lexmem.licence import LicenceService
 from lexmem.llm import LlmClient, LlmError
 from lexmem.models import ClassificationMethod, MemoryType
-from lexmem.service import CaptureService, remember_through_inbox
+from lexmem.service.client import remember_through_inbox
+from lexmem.service.writer import CaptureService
+from lexmem.settings import LlmSettings, Settings, load_settings, save_settings
 
 AMBIGUOUS = "Important information about the system"  # the rules are unsure (seed 001)
 

@@ -21,8 +21,7 @@ import pytest
 from mcp import ClientSession, StdioServerParameters
 from mcp.client.stdio import stdio_client
 
-from lexmem.config import Paths
-from lexmem.hook import digest_path
+from lexmem.config import Paths, digest_path
 from lexmem.locks import FileLock
 
 pytestmark = pytest.mark.anyio
@@ -322,7 +321,7 @@ def test_the_server_starts_without_the_store_or_the_model() -> None:
     """Start-up cost is the SDK's: building the server opens no store and loads no model."""
     code = (
         "import sys, asyncio\n"
-        "from lexmem.mcp_server import MemoryTools, build_server\n"
+        "from lexmem.agents.mcp_server import MemoryTools, build_server\n"
         "server = build_server(MemoryTools('/nonexistent/lexmem'))\n"
         "tools = asyncio.run(server.list_tools())\n"
         "heavy = ('lancedb', 'pyarrow', 'fastembed', 'onnxruntime', 'duckdb')\n"

@@ -22,15 +22,17 @@ import pytest
 from click.testing import CliRunner
 from conftest import shared_model
 
-from lexmem import config, migrations
+from lexmem import config, settings
 from lexmem.api import Lexmem
 from lexmem.cli import cli
 from lexmem.embedder import Embedder
 from lexmem.errors import ConfigError, StoreError
-from lexmem.journal import Journal
-from lexmem.migrations import Step
 from lexmem.models import ConfidencePoint, MemoryLink
-from lexmem.store import STORE_SCHEMA_VERSION, _session_contexts, memory_from_row
+from lexmem.store import migrations
+from lexmem.store.journal import Journal
+from lexmem.store.lance import _session_contexts
+from lexmem.store.migrations import Step
+from lexmem.store.schema import STORE_SCHEMA_VERSION, memory_from_row
 
 FIXTURE = Path(__file__).resolve().parent / "data" / "layout_v1"
 TABLES = ("memories_v1", "links", "confidence", "sessions", "audit", "processed")
@@ -145,7 +147,7 @@ def test_an_old_folder_opens_with_every_row_intact(old_home: Path, embedder: Emb
         assert lm.settings.capture.mode == "full"
         assert lm.settings.capture.optout == ["/home/dev/secret-repo"]
         assert lm.settings.embedding.model == "lexmem/all-MiniLM-L6-v2-int8"
-    reread = config.load_settings(config.Paths(old_home))
+    reread = settings.load_settings(config.Paths(old_home))
     assert reread.schema_version == config.SCHEMA_VERSION
     assert f"schema_version = {config.SCHEMA_VERSION}" in (old_home / "settings.toml").read_text()
     assert (reread.search.default_limit, reread.capture.mode) == (7, "full")
@@ -191,7 +193,7 @@ def test_a_failing_migration_leaves_every_file_as_it_was(
         monkeypatch.setitem(migrations.STORE_STEPS, 1, half_done)
         step = "store 1 -> 2 (add the session context column)"
     else:  # the store's steps all succeed first: the settings' failure undoes them too
-        monkeypatch.setattr(config, "save_settings", _disk_full)
+        monkeypatch.setattr(settings, "save_settings", _disk_full)
         step = "settings 0 -> 1 (move the top-level model into [embedding])"
     with pytest.raises(StoreError) as err:
         Lexmem.open(old_home, embedder=embedder)

@@ -40,16 +40,18 @@ from test_hook import (
 )
 from test_mcp import Client, serve, server_env
 
-from lexmem import hook
+from lexmem import config
 from lexmem.api import Lexmem
-from lexmem.config import CaptureSettings, Paths, Settings, save_settings
-from lexmem.digest import DigestKeeper
+from lexmem.capture import policy
+from lexmem.capture.inbox import Inbox, make_event
+from lexmem.config import Paths
 from lexmem.embedder import Embedder
 from lexmem.errors import InvalidInputError
-from lexmem.inbox import Inbox, make_event
 from lexmem.locks import FileLock
 from lexmem.models import utcnow
-from lexmem.service import CaptureService
+from lexmem.service.digest import DigestKeeper
+from lexmem.service.writer import CaptureService
+from lexmem.settings import CaptureSettings, Settings, save_settings
 
 LEXMEM = Path(sys.executable).with_name("lexmem")
 # What a session in the repository says: enough for the extractor to keep memories.
@@ -134,14 +136,14 @@ def test_a_worktree_maps_to_its_main_repository_and_a_submodule_keeps_its_own(
 
     with monkeypatch.context() as mp:
         mp.setattr(subprocess, "Popen", no_git)
-        assert hook.project_root(str(worktree)) == str(repo)
-        assert hook.project_root(str(worktree / "src" / "api")) == str(repo)
-        assert hook.project_root(str(repo)) == str(repo)
-        assert hook.project_root(str(repo / "vendor" / "lib")) == str(repo / "vendor" / "lib")
+        assert policy.project_root(str(worktree)) == str(repo)
+        assert policy.project_root(str(worktree / "src" / "api")) == str(repo)
+        assert policy.project_root(str(repo)) == str(repo)
+        assert policy.project_root(str(repo / "vendor" / "lib")) == str(repo / "vendor" / "lib")
     # A worktree whose main repository is gone stands alone rather than failing.
     lonely = add_worktree(lib, "lib-feature")
     (lonely / ".git").write_text("gitdir: /nonexistent/.git/worktrees/lib-feature\n")
-    assert hook.project_root(str(lonely)) == str(lonely)
+    assert policy.project_root(str(lonely)) == str(lonely)
 
     # The hook, as the agent runs it, files a worktree's events under the main repository.
     prompt = claude_payload("UserPromptSubmit", worktree / "src", prompt="Why is CI red?")
@@ -157,7 +159,7 @@ def test_the_main_repositorys_opt_out_holds_in_every_worktree(
     transcript = write_transcript(tmp_path / "t.jsonl", [assistant_line("m", text(MARKER))])
     # A digest of the repository from before: a session starting in a worktree shows none.
     for project in (str(repo), None):
-        digest = hook.digest_path(Paths(data_home), project)
+        digest = config.digest_path(Paths(data_home), project)
         digest.parent.mkdir(parents=True, exist_ok=True)
         digest.write_text("# lexmem · shop\n- [0b7d4411] a memory from before\n")
 
@@ -175,19 +177,19 @@ def test_the_main_repositorys_opt_out_holds_in_every_worktree(
     (Paths(data_home).settings).unlink()
 
     # By a marker that is only in the main checkout's working tree (never committed).
-    (repo / hook.OPTOUT_MARKER).touch()
-    assert not (worktree / hook.OPTOUT_MARKER).exists()
+    (repo / policy.OPTOUT_MARKER).touch()
+    assert not (worktree / policy.OPTOUT_MARKER).exists()
     every_event_leaves_no_trace(worktree)
     # Committed: a worktree made afterwards has the marker checked out as well.
-    git("add", hook.OPTOUT_MARKER, cwd=repo)
+    git("add", policy.OPTOUT_MARKER, cwd=repo)
     git("commit", "-q", "-m", "opt out of lexmem", cwd=repo)
     every_event_leaves_no_trace(add_worktree(repo, "shop-later"))
-    git("rm", "-q", hook.OPTOUT_MARKER, cwd=repo)
+    git("rm", "-q", policy.OPTOUT_MARKER, cwd=repo)
     git("commit", "-q", "-m", "opt in again", cwd=repo)
     # A marker in the worktree alone opts out that worktree.
-    (worktree / hook.OPTOUT_MARKER).touch()
+    (worktree / policy.OPTOUT_MARKER).touch()
     every_event_leaves_no_trace(worktree / "src")
-    (worktree / hook.OPTOUT_MARKER).unlink()
+    (worktree / policy.OPTOUT_MARKER).unlink()
 
     # Opted in again: the worktree is captured, as the main repository.
     ok(run_hook("claude", payload=claude_payload("UserPromptSubmit", worktree, prompt="hi")))
@@ -252,7 +254,7 @@ def test_events_queued_before_an_opt_out_leave_nothing(
         done = lexmem("optout", "add", str(repo))
         assert done.returncode == 0, done.stderr
     else:
-        (repo / hook.OPTOUT_MARKER).touch()  # never committed: the worktree has none
+        (repo / policy.OPTOUT_MARKER).touch()  # never committed: the worktree has none
     service.drain()
     assert_nothing_kept(service, data_home, repo)
 
@@ -269,7 +271,7 @@ def test_events_taken_in_before_an_opt_out_are_let_go_unread(
         ok(run_hook("claude", payload=claude_payload("UserPromptSubmit", repo, prompt=prompt)))
     service.drain()
     assert len(service.journal.buffered(SESSION)) == 2  # waiting for the window to close
-    (repo / hook.OPTOUT_MARKER).touch()
+    (repo / policy.OPTOUT_MARKER).touch()
     service.abandon_idle(now=utcnow() + timedelta(days=1))
     service.lm.refresh()
     assert service.lm.count() == 0
@@ -329,7 +331,7 @@ def test_a_tool_call_queued_before_its_repository_was_opted_out_is_dropped_at_dr
     own = {"tool_name": "Read", "tool_input": {"file_path": str(elsewhere / "README.md")},
            "tool_response": {"file": {"content": "elsewhere"}}}  # fmt: skip
     ok(run_hook("claude", payload=claude_payload("PostToolUse", elsewhere, **own), cwd=elsewhere))
-    (repo / hook.OPTOUT_MARKER).touch()
+    (repo / policy.OPTOUT_MARKER).touch()
     report = service.drain()
     assert inbox_files(data_home) == []
     assert report.events == 1 and report.skipped == 16
@@ -351,7 +353,7 @@ def test_remember_into_an_opted_out_repository_is_refused_and_writes_nothing(
 ) -> None:
     named = "payroll"  # a named project can be opted out too
     opt_out_by_settings(data_home, named)
-    (repo / hook.OPTOUT_MARKER).touch()
+    (repo / policy.OPTOUT_MARKER).touch()
     for project, cwd in ((str(repo), None), (named, None), (".", repo)):
         done = lexmem("remember", "--project", project, f"The VPN is needed {MARKER}", cwd=cwd)
         assert done.returncode == 2, (project, done.stdout, done.stderr)
@@ -406,9 +408,9 @@ async def test_nothing_of_an_opted_out_repository_is_served_to_agents(
         keeper = DigestKeeper(lm)
         keeper.mark_all()
         keeper.flush(force=True)
-        assert MARKER in hook.digest_path(lm.paths, str(repo)).read_text(encoding="utf-8")
+        assert MARKER in config.digest_path(lm.paths, str(repo)).read_text(encoding="utf-8")
 
-        (repo / hook.OPTOUT_MARKER).touch()  # not committed: the worktree has no marker
+        (repo / policy.OPTOUT_MARKER).touch()  # not committed: the worktree has no marker
 
         # SessionStart in the repository or its worktree prints no digest, not even the
         # one written before the opt-out.
@@ -420,7 +422,7 @@ async def test_nothing_of_an_opted_out_repository_is_served_to_agents(
         # and the other projects' digests never held its memories.
         keeper.mark_all()
         keeper.flush(force=True)
-        assert not hook.digest_path(lm.paths, str(repo)).exists()
+        assert not config.digest_path(lm.paths, str(repo)).exists()
         for file in lm.paths.digests.glob("*.md"):
             assert MARKER not in file.read_text(encoding="utf-8")
         # The person still sees their data until they purge it.

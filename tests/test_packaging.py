@@ -224,6 +224,26 @@ def test_desktop_and_agent_installs_share_their_record_without_losing_entries(
 # -- the wheel and the sdist -----------------------------------------------------------------
 
 
+def source_packages() -> set[str]:
+    """Every package of lexmem and ui in the source tree (a folder with an ``__init__.py``)."""
+    return {
+        ".".join(init.parent.relative_to(ROOT).parts)
+        for top in ("lexmem", "ui")
+        for init in (ROOT / top).rglob("__init__.py")
+        if "__pycache__" not in init.parts
+    }
+
+
+def test_pyproject_names_every_package_the_wheel_must_hold() -> None:
+    """``[tool.setuptools] packages`` is a list by name: a subpackage left out of it would
+    silently be missing from the wheel (the editable install used for development does not
+    show it). The full check, on a built wheel, is the slow test below."""
+    import tomllib
+
+    listed = tomllib.loads((ROOT / "pyproject.toml").read_text())["tool"]["setuptools"]["packages"]
+    assert source_packages() - set(listed) == set()
+
+
 def clean_env(tmp: Path, **extra: str) -> dict[str, str]:
     """What a fresh login shell has: no virtual environment, no PYTHONPATH, no display."""
     home = tmp / "home"
@@ -302,7 +322,11 @@ def test_wheel_and_sdist_build_install_into_a_fresh_venv_and_run(tmp_path: Path)
         scripts = whl.read(entry_points).decode()
     for res in ("__init__.py", "icons/lexmem.svg", "themes/dark.qss", "model/tokenizer.json"):
         assert f"lexmem_resources/{res}" in inside
-    assert "lexmem = ui.launch:main" in scripts and "lexmem-hook = lexmem.hook:main" in scripts
+    for module in ROOT.joinpath("lexmem").rglob("*.py"):  # every subpackage's modules too
+        assert module.relative_to(ROOT).as_posix() in inside, module
+    assert (
+        "lexmem = ui.launch:main" in scripts and "lexmem-hook = lexmem.capture.hook:main" in scripts
+    )
 
     venv = tmp_path / "venv"
     started = time.perf_counter()

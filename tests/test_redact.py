@@ -1,4 +1,4 @@
-"""Secret redaction (lexmem.redact): what must go, what must stay, and the guarantees.
+"""Secret redaction (lexmem.capture.redact): what must go, what must stay, and the guarantees.
 
 Every secret below is FAKE and built at run time from a seeded generator, so this file
 holds no string that looks like a live credential (and none trips push protection).
@@ -16,7 +16,7 @@ from typing import Any
 
 import pytest
 
-from lexmem.redact import RULES, Finding, Redaction, contains_secret, redact, redact_obj
+from lexmem.capture.redact import RULES, Finding, Redaction, contains_secret, redact, redact_obj
 
 UPPER_DIGITS = string.ascii_uppercase + string.digits
 ALNUM = string.ascii_letters + string.digits
@@ -1076,8 +1076,8 @@ def test_importing_redact_loads_only_the_standard_library() -> None:
     code = (
         "import sys\n"
         "before = set(sys.modules)\n"
-        "import lexmem.redact\n"
-        "lexmem.redact.redact('PASSWORD=hunter2 ' + 'gh' + 'p_' + 'a' * 36)\n"
+        "import lexmem.capture.redact\n"
+        "lexmem.capture.redact.redact('PASSWORD=hunter2 ' + 'gh' + 'p_' + 'a' * 36)\n"
         "new = {m.split('.')[0] for m in set(sys.modules) - before}\n"
         "print(','.join(sorted(m for m in new if m not in sys.stdlib_module_names and m != 'lexmem')))\n"
     )
@@ -1090,7 +1090,7 @@ def test_a_fresh_process_redacts_exactly_like_a_warm_one() -> None:
     samples = [text for _, text, _ in POSITIVES] + NEGATIVES
     code = (
         "import importlib, json, sys\n"
-        "import lexmem.redact as r\n"
+        "import lexmem.capture.redact as r\n"
         "out = []\n"
         "for t in json.load(sys.stdin):\n"
         "    r = importlib.reload(r)  # every sample meets cold rules\n"
@@ -1111,7 +1111,7 @@ def test_the_module_imports_nothing_from_lexmem_but_errors() -> None:
     import ast
     from pathlib import Path
 
-    import lexmem.redact as module
+    import lexmem.capture.redact as module
 
     tree = ast.parse(Path(module.__file__).read_text(encoding="utf-8"))
     imported = set()
@@ -1219,10 +1219,10 @@ def test_quarantined_files_their_audit_entries_and_the_log_line_hold_no_secret(
     import time
     import uuid
 
+    from lexmem.capture.inbox import Inbox, make_event
     from lexmem.cli import _log_to_file
-    from lexmem.inbox import Inbox, make_event
-    from lexmem.journal import Journal
-    from lexmem.service import CaptureService
+    from lexmem.service.writer import CaptureService
+    from lexmem.store.journal import Journal
 
     inbox = Inbox(lm.paths.inbox)
     inbox.ensure()
@@ -1268,8 +1268,9 @@ def test_the_llm_failure_lines_hold_no_credential_from_the_endpoint_url(
     endpoint in llm.json, the log and the error, but never with the key."""
     import socket
 
-    from lexmem.config import LlmSettings, Paths
+    from lexmem.config import Paths
     from lexmem.llm import LlmClient, LlmError
+    from lexmem.settings import LlmSettings
 
     with socket.socket() as s:  # a port nothing listens on: the call fails at once
         s.bind(("127.0.0.1", 0))

@@ -18,7 +18,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from lexmem.redact import contains_secret, redact, redact_obj
+from lexmem.capture.redact import contains_secret, redact, redact_obj
 
 ALNUM = string.ascii_letters + string.digits
 URLSAFE = ALNUM + "-_"

@@ -16,13 +16,13 @@ from typing import Any
 import pytest
 from click.testing import CliRunner
 
-import lexmem.store as store_mod
+import lexmem.store.lance as store_mod
 from lexmem.api import Lexmem
 from lexmem.cli import cli
 from lexmem.config import Paths
-from lexmem.doctor import check_tables, repair_store
 from lexmem.embedder import Embedder
 from lexmem.locks import FileLock
+from lexmem.store.repair import check_tables, repair_store
 
 NEWEST = 2**64 - 1  # LanceDB names version N's manifest 2**64 - 1 - N: the newest sorts first
 

@@ -12,8 +12,8 @@ import pytest
 from lexmem.api import Lexmem
 from lexmem.errors import InvalidInputError
 from lexmem.models import MemoryContext, MemorySource, MemoryType, utcnow
-from lexmem.search import _Candidate
-from lexmem.store import MemoryFilter
+from lexmem.store.lance import MemoryFilter
+from lexmem.store.search import _Candidate
 
 FACTS = [
     ("The project uses PostgreSQL 16 for data storage", "shop"),

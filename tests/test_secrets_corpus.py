@@ -4,7 +4,7 @@ The corpus holds FAKE, format-valid secrets in the contexts an agent session hol
 (built by tests/data/make_secrets_corpus.py, which a test below re-runs), and look-alikes
 that must survive. Two layers:
 
-* :func:`~lexmem.redact.redact` on each row: no secret survives, nor any 8-character
+* :func:`~lexmem.capture.redact.redact` on each row: no secret survives, nor any 8-character
   fragment of one (a rule that stops at punctuation leaves ``[REDACTED];w0rd!Xy``); at
   most one look-alike is damaged.
 * Each channel through which text reaches lexmem, driven as an agent or a person drives
@@ -42,11 +42,11 @@ from conftest import shared_model
 from diskscan import texts_on_disk
 
 from lexmem.api import Lexmem
+from lexmem.capture.redact import redact
 from lexmem.cli import cli
 from lexmem.embedder import Embedder
-from lexmem.redact import redact
-from lexmem.service import CaptureService
-from lexmem.watcher import MarkdownWatcher
+from lexmem.service.watcher import MarkdownWatcher
+from lexmem.service.writer import CaptureService
 
 DATA = Path(__file__).resolve().parent / "data"
 CORPUS = DATA / "secrets" / "corpus.jsonl"

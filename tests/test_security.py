@@ -48,15 +48,15 @@ from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
 
 from lexmem import licence as lic_mod
 from lexmem.api import Lexmem
+from lexmem.capture.inbox import Inbox, make_event
+from lexmem.capture.redact import redact
 from lexmem.cli import cli
-from lexmem.config import Paths, load_settings
+from lexmem.config import Paths
 from lexmem.embedder import Embedder
-from lexmem.hook import service_running
-from lexmem.inbox import Inbox, make_event
 from lexmem.licence import WRITER_PRO, encode_token
 from lexmem.llm import LlmClient, LlmError
-from lexmem.locks import FileLock
-from lexmem.redact import redact
+from lexmem.locks import FileLock, service_running
+from lexmem.settings import load_settings
 
 pytestmark = pytest.mark.skipif(os.name != "posix", reason="owner-only modes and /proc are POSIX")
 

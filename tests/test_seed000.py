@@ -10,7 +10,8 @@ import pytest
 from lexmem.api import Lexmem
 from lexmem.embedder import Embedder
 from lexmem.models import MemorySource, MemoryType
-from lexmem.service import CaptureService, MemoryCaptured
+from lexmem.service.events import MemoryCaptured
+from lexmem.service.writer import CaptureService
 
 
 @pytest.fixture

@@ -14,12 +14,13 @@ from typing import Any
 import pytest
 
 from lexmem.api import Lexmem
+from lexmem.capture.inbox import Inbox, make_event
 from lexmem.embedder import Embedder
-from lexmem.inbox import Inbox, make_event
-from lexmem.journal import Journal
 from lexmem.models import MemorySource, MemoryStatus, utcnow
-from lexmem.service import CaptureService, MemoryCaptured, ServiceBusyError
-from lexmem.store import MemoryFilter
+from lexmem.service.events import MemoryCaptured
+from lexmem.service.writer import CaptureService, ServiceBusyError
+from lexmem.store.journal import Journal
+from lexmem.store.lance import MemoryFilter
 
 HOOK = str(Path(sys.executable).with_name("lexmem-hook"))
 
@@ -422,7 +423,7 @@ def test_remember_goes_through_the_inbox_to_the_running_service(service: Capture
     """The single writer: a CLI "remember" is an inbox event the running service stores."""
     import threading
 
-    from lexmem.service import remember_through_inbox
+    from lexmem.service.client import remember_through_inbox
 
     stop = threading.Event()
     runner = threading.Thread(target=service.run, args=(stop,), kwargs={"poll": 0.1}, daemon=True)
@@ -500,7 +501,7 @@ def test_memory_operations_go_through_the_single_writer(service: CaptureService)
     import threading
 
     from lexmem.errors import LexmemError
-    from lexmem.service import InboxWriter
+    from lexmem.service.client import InboxWriter
 
     lm = service.lm
     a = lm.remember("The build server is jenkins-1").memories[0]
@@ -563,38 +564,38 @@ def _say(service: CaptureService, sid: str, text: str) -> None:
 
 
 def test_review_accept_reject_and_taking_it_back(service: CaptureService) -> None:
-    from lexmem.service import review, review_queue
+    from lexmem.service.ops import review
 
     service.settings.mode = "full"
     _say(service, "s1", "We decided to use PostgreSQL 16 for the billing service.")
     _say(service, "s2", "Never commit directly to main; open a pull request instead.")
     service.lm.remember("An explicit memory is never in the review queue")
-    queue = review_queue(service.lm)
+    queue = service.lm.review_queue()
     assert len(queue) == 2
     pg = next(i for i in queue if "PostgreSQL" in service.lm.get(i).content)
     main = next(i for i in queue if i != pg)
     assert queue[0] == main  # newest first
 
     assert review(service.lm, [main], "accepted").updated == (main,)
-    assert review_queue(service.lm) == [pg]
+    assert service.lm.review_queue() == [pg]
     assert review(service.lm, [pg], "rejected").deleted == (pg,)
     assert service.lm.store.get_optional(pg) is None  # rejected means erased
-    assert review_queue(service.lm) == []
+    assert service.lm.review_queue() == []
 
     # Rejection teaches capture: the same decision said again is skipped, with a reason...
     _say(service, "s3", "We decided to use PostgreSQL 16 for the billing service!")
     reasons = [e.reason for e in service.journal.audit_entries(decision="skipped")]
     assert "rejected in review before" in reasons
-    assert review_queue(service.lm) == []
+    assert service.lm.review_queue() == []
     # ...but a changed particular is a new fact, captured and queued.
     _say(service, "s4", "We decided to use PostgreSQL 17 for the billing service.")
-    (new,) = review_queue(service.lm)
+    (new,) = service.lm.review_queue()
     assert "PostgreSQL 17" in service.lm.get(new).content
 
     # Taking a rejection back forgets the refusal: the same candidate is captured again.
     review(service.lm, [pg], "pending")
     _say(service, "s5", "We decided to use PostgreSQL 16 for the billing service.")
-    assert len(review_queue(service.lm)) == 2 and new in review_queue(service.lm)
+    assert len(service.lm.review_queue()) == 2 and new in service.lm.review_queue()
     with pytest.raises(Exception, match="accepted, rejected or pending"):
         review(service.lm, [pg], "maybe")
 

@@ -19,7 +19,7 @@ from lexmem.models import (
     MemoryType,
     utcnow,
 )
-from lexmem.store import MemoryFilter, MemoryStore
+from lexmem.store.lance import MemoryFilter, MemoryStore
 
 
 def make(lm: Lexmem, content: str, **fields: object) -> Memory:
@@ -327,7 +327,7 @@ def test_full_text_index_exists_and_versions_are_pruned(lm: Lexmem, store: Memor
     for _ in range(70):
         store.record_access(m.id)
     # optimize ran after 64 commits; versions older than the keep window are pruned on the next run
-    import lexmem.store as store_mod
+    import lexmem.store.lance as store_mod
 
     old = store_mod.KEEP_VERSIONS_FOR
     store_mod.KEEP_VERSIONS_FOR = timedelta(0)

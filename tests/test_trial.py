@@ -25,12 +25,12 @@ from click.testing import CliRunner, Result
 from conftest import MemoryKeyring, shared_model
 from keyring.backends import null
 
+from lexmem.capture.inbox import Inbox, make_event
 from lexmem.cli import cli
 from lexmem.config import Paths
 from lexmem.embedder import Embedder
-from lexmem.inbox import Inbox, make_event
 from lexmem.licence import CAPTURE, CORE, TRIAL_DAYS, WRITER_PRO, LicenceService, trial_state_dir
-from lexmem.service import CaptureService
+from lexmem.service.writer import CaptureService
 
 T0 = datetime(2026, 11, 1, 9, 0, tzinfo=UTC)
 OVER = "the trial counts as over"

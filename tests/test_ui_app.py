@@ -23,7 +23,7 @@ pytest.importorskip("PySide6")
 from PySide6.QtCore import QTimer
 
 from lexmem.api import Lexmem
-from lexmem.inbox import Inbox
+from lexmem.capture.inbox import Inbox
 from lexmem.locks import FileLock
 from ui.app import PAUSE_FOREVER, App, main
 from ui.context import UiChanges

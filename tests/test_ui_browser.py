@@ -458,7 +458,7 @@ def _fill(lm: Lexmem, n: int) -> None:
     import numpy as np
     import pyarrow as pa
 
-    from lexmem.store import memory_schema
+    from lexmem.store.schema import memory_schema
 
     schema = memory_schema(lm.store.dim)
     start = np.datetime64("2024-01-01T00:00:00", "us")

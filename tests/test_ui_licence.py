@@ -22,7 +22,7 @@ from keyring.backends import fail
 from PySide6.QtWidgets import QApplication, QLabel, QMessageBox, QWidget
 
 from lexmem.api import Lexmem
-from lexmem.config import Paths, load_settings
+from lexmem.config import Paths
 from lexmem.embedder import Embedder
 from lexmem.licence import (
     CAPTURE,
@@ -34,6 +34,7 @@ from lexmem.licence import (
     encode_token,
 )
 from lexmem.models import Memory
+from lexmem.settings import load_settings
 from ui.app import App
 from ui.context import AppContext, UiChanges
 from ui.licence_dialog import LicenceDialog, UpgradePrompt

@@ -12,7 +12,6 @@ pytest.importorskip("PySide6")
 
 from lexmem.api import Lexmem
 from lexmem.models import MemoryStatus
-from lexmem.service import review_queue
 from ui import ops
 from ui.context import AppContext, UiChanges
 from ui.runner import Runner
@@ -138,8 +137,8 @@ def test_failed_operation_says_why(qtbot: Any, ctx: AppContext) -> None:
 
 
 def test_settings_change_applies_at_once_and_is_captured(qtbot: Any, ctx: AppContext) -> None:
-    from lexmem.config import load_settings
-    from lexmem.inbox import Inbox
+    from lexmem.capture.inbox import Inbox
+    from lexmem.settings import load_settings
 
     shared = ctx.lm.settings.capture
     diffs: list[Any] = []
@@ -153,8 +152,8 @@ def test_settings_change_applies_at_once_and_is_captured(qtbot: Any, ctx: AppCon
 
 
 def test_review_reject_erases_and_is_not_undoable(qtbot: Any, ctx: AppContext) -> None:
-    from lexmem.inbox import Inbox, make_event
-    from lexmem.service import CaptureService
+    from lexmem.capture.inbox import Inbox, make_event
+    from lexmem.service.writer import CaptureService
 
     ctx.lm.settings.capture.mode = "full"
     inbox = Inbox(ctx.paths.inbox)
@@ -165,10 +164,10 @@ def test_review_reject_erases_and_is_not_undoable(qtbot: Any, ctx: AppContext) -
         inbox.write(make_event(event_type, text, session_id="s1", agent="claude"))
     with CaptureService(ctx.lm) as service:
         service.drain()
-    queue = review_queue(ctx.lm)
+    queue = ctx.lm.review_queue()
     assert len(queue) == 1
     (c,) = _wait(qtbot, ctx, lambda: ops.review(ctx, queue, "rejected"))
     assert c.review and c.memories.deleted == tuple(queue)
-    assert review_queue(ctx.lm) == []
+    assert ctx.lm.review_queue() == []
     assert ctx.lm.store.get_optional(queue[0]) is None
     assert ctx.undo_entry is None  # erased: nothing is left to bring back

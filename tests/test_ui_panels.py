@@ -14,11 +14,11 @@ from PySide6.QtGui import QColor
 from PySide6.QtTest import QTest
 
 from lexmem.api import Lexmem
-from lexmem.inbox import Inbox, make_event
-from lexmem.journal import Journal
+from lexmem.capture.inbox import Inbox, make_event
 from lexmem.models import MemoryContext, MemorySource, MemoryStatus
-from lexmem.service import CaptureService, review_queue
-from lexmem.store import MemoryFilter
+from lexmem.service.writer import CaptureService
+from lexmem.store.journal import Journal
+from lexmem.store.lance import MemoryFilter
 from ui.context import AppContext, UiChanges
 from ui.panels import AuditPanel, InsightsPanel, ReviewPanel, SessionsPanel
 from ui.theme import TYPE_COLOURS
@@ -56,7 +56,7 @@ def _queued(ctx: AppContext) -> tuple[str, str]:
     ctx.lm.settings.capture.mode = "full"
     _say(ctx.lm, "s1", PG)
     _say(ctx.lm, "s2", MAIN)
-    queue = review_queue(ctx.lm)
+    queue = ctx.lm.review_queue()
     assert len(queue) == 2
     pg = next(i for i in queue if "PostgreSQL" in ctx.lm.get(i).content)
     return pg, next(i for i in queue if i != pg)
@@ -79,7 +79,7 @@ def test_review_accept_removes_from_the_queue_and_the_count_follows(
     panel.accept_selected()
     assert counts[-1] == 1 and panel.ids() == [pg]  # out of the list at once
     qtbot.waitUntil(lambda: _idle(ctx) and counts[-1] == 1 and len(counts) >= 3, timeout=30_000)
-    assert review_queue(ctx.lm) == [pg]
+    assert ctx.lm.review_queue() == [pg]
     assert ctx.lm.get(main).status == MemoryStatus.ACTIVE
     assert panel.ids() == [pg] and ctx.undo_entry is not None
 
@@ -99,7 +99,7 @@ def test_bulk_reject_erases_and_teaches_capture(qtbot: Any, ctx: AppContext) -> 
 
     # The same candidate said again in a new session is not captured.
     _say(ctx.lm, "s3", "We decided to use PostgreSQL 16 for the billing service!")
-    assert review_queue(ctx.lm) == []
+    assert ctx.lm.review_queue() == []
     reasons = [e.reason for e in Journal(ctx.lm.store).audit_entries(decision="skipped")]
     assert "rejected in review before" in reasons
 
@@ -119,7 +119,7 @@ def test_edit_then_accept_changes_the_memory_and_accepts_it(qtbot: Any, ctx: App
     )
     assert ctx.lm.get(pg).content == "We use PostgreSQL 17 for the billing service."
     assert ctx.lm.get(pg).status == MemoryStatus.ACTIVE
-    assert review_queue(ctx.lm) == [main] and panel.ids() == [main]
+    assert ctx.lm.review_queue() == [main] and panel.ids() == [main]
     assert pg in Journal(ctx.lm.store).reviewed_ids()
 
 

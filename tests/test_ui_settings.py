@@ -19,12 +19,13 @@ from PySide6.QtCore import Qt
 from PySide6.QtWidgets import QDialog
 
 from lexmem.api import Lexmem
-from lexmem.config import load_settings, location_file, resolve_paths, write_location
+from lexmem.capture.inbox import Inbox
+from lexmem.config import location_file, resolve_paths, write_location
 from lexmem.desktop import autostart_path, scan_progress
 from lexmem.embedder import Embedder
-from lexmem.inbox import Inbox
 from lexmem.models import MemorySource
-from lexmem.store import MemoryFilter
+from lexmem.settings import load_settings
+from lexmem.store.lance import MemoryFilter
 from ui import theme
 from ui.context import AppContext
 from ui.quick import QuickRememberDialog
@@ -267,8 +268,8 @@ def test_a_watched_folder_is_read_at_once_with_progress(
 def test_a_service_elsewhere_reads_the_folder_and_the_dialog_shows_how_far(
     qtbot: Any, ctx: AppContext, dialog: SettingsDialog, tmp_path: Path
 ) -> None:
-    from lexmem.service import CaptureService
-    from lexmem.watcher import MarkdownWatcher
+    from lexmem.service.watcher import MarkdownWatcher
+    from lexmem.service.writer import CaptureService
 
     notes = tmp_path / "notes"
     notes.mkdir()

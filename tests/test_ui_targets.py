@@ -21,9 +21,9 @@ from PySide6.QtGui import QAction
 from PySide6.QtWidgets import QApplication, QMessageBox, QWidget
 
 from lexmem.api import Lexmem
-from lexmem.inbox import Inbox, make_event
+from lexmem.capture.inbox import Inbox, make_event
 from lexmem.models import Memory, MemoryStatus
-from lexmem.service import CaptureService, review_queue
+from lexmem.service.writer import CaptureService
 from ui.app import CaptureMenu, MainWindow
 from ui.browser import MemoriesPage, forget_question
 from ui.context import AppContext, UiChanges
@@ -58,7 +58,7 @@ def ab(ctx: AppContext) -> tuple[str, str]:
     ctx.lm.settings.capture.mode = "full"
     a = ctx.lm.remember(A_TEXT).memories[0].id
     _say(ctx.lm, "s1", PG)
-    (b,) = review_queue(ctx.lm)
+    (b,) = ctx.lm.review_queue()
     return a, b
 
 
@@ -179,7 +179,7 @@ def test_forget_cancelled_changes_nothing_and_names_several(
     a, b = ab
     _say(ctx.lm, "s2", MAIN)
     ctx.emit(UiChanges(review=True))  # the service ran outside the app: say so
-    c = next(i for i in review_queue(ctx.lm) if i != b)
+    c = next(i for i in ctx.lm.review_queue() if i != b)
     _select_on_memories(qtbot, window, a)
     _select_on_review(qtbot, window, b, c)
 
@@ -333,7 +333,7 @@ def test_reject_all_asks_first_naming_how_many(
     a, _b = ab
     _say(ctx.lm, "s2", MAIN)
     ctx.emit(UiChanges(review=True))
-    queue = review_queue(ctx.lm)
+    queue = ctx.lm.review_queue()
     assert len(queue) == 2
     review = window.review
     window.show_tab("review")
@@ -347,7 +347,7 @@ def test_reject_all_asks_first_naming_how_many(
     assert box.defaultButton() is box.button(QMessageBox.StandardButton.Cancel)
     box.button(QMessageBox.StandardButton.Cancel).click()
     _quiet(qtbot, window)
-    assert review_queue(ctx.lm) == queue and review.count == 2
+    assert ctx.lm.review_queue() == queue and review.count == 2
     assert ctx.undo_entry is None and review.dialog is None
 
     review.reject_all_button.click()
@@ -356,5 +356,5 @@ def test_reject_all_asks_first_naming_how_many(
     (yes,) = [btn for btn in box.buttons() if btn.text() == "Reject 2"]
     _wait_changed(qtbot, window, yes.click)
     qtbot.waitUntil(lambda: review.count == 0, timeout=WAIT)
-    assert review_queue(ctx.lm) == []
+    assert ctx.lm.review_queue() == []
     assert ctx.lm.get(a).status == MemoryStatus.ACTIVE  # not in the queue: untouched

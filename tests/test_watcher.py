@@ -12,9 +12,9 @@ import pytest
 from lexmem.api import Lexmem
 from lexmem.embedder import Embedder
 from lexmem.models import MemorySource, MemoryStatus
-from lexmem.service import CaptureService
-from lexmem.store import MemoryFilter
-from lexmem.watcher import MarkdownWatcher
+from lexmem.service.watcher import MarkdownWatcher
+from lexmem.service.writer import CaptureService
+from lexmem.store.lance import MemoryFilter
 
 NOTE = "# Release process\n\n" + " ".join(
     f"Step {i}: the release manager checks item {i} of the release checklist before tagging."

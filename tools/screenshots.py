@@ -48,8 +48,9 @@ def log(text: str) -> None:
 def populate(home: Path) -> None:
     """Memories, sessions and audit entries, written as lexmem writes them."""
     from lexmem.api import Lexmem
-    from lexmem.inbox import Inbox, make_event
-    from lexmem.service import CaptureService, review
+    from lexmem.capture.inbox import Inbox, make_event
+    from lexmem.service.ops import review
+    from lexmem.service.writer import CaptureService
 
     lm = Lexmem.open(home)
     root = home.parent / "repos"

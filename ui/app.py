@@ -38,11 +38,12 @@ from PySide6.QtWidgets import (
 
 from lexmem import __version__
 from lexmem.api import Lexmem
-from lexmem.hook import is_paused
+from lexmem.capture.policy import is_paused
 from lexmem.licence import CAPTURE, LicenceStatus
 from lexmem.locks import FileLock, LockTimeout
 from lexmem.models import Changes
-from lexmem.service import CaptureService, DrainReport, ServiceBusyError, memories_under
+from lexmem.service.ops import memories_under
+from lexmem.service.writer import CaptureService, DrainReport, ServiceBusyError
 
 from .context import AppContext, UiChanges
 from .licence_dialog import open_licence_dialog, tier_text, upgrade_prompt
@@ -769,7 +770,7 @@ def app_lock(lm_home: Path) -> FileLock:
 
 def send_show(lm: Lexmem) -> None:
     """Ask the running app to raise its browser (through the inbox, like every request)."""
-    from lexmem.inbox import Inbox, make_event
+    from lexmem.capture.inbox import Inbox, make_event
 
     Inbox(lm.paths.inbox).write(make_event("show_app", "", session_id="app", agent="app"))
 

@@ -65,9 +65,8 @@ from PySide6.QtWidgets import (
     QWidget,
 )
 
+from lexmem.api import MemoryFilter, SearchHit
 from lexmem.models import Memory, MemorySource, MemoryStatus, MemoryType
-from lexmem.search import SearchHit
-from lexmem.store import MemoryFilter
 
 from . import ops
 from .context import AppContext, UiChanges

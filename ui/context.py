@@ -16,15 +16,15 @@ from typing import TYPE_CHECKING, Any
 
 from PySide6.QtCore import QObject, Signal
 
-from lexmem.config import Settings, save_settings
 from lexmem.models import Changes
-from lexmem.service import InboxWriter
+from lexmem.service.client import InboxWriter
+from lexmem.settings import Settings, save_settings
 
 from .runner import Runner
 
 if TYPE_CHECKING:
     from lexmem.api import Lexmem
-    from lexmem.service import CaptureService
+    from lexmem.service.writer import CaptureService
 
 __all__ = ["AppContext", "Hub", "UiChanges", "UndoEntry", "settings_diff"]
 
@@ -152,7 +152,7 @@ class AppContext:
         configuration-change events (seed 000)."""
 
         def work() -> list[tuple[str, Any, Any]]:
-            from lexmem.inbox import Inbox, make_event
+            from lexmem.capture.inbox import Inbox, make_event
 
             before = copy.deepcopy(self.lm.settings)
             after = copy.deepcopy(before)

@@ -46,8 +46,8 @@ from PySide6.QtWidgets import (
     QWidget,
 )
 
+from lexmem.api import AuditEntry
 from lexmem.errors import NotFoundError
-from lexmem.journal import AuditEntry
 from lexmem.models import Memory, MemoryType
 
 from . import ops

@@ -12,7 +12,7 @@ from collections.abc import Callable, Sequence
 from typing import Any
 
 from lexmem.models import Changes, Memory, MemoryStatus, MemoryType
-from lexmem.service import remember_through_inbox
+from lexmem.service.client import remember_through_inbox
 
 from .context import AppContext, UiChanges, UndoEntry
 

@@ -67,10 +67,8 @@ from PySide6.QtWidgets import (
 )
 from shiboken6 import isValid
 
-from lexmem.journal import AuditEntry, Session
+from lexmem.api import AuditEntry, MemoryFilter, Session
 from lexmem.models import Changes, Memory, MemorySource, MemoryStatus, MemoryType
-from lexmem.service import review_queue
-from lexmem.store import MemoryFilter
 
 from . import ops
 from .charts import HorizontalBarChart, Series, StackedBarChart
@@ -545,7 +543,7 @@ class ReviewPanel(_Panel):
         lm = self.ctx.lm
 
         def fetch() -> tuple[list[str], list[Memory]]:
-            ids = review_queue(lm)
+            ids = lm.review_queue()
             return ids, lm.memories_for(ids[: self.SHOWN])
 
         self._read("queue", fetch, self._apply)
@@ -1194,7 +1192,7 @@ def _type_colour(name: str, i: int) -> QColor:
 
 class InsightsPanel(_Panel):
     """Charts of what the last days brought: memories per day by type and by source,
-    the busiest projects, and why capture skipped candidates (:func:`lexmem.lens.insights`)."""
+    the busiest projects, and why capture skipped candidates (:func:`lexmem.store.lens.insights`)."""
 
     PERIODS = (7, 30, 90)
 

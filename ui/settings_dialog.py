@@ -58,7 +58,8 @@ from PySide6.QtWidgets import (
 )
 
 from lexmem import desktop, keystore
-from lexmem.config import CAPTURE_MODES, DEFAULT_MODEL, Settings, llm_url_problem
+from lexmem.api import Settings
+from lexmem.config import CAPTURE_MODES, DEFAULT_MODEL, llm_url_problem
 from lexmem.errors import InvalidInputError, LexmemError
 from lexmem.licence import CAPTURE, ENCODER, LicenceStatus
 from lexmem.llm import status_line
@@ -936,7 +937,7 @@ class SettingsDialog(QDialog):
         self._fail(_one_line(exc))
 
     def _first_scan(self, folder: Path) -> None:
-        from lexmem.hook import service_running
+        from lexmem.locks import service_running
 
         self.watch_bar.setRange(0, 0)
         self.watch_bar.show()

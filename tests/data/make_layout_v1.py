@@ -179,8 +179,8 @@ def memory_rows(vectors: list[list[float]]) -> list[dict[str, Any]]:
 def embed(texts: list[str]) -> tuple[list[list[float]], str]:
     """Vectors from the real embedded model, and the vector space they belong to."""
     sys.path.insert(0, str(HERE.parent.parent))
-    from lexmem.config import EmbeddingSettings
     from lexmem.embedder import Embedder
+    from lexmem.settings import EmbeddingSettings
 
     with tempfile.TemporaryDirectory() as models:
         embedder = Embedder(EmbeddingSettings(), Path(models))

@@ -2,7 +2,7 @@
 
 Two files carry a layout (``schema_version``):
 
-- ``store/meta.json``: the store's tables (:data:`lexmem.store.STORE_SCHEMA_VERSION`);
+- ``store/meta.json``: the store's tables (:data:`lexmem.store.schema.STORE_SCHEMA_VERSION`);
   the steps are :data:`STORE_STEPS` below.
 - ``settings.toml``: the settings (:data:`lexmem.config.SCHEMA_VERSION`); the steps are
   :data:`lexmem.config.MIGRATIONS`, kept beside the settings because the hook reads the
@@ -39,14 +39,14 @@ from functools import partial
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, NoReturn
 
-from . import config
-from .backup import link_tree, tree_files
-from .config import DIR_MODE, Paths, schema_steps, secure_umask
-from .errors import ConfigError, StoreError
-from .store import STORE_SCHEMA_VERSION
+from lexmem import config
+from lexmem.config import DIR_MODE, Paths, schema_steps, secure_umask
+from lexmem.errors import ConfigError, StoreError
+from lexmem.files import link_tree, tree_files
+from lexmem.store.schema import STORE_SCHEMA_VERSION
 
 if TYPE_CHECKING:
-    from .store import MemoryStore
+    from lexmem.store.lance import MemoryStore
 
 __all__ = ["STORE_STEPS", "Step", "migrate_data_folder", "pending_steps"]
 
@@ -63,7 +63,7 @@ class Step:
 
 def _add_context(store: MemoryStore) -> None:
     """Layout 1 -> 2: the memories table gains ``context`` (the conversation around each
-    memory, see :data:`lexmem.store.SESSION_SOURCES`), filled from the sessions and
+    memory, see :data:`lexmem.store.lance.SESSION_SOURCES`), filled from the sessions and
     indexed for full-text search. One pass over the table.
 
     Stores that lexmem wrote before the layout was numbered 2 may have the column
@@ -139,7 +139,9 @@ def _record_layout(store: MemoryStore) -> None:
 
 
 def _write_settings(paths: Paths) -> None:
-    config.load_settings(paths, write_back=True)
+    from lexmem.settings import load_settings
+
+    load_settings(paths, write_back=True)
 
 
 def migrate_data_folder(store: MemoryStore) -> list[str]:

@@ -28,13 +28,21 @@ from dataclasses import dataclass, field
 from datetime import datetime
 from typing import TYPE_CHECKING, Any
 
-from .models import utcnow
-from .store import MemoryStore, q
+from lexmem.models import utcnow
+from lexmem.store.lance import MemoryStore, q
 
 if TYPE_CHECKING:
     import pyarrow as pa
 
-__all__ = ["ERASE_KEYS", "AuditEntry", "Journal", "Session", "SessionStatus", "under"]
+__all__ = [
+    "ERASE_KEYS",
+    "AuditEntry",
+    "Journal",
+    "Session",
+    "SessionStatus",
+    "review_queue",
+    "under",
+]
 
 PROCESSED, BUFFER, SESSIONS, AUDIT, FILE_HASHES, REVIEWS = (
     "processed",
@@ -554,3 +562,19 @@ def _audit(r: dict[str, Any]) -> AuditEntry:
         rule=r["rule"] or "", kind=r["kind"] or "", memory_id=r["memory_id"], title=r["title"] or "",
         project=r["project"], text=r["text"], metadata=json.loads(r["metadata"]) if r["metadata"] else {},
     )  # fmt: skip
+
+
+def review_queue(store: MemoryStore, limit: int | None = None) -> list[str]:
+    """Ids of memories captured automatically and not reviewed yet, newest first."""
+    import pyarrow.compute as pc
+
+    table = store.table()
+    where = "status = 'active' AND source != 'explicit'"
+    n = int(table.count_rows(where))
+    if not n:
+        return []
+    rows = table.search().where(where).select(["id", "created_at"]).limit(n).to_arrow()
+    rows = rows.sort_by([("created_at", "descending"), ("id", "ascending")])
+    reviewed = Journal(store).reviewed_ids()
+    ids = [i for i in pc.cast(rows["id"], "string").to_pylist() if i not in reviewed]
+    return ids if limit is None else ids[:limit]

@@ -22,13 +22,14 @@ from dataclasses import dataclass, field
 from datetime import datetime
 from typing import TYPE_CHECKING, Any
 
-from .config import SearchSettings
-from .errors import InvalidInputError
-from .models import Memory, utcnow
-from .store import ROW_COLUMNS, SESSION_SOURCES, MemoryFilter, MemoryStore, memory_from_row
+from lexmem.errors import InvalidInputError
+from lexmem.models import Memory, utcnow
+from lexmem.settings import SearchSettings
+from lexmem.store.lance import SESSION_SOURCES, MemoryFilter, MemoryStore
+from lexmem.store.schema import ROW_COLUMNS, memory_from_row
 
 if TYPE_CHECKING:
-    from .embedder import Embedder
+    from lexmem.embedder import Embedder
 
 __all__ = ["MODES", "Fusion", "SearchHit", "SearchResult", "Searcher"]
 

@@ -21,16 +21,10 @@ from datetime import UTC, date, datetime, timedelta
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from .config import secure_umask
-from .errors import ImportFormatError, InvalidInputError, StoreError, io_failure
-from .store import (
-    CONFIDENCE,
-    LINKS,
-    MemoryStore,
-    confidence_schema,
-    links_schema,
-    memory_schema,
-)
+from lexmem.config import secure_umask
+from lexmem.errors import ImportFormatError, InvalidInputError, StoreError, io_failure
+from lexmem.store.lance import MemoryStore
+from lexmem.store.schema import CONFIDENCE, LINKS, confidence_schema, links_schema, memory_schema
 
 if TYPE_CHECKING:
     import duckdb

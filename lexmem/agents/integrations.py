@@ -44,9 +44,10 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from .config import Paths, load_capture_rules
-from .errors import InvalidInputError, LexmemError
-from .hook import capture_mode, is_paused, project_root, service_running
+from lexmem.capture.policy import capture_mode, is_paused, project_root
+from lexmem.config import Paths, load_capture_rules
+from lexmem.errors import InvalidInputError, LexmemError
+from lexmem.locks import service_running
 
 __all__ = [
     "AGENTS",
@@ -791,7 +792,7 @@ def _hook_argv() -> tuple[list[str], str]:
     try:
         return [executable("lexmem-hook")], ""
     except InvalidInputError:
-        code = "import lexmem.hook as h; h.main()"
+        code = "import lexmem.capture.hook as h; h.main()"
         return [sys.executable, "-c", code], " (lexmem-hook is not installed; ran the module)"
 
 
@@ -866,7 +867,7 @@ def check_hook(paths: Paths, open_core: Callable[[], Any], wait: float = 5.0) ->
 
 
 def _pending(paths: Paths) -> list[Path]:
-    from .inbox import Inbox
+    from lexmem.capture.inbox import Inbox
 
     return Inbox(paths.inbox).pending()
 
@@ -885,7 +886,7 @@ def _processed(
     paths: Paths, open_core: Callable[[], Any], event_id: str, wait: float
 ) -> bool | None:
     """True once the service recorded the event as processed; None if not in time."""
-    from .journal import Journal
+    from lexmem.store.journal import Journal
 
     lm = open_core()
     try:
@@ -895,7 +896,7 @@ def _processed(
 
 
 def _processed_by(lm: Any, journal: Any, paths: Paths, event_id: str, wait: float) -> bool | None:
-    from .service import drain_if_no_service
+    from lexmem.service.client import drain_if_no_service
 
     # No service: this process drains as `lexmem ingest` does (the inbox's other waiting
     # events included: they were waiting for exactly this).

@@ -34,10 +34,19 @@ from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 from typing import TYPE_CHECKING, Any
 
-from .api import Lexmem
-from .config import CaptureRules
-from .digest import DigestKeeper
-from .errors import (
+from lexmem.capture.extract import Candidate, Extractor, confirmations
+from lexmem.capture.inbox import BadEvent, Inbox, derived_id
+from lexmem.capture.policy import (
+    DROPPED,
+    capture_mode,
+    is_paused,
+    opted_out_event,
+    optout_rules,
+    project_opted_out,
+)
+from lexmem.capture.redact import redact, redact_obj
+from lexmem.config import CaptureRules
+from lexmem.errors import (
     ConfigError,
     DataFolderError,
     InvalidInputError,
@@ -47,22 +56,10 @@ from .errors import (
     StoreError,
     io_failure,
 )
-from .extract import Candidate, Extractor, confirmations
-from .hook import (
-    DROPPED,
-    capture_mode,
-    is_paused,
-    opted_out_event,
-    optout_rules,
-    project_opted_out,
-)
-from .inbox import BadEvent, Inbox
-from .journal import AuditEntry, Journal, Session, SessionStatus, under
-from .licence import CAPTURE, CORE_ACTIVE_LIMIT, STORAGE
-from .llm import LlmError
-from .locks import FileLock, LockTimeout
-from .models import (
-    Changes,
+from lexmem.licence import CAPTURE, CORE_ACTIVE_LIMIT, STORAGE
+from lexmem.llm import LlmError
+from lexmem.locks import FileLock, LockTimeout
+from lexmem.models import (
     Memory,
     MemoryContext,
     MemoryLink,
@@ -71,30 +68,28 @@ from .models import (
     make_title,
     utcnow,
 )
-from .redact import redact, redact_obj
-from .store import MemoryFilter, q
+from lexmem.service.digest import DigestKeeper
+from lexmem.service.events import EventBus, MemoryCaptured
+from lexmem.service.ops import apply_op, particulars_key, particulars_of
+from lexmem.store.journal import AuditEntry, Journal, Session, SessionStatus
+from lexmem.store.lance import MemoryFilter, q
 
 if TYPE_CHECKING:
-    from .llm import LlmClient
+    from lexmem.api import Lexmem
+    from lexmem.llm import LlmClient
 
 __all__ = [
     "CaptureService",
     "DrainReport",
-    "EventBus",
-    "InboxWriter",
-    "MemoryCaptured",
-    "Remembered",
     "ServiceBusyError",
-    "drain_if_no_service",
-    "enqueue",
     "environmental",
-    "remember_through_inbox",
+    "redacted_event",
 ]
 
 log = logging.getLogger("lexmem.capture")
 
 
-def _redacted(event: dict[str, Any]) -> dict[str, Any]:
+def redacted_event(event: dict[str, Any]) -> dict[str, Any]:
     """The event with its content and metadata redacted again. Producers redact before
     they write, but any program that can write the inbox is a producer: the service,
     the one writer of the store, does not take their word for it. Every field is
@@ -129,7 +124,6 @@ BOUNDARY = {"response", "stop", "session_end", "compact"}
 AUTOMATIC = WINDOWED | {"config_change", "correction"}
 MAX_BUFFER = 60
 OPTIMIZE_EVERY_S = 600.0
-_NS = uuid.UUID("5b0c5e1e-7c1a-4f0e-9d7e-6c657865d001")  # lexmem's namespace for derived ids
 
 
 class ServiceBusyError(RuntimeError):
@@ -166,36 +160,6 @@ def _needs_model(event: dict[str, Any]) -> bool:
         return True
     op = (event.get("metadata") or {}).get("op")
     return event["event_type"] == "memory_op" and isinstance(op, str) and op in _MODEL_OPS
-
-
-def derived_id(*parts: str) -> str:
-    return str(uuid.uuid5(_NS, "\x1f".join(parts)))
-
-
-@dataclass(frozen=True, slots=True)
-class MemoryCaptured:
-    """Seed 000 §6 ``MemoryCapturedEvent``: what was captured, from where."""
-
-    session_id: str | None
-    source: MemorySource
-    memory_ids: tuple[str, ...]
-
-
-class EventBus:
-    """In-process publish/subscribe (seed 000's MediatR notifications)."""
-
-    def __init__(self) -> None:
-        self._subs: list[Callable[[MemoryCaptured], None]] = []
-
-    def subscribe(self, callback: Callable[[MemoryCaptured], None]) -> None:
-        self._subs.append(callback)
-
-    def publish(self, event: MemoryCaptured) -> None:
-        for callback in list(self._subs):
-            try:
-                callback(event)
-            except Exception:
-                log.exception("a MemoryCaptured subscriber failed")
 
 
 @dataclass(slots=True)
@@ -399,7 +363,7 @@ class CaptureService:
         parsed: list[tuple[Any, dict[str, Any]]] = []
         for path in files:
             try:
-                parsed.append((path, _redacted(self.inbox.read(path))))
+                parsed.append((path, redacted_event(self.inbox.read(path))))
             except FileNotFoundError:
                 continue
             except BadEvent as exc:
@@ -615,8 +579,8 @@ class CaptureService:
 
         A batch's explicit events are encoded together (the model is the cost).
         """
-        from .encoder import EncodingRequest
-        from .models import MemoryType
+        from lexmem.encoder import EncodingRequest
+        from lexmem.models import MemoryType
 
         report = DrainReport()
         store = self.lm.store
@@ -700,7 +664,7 @@ class CaptureService:
     ) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
         """Core keeps up to 1,000 active memories: the rest are set aside, their text kept
         in the audit log so they can be remembered once there is room."""
-        from .licence import LicenceRequiredError
+        from lexmem.licence import LicenceRequiredError
 
         try:
             self.lm.check_storage(len(events))
@@ -726,7 +690,7 @@ class CaptureService:
         The outcome goes to the audit log under an id derived from the event, where the
         client that asked reads it back.
         """
-        from .errors import LexmemError
+        from lexmem.errors import LexmemError
 
         meta = event.get("metadata") or {}
         op, kwargs = str(meta.get("op", "")), dict(meta.get("kwargs") or {})
@@ -834,7 +798,7 @@ class CaptureService:
     ) -> list[Candidate]:  # fmt: skip
         """Seed 000's extraction of memorable content from the window's conversation, less
         what the rules found already."""
-        from .extract import CandidateKind, trigger_phrases
+        from lexmem.capture.extract import CandidateKind, trigger_phrases
 
         llm = self.lm.llm
         talk = [e for e in events if e["event_type"] in ("prompt", "response")]
@@ -855,10 +819,10 @@ class CaptureService:
             return []
         kinds = {"semantic": CandidateKind.CONSTRAINT, "procedural": CandidateKind.PROCEDURE,
                  "episodic": CandidateKind.DECISION}  # fmt: skip
-        seen = [(_words(c.text), _particulars(c.text)) for c in found]
+        seen = [(_words(c.text), particulars_of(c.text)) for c in found]
         out: list[Candidate] = []
         for x in found_by_llm:
-            words, particulars = _words(x.content), _particulars(x.content)
+            words, particulars = _words(x.content), particulars_of(x.content)
             if not words or any(
                 _overlap(words, w) >= 0.6 and particulars == p for w, p in seen
             ):  # the rules (or an earlier answer) have it already; "port 5433" is not "5434"
@@ -1021,7 +985,7 @@ class CaptureService:
         self, keep: list[tuple[Candidate, str]], session_id: str, project: str | None, mode: str,
         audit: list[AuditEntry],
     ) -> DrainReport:  # fmt: skip
-        from .encoder import EncodingRequest
+        from lexmem.encoder import EncodingRequest
 
         report = DrainReport()
         store = self.lm.store
@@ -1144,7 +1108,7 @@ class CaptureService:
                 break
             # Close in meaning is not enough when the particulars differ: "port 5433" and
             # "port 5434" embed almost alike but are different facts.
-            if _particulars(str(hit["content"])) == _particulars(m.content):
+            if particulars_of(str(hit["content"])) == particulars_of(m.content):
                 return str(hit["id"])
         return None
 
@@ -1244,7 +1208,7 @@ class CaptureService:
         hears the one-line reason once, and the loop retries, less often while the
         failure lasts (a new inbox event wakes it at once).
         """
-        from .watcher import MarkdownWatcher
+        from lexmem.service.watcher import MarkdownWatcher
 
         observer = self._watch()
         notes: MarkdownWatcher | None = None
@@ -1322,356 +1286,6 @@ class CaptureService:
         return observer
 
 
-OPS = (
-    "pin", "archive", "restore", "forget", "supersede", "edit", "link", "decay", "reinforce",
-    "review", "unsupersede", "unlink", "purge_project",
-)  # fmt: skip
-
-
-def apply_op(lm: Lexmem, op: str, kwargs: dict[str, Any], event_id: str) -> dict[str, Any]:
-    """Run one memory operation on the core; returns what changed, JSON-ready."""
-    from .models import MemoryType
-
-    if op not in OPS:
-        raise InvalidInputError(f"unknown memory operation {op!r}")
-    if op == "supersede":
-        changes, new_id = lm.supersede(
-            kwargs["old"], by=kwargs.get("by"), with_text=kwargs.get("with_text"),
-            new_memory_id=derived_id("op", event_id, "memory"),
-        )  # fmt: skip
-        return {"changes": changes.to_dict(), "new_id": new_id}
-    if op == "decay":
-        changes, n = lm.decay(kwargs.get("factor"))
-        return {"changes": changes.to_dict(), "count": n}
-    if op == "forget":
-        # Lexmem.forget erases: the review record, audit texts, older versions, digests.
-        return {"changes": lm.forget(**kwargs).to_dict()}
-    if op == "purge_project":
-        return {"changes": purge_project(lm, str(kwargs["root"])).to_dict()}
-    if op == "review":
-        return {
-            "changes": review(
-                lm, list(kwargs.get("ids") or []), str(kwargs.get("decision"))
-            ).to_dict()
-        }
-    if op == "unsupersede":
-        return {"changes": unsupersede(lm, kwargs["old"], kwargs.get("drop")).to_dict()}
-    if op == "edit" and kwargs.get("type"):
-        kwargs = dict(kwargs, type=MemoryType(kwargs["type"]))
-    changes = getattr(lm, op)(**kwargs)
-    return {"changes": changes.to_dict()}
-
-
-REVIEW_DECISIONS = ("accepted", "rejected", "pending")
-
-
-def review(lm: Lexmem, ids: Sequence[str], decision: str) -> Changes:
-    """Accept (keep) or reject reviewed memories. Reject deletes the memory and erases
-    its text from disk (:meth:`Lexmem.erase_memories`); what stays is what refuses the
-    same candidate again, none of it text: the fingerprint (a sha256), the embedding and
-    a hash of its particulars. ``pending`` takes a review back: an accepted memory is
-    queued again; a rejected one is gone, so the same candidate may be captured again."""
-    if decision not in REVIEW_DECISIONS:
-        raise InvalidInputError(
-            f"a review decision is accepted, rejected or pending, not {decision!r}"
-        )
-    resolved = [lm.resolve(i) for i in ids]
-    journal = Journal(lm.store)
-    if decision == "pending":
-        rejected = {r["memory_id"] for r in journal.rejected()}
-        for mid in resolved:
-            # Rejected before rejection erased: archived, and brought back.
-            if mid in rejected and lm.store.get_optional(mid, with_embedding=False):
-                lm.store.restore(mid)
-        journal.forget_review(resolved)
-        return Changes(updated=tuple(resolved), counts=True)
-    memories = lm.store.get_many(resolved, with_embedding=decision == "rejected")
-    rows = []
-    for m in memories:
-        rows.append({
-            "memory_id": m.id, "decision": decision, "project": m.project,
-            "fingerprint": fingerprint(m.title, m.content, m.project, m.type),
-            "embedding": m.embedding if decision == "rejected" else None,
-            "particulars": particulars_key(m.content),
-        })  # fmt: skip
-    journal.record_reviews(rows)
-    if decision == "rejected":
-        gone = lm.erase_memories([m.id for m in memories], keep_review=True)
-        return Changes(deleted=tuple(gone), links=True, counts=True)
-    return Changes(updated=tuple(m.id for m in memories))
-
-
-def memories_under(lm: Lexmem, root: str) -> int:
-    """How many memories (of any status) the repository ``root`` has: its project or one
-    inside it (what an opt-out's purge would erase)."""
-    root = root.rstrip("/\\") or root
-    return sum(
-        lm.store.count(MemoryFilter(project=p, status=None))
-        for p in lm.projects()
-        if under(p, root)
-    )
-
-
-def purge_project(lm: Lexmem, root: str) -> Changes:
-    """Erase everything captured from the repository at ``root`` (opt-out's ``--purge``):
-    every memory whose project is the root or inside it, its sessions, their buffered
-    events, the audit's texts of those projects and their digests, by the same erasure
-    as forget (:meth:`Lexmem.erase_memories`)."""
-    root = root.strip()
-    if not root:
-        raise InvalidInputError("purge needs the repository's folder")
-    root = root.rstrip("/\\") or root
-    projects = [p for p in lm.projects() if under(p, root)]
-    ids: list[str] = []
-    for start in range(0, len(projects), 200):
-        part = ", ".join(q(p) for p in projects[start : start + 200])
-        ids += list(lm.store.ids_with(f"project IN ({part})"))
-    journal = Journal(lm.store)
-    journal.ensure()
-    with lm.store.writing():
-        journal.purge_sessions(root)
-        named = {root, *projects, *journal.audit_projects_under(root)}
-        gone = lm.erase_memories(ids, projects=sorted(named))
-    log.info("[MEM:STORE] Purged %d memories of an opted-out repository", len(gone))
-    return Changes(deleted=tuple(gone), links=True, counts=True)
-
-
-def review_queue(lm: Lexmem, limit: int | None = None) -> list[str]:
-    """Ids of memories captured automatically and not reviewed yet, newest first."""
-    import pyarrow.compute as pc
-
-    table = lm.store.table()
-    where = "status = 'active' AND source != 'explicit'"
-    n = int(table.count_rows(where))
-    if not n:
-        return []
-    rows = table.search().where(where).select(["id", "created_at"]).limit(n).to_arrow()
-    rows = rows.sort_by([("created_at", "descending"), ("id", "ascending")])
-    reviewed = Journal(lm.store).reviewed_ids()
-    ids = [i for i in pc.cast(rows["id"], "string").to_pylist() if i not in reviewed]
-    return ids if limit is None else ids[:limit]
-
-
-def unsupersede(lm: Lexmem, old: str, drop: str | None = None) -> Changes:
-    """Undo a supersede: ``old`` is active again; ``drop`` (the replacement it wrote) is forgotten."""
-    old_id = lm.resolve(old)
-    lm.store.restore(old_id)
-    deleted: tuple[str, ...] = ()
-    if drop and lm.erase_memories([drop]):
-        deleted = (drop,)
-    return Changes(updated=(old_id,), deleted=deleted, links=True, counts=True)
-
-
-class InboxWriter:
-    """The core's write methods, routed through the inbox to the single writer.
-
-    With no service running, this process becomes the service for a moment (takes
-    the lock, drains, lets go); with one running, it waits for it to apply the change.
-    """
-
-    def __init__(
-        self,
-        lm: Lexmem,
-        *,
-        agent: str = "cli",
-        wait: float = 30.0,
-        notify: Callable[[], None] | None = None,
-    ) -> None:
-        self.lm = lm
-        self.agent = agent
-        self.wait = wait
-        # An in-process service to wake at once (the app), rather than through watchdog.
-        self.notify = notify
-
-    def _run(self, op: str, **kwargs: Any) -> dict[str, Any]:
-        from .api import scrub
-        from .errors import LexmemError
-        from .inbox import make_event
-
-        for key in ("content", "title", "with_text"):  # secrets never reach the inbox either
-            if isinstance(kwargs.get(key), str):
-                kwargs[key] = scrub(kwargs[key])
-        event = make_event(
-            "memory_op", "", session_id=f"{self.agent}-ops", agent=self.agent,
-            metadata={"op": op, "kwargs": kwargs},
-        )  # fmt: skip
-        enqueue(self.lm, event)
-        if self.notify is not None:
-            self.notify()
-        drain_if_no_service(self.lm)
-        journal = Journal(self.lm.store)
-        entry_id = derived_id("op", event["event_id"])
-        deadline = time.monotonic() + self.wait
-        while True:
-            self.lm.store.refresh()
-            found = journal.audit_entry(entry_id)
-            if found is not None:
-                break
-            if time.monotonic() >= deadline:
-                raise LexmemError(
-                    "the running lexmem service has not applied it yet; it stays queued"
-                )
-            time.sleep(0.05)
-        if found.decision == "failed":
-            error = LexmemError(found.reason)
-            error.exit_code = int(found.metadata.get("exit_code", 1))
-            raise error
-        result: dict[str, Any] = found.metadata.get("result") or {}
-        return result
-
-    @staticmethod
-    def _changes(result: dict[str, Any]) -> Changes:
-        c = result.get("changes") or {}
-        return Changes(tuple(c.get("created", ())), tuple(c.get("updated", ())), tuple(c.get("deleted", ())),
-                       bool(c.get("links")))  # fmt: skip
-
-    def pin(self, ident: str, pinned: bool = True) -> Changes:
-        return self._changes(self._run("pin", ident=ident, pinned=pinned))
-
-    def archive(self, ident: str) -> Changes:
-        return self._changes(self._run("archive", ident=ident))
-
-    def restore(self, ident: str) -> Changes:
-        return self._changes(self._run("restore", ident=ident))
-
-    def forget(self, ident: str) -> Changes:
-        return self._changes(self._run("forget", ident=ident))
-
-    def purge_project(self, root: str) -> Changes:
-        """Erase every memory, session and buffered event of the repository ``root``."""
-        return self._changes(self._run("purge_project", root=root))
-
-    def reinforce(self, ident: str, boost: float = 0.1) -> Changes:
-        return self._changes(self._run("reinforce", ident=ident, boost=boost))
-
-    def link(self, a: str, b: str, link_type: str, strength: float = 0.5) -> Changes:
-        return self._changes(self._run("link", a=a, b=b, link_type=link_type, strength=strength))
-
-    def edit(self, ident: str, **fields: Any) -> Changes:
-        if fields.get("type") is not None:
-            fields["type"] = str(fields["type"])
-        return self._changes(self._run("edit", ident=ident, **fields))
-
-    def supersede(
-        self, old: str, *, by: str | None = None, with_text: str | None = None
-    ) -> tuple[Changes, str]:
-        result = self._run("supersede", old=old, by=by, with_text=with_text)
-        return self._changes(result), str(result["new_id"])
-
-    def decay(self, factor: float | None = None) -> tuple[Changes, int]:
-        result = self._run("decay", factor=factor)
-        return self._changes(result), int(result["count"])
-
-    def unlink(self, a: str, b: str, link_type: str) -> Changes:
-        return self._changes(self._run("unlink", a=a, b=b, link_type=link_type))
-
-    def review(self, ids: Sequence[str], decision: str) -> Changes:
-        return self._changes(self._run("review", ids=list(ids), decision=decision))
-
-    def unsupersede(self, old: str, drop: str | None = None) -> Changes:
-        return self._changes(self._run("unsupersede", old=old, drop=drop))
-
-
-def enqueue(lm: Lexmem, event: dict[str, Any]) -> None:
-    """Write one event for the single writer; a full or read-only disk is one clear line
-    (and the inbox holds no half-written event). Every field is redacted first, so what
-    a person passes to the CLI or an agent to MCP (a project name, a search it confirms)
-    reaches the inbox only as the store will keep it; ``event`` itself is not changed."""
-    try:
-        Inbox(lm.paths.inbox).write(_redacted(dict(event)))
-    except OSError as exc:
-        raise DataFolderError(
-            f"cannot write to the inbox, so nothing was done ({exc.strerror or exc})",
-            path=str(lm.paths.inbox),
-        ) from exc
-
-
-def drain_if_no_service(lm: Lexmem) -> None:
-    """With no service running, this process is the service for a moment (as the CLI
-    is): it takes the lock, drains the inbox, and lets go."""
-    from .hook import service_running
-
-    if service_running(lm.paths):
-        return
-    service = CaptureService(lm)
-    try:
-        service.acquire()
-    except ServiceBusyError:
-        return  # one started meanwhile: it will apply the event
-    try:
-        service.drain()
-    finally:
-        service.release()
-
-
-@dataclass(slots=True)
-class Remembered:
-    event_id: str
-    memories: list[Memory]
-    queued: bool  # a running service has it, but had not stored it within the wait
-
-
-def remember_through_inbox(
-    lm: Lexmem,
-    text: str,
-    *,
-    mtype: str | None = None,
-    project: str | None = None,
-    title: str | None = None,
-    pin: bool = False,
-    agent: str = "cli",
-    wait: float = 5.0,
-    notify: Callable[[], None] | None = None,
-) -> Remembered:
-    """An explicit "remember this" as the single-writer design has it: an inbox event.
-
-    With no service running, this process becomes the service for a moment: it takes
-    the lock, drains the inbox (this event and anything agents left) and lets go.
-    With one running, it waits up to ``wait`` seconds for the memory to appear.
-    """
-    from .api import refuse_opted_out, scrub
-    from .inbox import make_event
-
-    body = scrub(text)
-    if not body:
-        raise InvalidInputError("nothing to remember: the text is empty")
-    refuse_opted_out(lm.paths, lm.settings.capture, project)
-    lm.check_storage(1)  # say so now, rather than leave the person waiting on a skip
-    meta: dict[str, Any] = {"pin": pin}
-    if mtype:
-        meta["type"] = mtype
-    if title:
-        meta["title"] = scrub(title)
-    event = make_event(
-        "explicit",
-        body,
-        session_id=f"{agent}-explicit",
-        agent=agent,
-        project=project,
-        metadata=meta,
-    )
-    enqueue(lm, event)
-    if notify is not None:
-        notify()
-    memory_id = derived_id("explicit", event["event_id"])
-    drain_if_no_service(lm)
-    deadline = time.monotonic() + wait
-    while True:
-        lm.store.refresh()
-        first = lm.store.get_optional(memory_id, with_embedding=False)
-        if first is not None:
-            ids = [memory_id]
-            if first.chunk and first.chunk.total_chunks > 1:
-                ids += [
-                    derived_id("explicit", event["event_id"], str(i))
-                    for i in range(1, first.chunk.total_chunks)
-                ]
-            return Remembered(event["event_id"], lm.store.get_many(ids), queued=False)
-        if time.monotonic() >= deadline:
-            return Remembered(event["event_id"], [], queued=True)
-        time.sleep(0.05)
-
-
 def _words(text: str) -> frozenset[str]:
     return frozenset(w for w in re.findall(r"[a-z0-9_.-]+", text.lower()) if len(w) > 2)
 
@@ -1689,21 +1303,6 @@ def _action_line(action: dict[str, Any]) -> str:
             or (meta or {}).get("command") or "")  # fmt: skip
     line = f"{kind}: {what}" if kind and what else str(kind or what)
     return redact(line.strip()).text[:300]
-
-
-_PARTICULAR = re.compile(r"\d+(?:[.:]\d+)*|`[^`]+`|\b[\w.-]*[_./][\w./-]+\b")
-
-
-def _particulars(text: str) -> frozenset[str]:
-    """Numbers, versions, paths and code spans: what must match for two texts to be one fact."""
-    return frozenset(t.lower().strip("`.") for t in _PARTICULAR.findall(text))
-
-
-def particulars_key(text: str) -> str:
-    """A digest of a text's particulars: compared without keeping the text itself."""
-    import hashlib
-
-    return hashlib.sha256("\n".join(sorted(_particulars(text))).encode()).hexdigest()[:32]
 
 
 def _parse(stamp: str) -> datetime:

@@ -77,7 +77,7 @@ from datetime import datetime, timedelta
 from enum import StrEnum
 from typing import Any
 
-from lexmem.classify import classify
+from lexmem.capture.classify import classify
 from lexmem.models import MemorySource, MemoryType
 
 __all__ = [

@@ -34,13 +34,13 @@ from datetime import datetime
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from .config import secure_umask
-from .hook import digest_path, optout_rules, project_opted_out
-from .models import MemoryType, utcnow
-from .store import q
+from lexmem.capture.policy import optout_rules, project_opted_out
+from lexmem.config import digest_path, secure_umask
+from lexmem.models import MemoryType, utcnow
+from lexmem.store.lance import q
 
 if TYPE_CHECKING:
-    from .api import Lexmem
+    from lexmem.api import Lexmem
 
 __all__ = [
     "DEFAULT_DIGEST_BYTES",

@@ -24,12 +24,12 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from .chunker import ChunkerError, TextChunker
-from .models import Memory, MemoryContext, MemorySource, MemoryStatus, make_title
-from .redact import redact
+from lexmem.capture.chunker import ChunkerError, TextChunker
+from lexmem.capture.redact import redact
+from lexmem.models import Memory, MemoryContext, MemorySource, MemoryStatus, make_title
 
 if TYPE_CHECKING:
-    from .service import CaptureService
+    from lexmem.service.writer import CaptureService
 
 __all__ = ["MarkdownWatcher", "WatchReport"]
 
@@ -184,8 +184,8 @@ class MarkdownWatcher:
 
     def process_file(self, path: Path, report: WatchReport | None = None) -> list[str]:
         """Capture one Markdown file's chunks (seed 002 process_file); returns new memory ids."""
-        from .hook import capture_mode, is_opted_out
-        from .service import derived_id
+        from lexmem.capture.inbox import derived_id
+        from lexmem.capture.policy import capture_mode, is_opted_out
 
         report = report if report is not None else WatchReport()
         path = path.expanduser().resolve()
@@ -259,7 +259,7 @@ class MarkdownWatcher:
             report.superseded += 1
         journal.set_file_hash(key, digest)
         if memories:
-            from .service import MemoryCaptured
+            from lexmem.service.events import MemoryCaptured
 
             log.info("[MEM:CAPTURE] Captured %d chunks of %s", len(memories), key)
             self.service.bus.publish(
@@ -269,7 +269,7 @@ class MarkdownWatcher:
 
 
 def _doc_filter(key: str) -> Any:
-    from .store import MemoryFilter
+    from lexmem.store.lance import MemoryFilter
 
     return MemoryFilter(source_document=key, status=None)
 

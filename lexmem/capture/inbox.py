@@ -33,6 +33,7 @@ __all__ = [
     "EVENT_VERSION",
     "BadEvent",
     "Inbox",
+    "derived_id",
     "make_event",
     "new_event_id",
     "now_iso",
@@ -105,6 +106,18 @@ def make_event(
         "content": content,
         "metadata": dict(metadata or {}),
     }
+
+
+# lexmem's namespace for derived ids (version 5 UUIDs).
+_DERIVED_NS = "5b0c5e1e-7c1a-4f0e-9d7e-6c657865d001"
+
+
+def derived_id(*parts: str) -> str:
+    """The id of what an event causes (a memory, an audit entry), derived from the event's
+    id: processing the same event twice, after a crash, recreates nothing."""
+    import uuid
+
+    return str(uuid.uuid5(uuid.UUID(_DERIVED_NS), "\x1f".join(parts)))
 
 
 def validate_event(data: Any) -> dict[str, Any]:

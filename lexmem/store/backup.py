@@ -24,7 +24,6 @@ puts the old data back.
 
 from __future__ import annotations
 
-import errno
 import gzip
 import hashlib
 import io
@@ -41,20 +40,19 @@ from datetime import UTC, datetime
 from pathlib import Path, PurePosixPath
 from typing import Any
 
-from . import __version__
-from .config import DIR_MODE, FILE_MODE, SCHEMA_VERSION, Paths, secure_umask
-from .errors import InvalidInputError, StoreError, StoreLockedError
-from .locks import FileLock, LockTimeout
+from lexmem import __version__
+from lexmem.config import DIR_MODE, FILE_MODE, SCHEMA_VERSION, Paths, secure_umask
+from lexmem.errors import InvalidInputError, StoreError, StoreLockedError
+from lexmem.files import link_tree, tree_files
+from lexmem.locks import FileLock, LockTimeout
 
 __all__ = [
     "BackupInfo",
     "RestoreResult",
     "create_backup",
-    "link_tree",
     "list_backups",
     "read_backup",
     "restore_backup",
-    "tree_files",
 ]
 
 MANIFEST = "MANIFEST.json"
@@ -63,9 +61,6 @@ FORMAT_VERSION = 1
 SUFFIX = ".tar.gz"
 # What a backup holds, relative to the data folder.
 ITEMS = ("store", "settings.toml", "digests")
-# Inside a ``<table>.lance`` folder, what LanceDB writes once and never changes (so a hard
-# link is as good as a copy until the file is removed); everything else is copied.
-_IMMUTABLE = frozenset({"data", "_indices", "_deletions"})
 _CHUNK = 1 << 20
 
 
@@ -110,73 +105,11 @@ class RestoreResult:
         }
 
 
-# -- file trees ------------------------------------------------------------------------------
-
-
-def _immutable(rel: PurePosixPath) -> bool:
-    parts = rel.parts
-    return any(
-        part.endswith(".lance") and i + 1 < len(parts) - 1 and parts[i + 1] in _IMMUTABLE
-        for i, part in enumerate(parts)
-    )
-
-
-def tree_files(root: Path, *, hidden: bool = False) -> list[str]:
-    """Every regular file below ``root``, as sorted POSIX paths relative to it. Symbolic
-    links are left out, and so, unless ``hidden``, are names starting with a dot (the
-    temporary files of a write in progress). (``os.scandir``: the file types come with
-    the listing, no stat per file.)"""
-    out: list[str] = []
-
-    def walk(folder: str, prefix: str) -> None:
-        with os.scandir(folder) as entries:
-            for entry in entries:
-                if entry.name.startswith(".") and not hidden:
-                    continue
-                if entry.is_dir(follow_symlinks=False):
-                    walk(entry.path, f"{prefix}{entry.name}/")
-                elif entry.is_file(follow_symlinks=False):
-                    out.append(prefix + entry.name)
-
-    if root.is_dir():
-        walk(str(root), "")
-    return sorted(out)
-
-
-def link_tree(
-    src: Path, dst: Path, keep: Callable[[str], bool] | None = None, *, hidden: bool = False
-) -> int:
-    """Recreate the files below ``src`` (those ``keep`` admits; see :func:`tree_files` for
-    ``hidden``) under ``dst``: LanceDB's write-once files as hard links (cheap at any
-    size), everything else as copies. Falls back to copies where the file system has no
-    hard links. Returns the number of files."""
-    files = [rel for rel in tree_files(src, hidden=hidden) if keep is None or keep(rel)]
-    linking = True
-    made: set[Path] = set()
-    with secure_umask():
-        dst.mkdir(mode=DIR_MODE, parents=True, exist_ok=True)
-        for rel in files:
-            source, target = src / rel, dst / rel
-            if target.parent not in made:
-                target.parent.mkdir(mode=DIR_MODE, parents=True, exist_ok=True)
-                made.add(target.parent)
-            if linking and _immutable(PurePosixPath(rel)):
-                try:
-                    os.link(source, target)
-                    continue
-                except OSError as exc:
-                    if exc.errno not in (errno.EXDEV, errno.EPERM, errno.EMLINK, errno.ENOTSUP):
-                        raise
-                    linking = False
-            shutil.copy2(source, target)
-    return len(files)
-
-
 def _current_version_only(store: Path) -> Callable[[str], bool]:
     """Which files of the store a backup takes: each table's data, index and deletion
     files, and the manifest of its newest version only (its history stays behind; so do
     transaction records and the version hint, which LanceDB does without)."""
-    from .doctor import version_files
+    from lexmem.store.repair import version_files
 
     newest = set()
     for table in store.glob("*.lance"):
@@ -219,7 +152,7 @@ def _read_tables(store: Path) -> dict[str, dict[str, int]]:
     """Each table's version and row count, every table read in full (a damaged one raises)."""
     import lancedb
 
-    from .doctor import scan_table
+    from lexmem.store.repair import scan_table
 
     db = lancedb.connect(str(store))
     out = {}
@@ -328,7 +261,7 @@ def create_backup(
         try:
             tables = _read_tables(staging / "store")
         except Exception as exc:
-            from .doctor import REPAIR_HINT
+            from lexmem.store.repair import REPAIR_HINT
 
             first = (str(exc).strip().splitlines() or [type(exc).__name__])[0][:160]
             raise StoreError(
@@ -552,7 +485,7 @@ def restore_backup(paths: Paths, source: Path, *, lock_timeout: float = 30.0) ->
     ``replaced-<time>/`` in the data folder; if putting the backup in place fails, they
     are moved back.
     """
-    from .store import STORE_SCHEMA_VERSION
+    from lexmem.store.schema import STORE_SCHEMA_VERSION
 
     source = source.expanduser().absolute()
     read_backup(source)  # a readable manifest before anything else happens

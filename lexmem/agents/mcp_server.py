@@ -38,15 +38,15 @@ from mcp.server.mcpserver.exceptions import ResourceError, ToolError, Unexpected
 from mcp_types import CallToolResult, InputRequiredResult, ToolAnnotations
 from pydantic import BaseModel, Field, ValidationError
 
-from . import __version__
-from .config import Paths, resolve_paths
-from .errors import InvalidInputError, LexmemError
-from .hook import digest_path, is_opted_out, optout_rules, project_opted_out, project_root
+from lexmem import __version__
+from lexmem.capture.policy import is_opted_out, optout_rules, project_opted_out, project_root
+from lexmem.config import Paths, digest_path, resolve_paths
+from lexmem.errors import InvalidInputError, LexmemError
 
 if TYPE_CHECKING:
-    from .api import Lexmem
-    from .models import Memory
-    from .search import SearchHit
+    from lexmem.api import Lexmem
+    from lexmem.models import Memory
+    from lexmem.store.search import SearchHit
 
 __all__ = [
     "WAIT_S",
@@ -187,7 +187,7 @@ class MemoryTools:
         if self._lm is None:
             if not create and not self.paths.store.is_dir():
                 return None  # a reader never creates the data folder
-            from .api import Lexmem
+            from lexmem.api import Lexmem
 
             t0 = time.perf_counter()
             self._lm = Lexmem.open(self.paths.home)
@@ -210,7 +210,7 @@ class MemoryTools:
         """The opted-out projects, read now: ``lexmem optout add`` or a marker file may
         have come since the last call. Their memories stay the person's (the CLI and
         the browser show them until purged); an agent is served none of them."""
-        from .digest import opted_out_projects
+        from lexmem.service.digest import opted_out_projects
 
         return opted_out_projects(lm)
 
@@ -233,8 +233,8 @@ class MemoryTools:
     def search(
         self, query: str, *, project: str | None = None, type: str | None = None, limit: int = 10
     ) -> dict[str, Any]:
-        from .models import MemoryType
-        from .store import MemoryFilter
+        from lexmem.models import MemoryType
+        from lexmem.store.lance import MemoryFilter
 
         if not query.strip():
             raise InvalidInputError("the search query is empty")
@@ -268,7 +268,7 @@ class MemoryTools:
         return {"memories": [_out(found[f]) for f in full]}
 
     def recent(self, *, project: str | None = None, limit: int = 10) -> dict[str, Any]:
-        from .store import MemoryFilter
+        from lexmem.store.lance import MemoryFilter
 
         _check_limit(limit)
         with self._lock:
@@ -294,7 +294,7 @@ class MemoryTools:
         at its first memory (it reads the session from the start), and any other
         timeline ends now (the latest memories).
         """
-        from .store import MemoryFilter
+        from lexmem.store.lance import MemoryFilter
 
         for name, n in (("before", before), ("after", after)):
             if not 0 <= n <= 50:
@@ -355,8 +355,9 @@ class MemoryTools:
         title: str | None = None,
         pin: bool = False,
     ) -> dict[str, Any]:
-        from .api import refuse_opted_out
-        from .service import derived_id, remember_through_inbox
+        from lexmem.capture.inbox import derived_id
+        from lexmem.capture.policy import refuse_opted_out
+        from lexmem.service.client import remember_through_inbox
 
         if not text.strip():
             raise InvalidInputError("nothing to remember: the text is empty")
@@ -398,7 +399,7 @@ class MemoryTools:
 
     def correct(self, memory_id: str, corrected_text: str) -> dict[str, Any]:
         """Supersede a memory by a corrected text: the old one leaves active results."""
-        from .service import derived_id
+        from lexmem.capture.inbox import derived_id
 
         if not corrected_text.strip():
             raise InvalidInputError("the corrected text is empty (use forget_memory to delete)")
@@ -432,8 +433,8 @@ class MemoryTools:
         A memory operation is acknowledged by its audit entry (which also says whether it
         failed); a search confirmation by the journal's record of the event.
         """
-        from .inbox import make_event
-        from .service import derived_id, drain_if_no_service, enqueue
+        from lexmem.capture.inbox import derived_id, make_event
+        from lexmem.service.client import drain_if_no_service, enqueue
 
         lm = self._writer_core()
         event = make_event(event_type, "", session_id="mcp-ops", agent="mcp", metadata=metadata)
@@ -481,7 +482,7 @@ class MemoryTools:
         with self._lock:
             lm = self.core(create=False)
             if lm is not None:
-                from .digest import render_digest
+                from lexmem.service.digest import render_digest
 
                 for key in (project, None) if project else (None,):
                     text = render_digest(lm, key)
@@ -520,7 +521,7 @@ def _parse_time(text: str) -> datetime:
 
 def _scrub(text: str) -> str:
     """Secrets never reach the inbox, whoever writes the event."""
-    from .api import scrub
+    from lexmem.capture.policy import scrub
 
     return scrub(text)
 

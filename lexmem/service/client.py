@@ -1,0 +1,243 @@
+"""The writer's client side: how a process that is not the writer gets something
+written. Every producer writes an inbox event; a process that needs the result now (the
+CLI, MCP, the tray) drains the inbox itself when no service runs, then reads the outcome
+from the audit log.
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
+
+from lexmem.capture.inbox import Inbox, derived_id
+from lexmem.errors import (
+    DataFolderError,
+    InvalidInputError,
+)
+from lexmem.models import (
+    Changes,
+    Memory,
+)
+from lexmem.store.journal import Journal
+
+if TYPE_CHECKING:
+    from lexmem.api import Lexmem
+
+from lexmem.service.writer import CaptureService, ServiceBusyError, redacted_event
+
+__all__ = ["InboxWriter", "Remembered", "drain_if_no_service", "enqueue", "remember_through_inbox"]
+
+log = logging.getLogger("lexmem.capture")
+
+
+class InboxWriter:
+    """The core's write methods, routed through the inbox to the single writer.
+
+    With no service running, this process becomes the service for a moment (takes
+    the lock, drains, lets go); with one running, it waits for it to apply the change.
+    """
+
+    def __init__(
+        self,
+        lm: Lexmem,
+        *,
+        agent: str = "cli",
+        wait: float = 30.0,
+        notify: Callable[[], None] | None = None,
+    ) -> None:
+        self.lm = lm
+        self.agent = agent
+        self.wait = wait
+        # An in-process service to wake at once (the app), rather than through watchdog.
+        self.notify = notify
+
+    def _run(self, op: str, **kwargs: Any) -> dict[str, Any]:
+        from lexmem.capture.inbox import make_event
+        from lexmem.capture.policy import scrub
+        from lexmem.errors import LexmemError
+
+        for key in ("content", "title", "with_text"):  # secrets never reach the inbox either
+            if isinstance(kwargs.get(key), str):
+                kwargs[key] = scrub(kwargs[key])
+        event = make_event(
+            "memory_op", "", session_id=f"{self.agent}-ops", agent=self.agent,
+            metadata={"op": op, "kwargs": kwargs},
+        )  # fmt: skip
+        enqueue(self.lm, event)
+        if self.notify is not None:
+            self.notify()
+        drain_if_no_service(self.lm)
+        journal = Journal(self.lm.store)
+        entry_id = derived_id("op", event["event_id"])
+        deadline = time.monotonic() + self.wait
+        while True:
+            self.lm.store.refresh()
+            found = journal.audit_entry(entry_id)
+            if found is not None:
+                break
+            if time.monotonic() >= deadline:
+                raise LexmemError(
+                    "the running lexmem service has not applied it yet; it stays queued"
+                )
+            time.sleep(0.05)
+        if found.decision == "failed":
+            error = LexmemError(found.reason)
+            error.exit_code = int(found.metadata.get("exit_code", 1))
+            raise error
+        result: dict[str, Any] = found.metadata.get("result") or {}
+        return result
+
+    @staticmethod
+    def _changes(result: dict[str, Any]) -> Changes:
+        c = result.get("changes") or {}
+        return Changes(tuple(c.get("created", ())), tuple(c.get("updated", ())), tuple(c.get("deleted", ())),
+                       bool(c.get("links")))  # fmt: skip
+
+    def pin(self, ident: str, pinned: bool = True) -> Changes:
+        return self._changes(self._run("pin", ident=ident, pinned=pinned))
+
+    def archive(self, ident: str) -> Changes:
+        return self._changes(self._run("archive", ident=ident))
+
+    def restore(self, ident: str) -> Changes:
+        return self._changes(self._run("restore", ident=ident))
+
+    def forget(self, ident: str) -> Changes:
+        return self._changes(self._run("forget", ident=ident))
+
+    def purge_project(self, root: str) -> Changes:
+        """Erase every memory, session and buffered event of the repository ``root``."""
+        return self._changes(self._run("purge_project", root=root))
+
+    def reinforce(self, ident: str, boost: float = 0.1) -> Changes:
+        return self._changes(self._run("reinforce", ident=ident, boost=boost))
+
+    def link(self, a: str, b: str, link_type: str, strength: float = 0.5) -> Changes:
+        return self._changes(self._run("link", a=a, b=b, link_type=link_type, strength=strength))
+
+    def edit(self, ident: str, **fields: Any) -> Changes:
+        if fields.get("type") is not None:
+            fields["type"] = str(fields["type"])
+        return self._changes(self._run("edit", ident=ident, **fields))
+
+    def supersede(
+        self, old: str, *, by: str | None = None, with_text: str | None = None
+    ) -> tuple[Changes, str]:
+        result = self._run("supersede", old=old, by=by, with_text=with_text)
+        return self._changes(result), str(result["new_id"])
+
+    def decay(self, factor: float | None = None) -> tuple[Changes, int]:
+        result = self._run("decay", factor=factor)
+        return self._changes(result), int(result["count"])
+
+    def unlink(self, a: str, b: str, link_type: str) -> Changes:
+        return self._changes(self._run("unlink", a=a, b=b, link_type=link_type))
+
+    def review(self, ids: Sequence[str], decision: str) -> Changes:
+        return self._changes(self._run("review", ids=list(ids), decision=decision))
+
+    def unsupersede(self, old: str, drop: str | None = None) -> Changes:
+        return self._changes(self._run("unsupersede", old=old, drop=drop))
+
+
+def enqueue(lm: Lexmem, event: dict[str, Any]) -> None:
+    """Write one event for the single writer; a full or read-only disk is one clear line
+    (and the inbox holds no half-written event). Every field is redacted first, so what
+    a person passes to the CLI or an agent to MCP (a project name, a search it confirms)
+    reaches the inbox only as the store will keep it; ``event`` itself is not changed."""
+    try:
+        Inbox(lm.paths.inbox).write(redacted_event(dict(event)))
+    except OSError as exc:
+        raise DataFolderError(
+            f"cannot write to the inbox, so nothing was done ({exc.strerror or exc})",
+            path=str(lm.paths.inbox),
+        ) from exc
+
+
+def drain_if_no_service(lm: Lexmem) -> None:
+    """With no service running, this process is the service for a moment (as the CLI
+    is): it takes the lock, drains the inbox, and lets go."""
+    from lexmem.locks import service_running
+
+    if service_running(lm.paths):
+        return
+    service = CaptureService(lm)
+    try:
+        service.acquire()
+    except ServiceBusyError:
+        return  # one started meanwhile: it will apply the event
+    try:
+        service.drain()
+    finally:
+        service.release()
+
+
+@dataclass(slots=True)
+class Remembered:
+    event_id: str
+    memories: list[Memory]
+    queued: bool  # a running service has it, but had not stored it within the wait
+
+
+def remember_through_inbox(
+    lm: Lexmem,
+    text: str,
+    *,
+    mtype: str | None = None,
+    project: str | None = None,
+    title: str | None = None,
+    pin: bool = False,
+    agent: str = "cli",
+    wait: float = 5.0,
+    notify: Callable[[], None] | None = None,
+) -> Remembered:
+    """An explicit "remember this" as the single-writer design has it: an inbox event.
+
+    With no service running, this process becomes the service for a moment: it takes
+    the lock, drains the inbox (this event and anything agents left) and lets go.
+    With one running, it waits up to ``wait`` seconds for the memory to appear.
+    """
+    from lexmem.capture.inbox import make_event
+    from lexmem.capture.policy import refuse_opted_out, scrub
+
+    body = scrub(text)
+    if not body:
+        raise InvalidInputError("nothing to remember: the text is empty")
+    refuse_opted_out(lm.paths, lm.settings.capture, project)
+    lm.check_storage(1)  # say so now, rather than leave the person waiting on a skip
+    meta: dict[str, Any] = {"pin": pin}
+    if mtype:
+        meta["type"] = mtype
+    if title:
+        meta["title"] = scrub(title)
+    event = make_event(
+        "explicit",
+        body,
+        session_id=f"{agent}-explicit",
+        agent=agent,
+        project=project,
+        metadata=meta,
+    )
+    enqueue(lm, event)
+    if notify is not None:
+        notify()
+    memory_id = derived_id("explicit", event["event_id"])
+    drain_if_no_service(lm)
+    deadline = time.monotonic() + wait
+    while True:
+        lm.store.refresh()
+        first = lm.store.get_optional(memory_id, with_embedding=False)
+        if first is not None:
+            ids = [memory_id]
+            if first.chunk and first.chunk.total_chunks > 1:
+                ids += [
+                    derived_id("explicit", event["event_id"], str(i))
+                    for i in range(1, first.chunk.total_chunks)
+                ]
+            return Remembered(event["event_id"], lm.store.get_many(ids), queued=False)
+        if time.monotonic() >= deadline:
+            return Remembered(event["event_id"], [], queued=True)
+        time.sleep(0.05)
