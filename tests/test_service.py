@@ -625,7 +625,7 @@ def test_the_service_redacts_the_project_and_working_folder_an_event_names(
 def test_what_the_cli_and_mcp_enqueue_reaches_the_inbox_redacted(
     service: CaptureService, data_home: Path
 ) -> None:
-    from lexmem.service import enqueue
+    from lexmem.service.client import enqueue
 
     # MCP's confirm_memory sends the agent's query; a project name comes from the CLI.
     event = make_event(
