@@ -136,3 +136,33 @@ def test_the_hook_and_everything_it_imports_is_standard_library_only() -> None:
     # _sha2 / _sha256: the interpreter's built-in SHA-256 (the digest path, per version).
     assert [m for m in outside if m not in ("_sha2", "_sha256")] == []
     assert not {m for m in reached if m.startswith(("lexmem.store", "lexmem.service"))}
+
+
+def test_no_test_skips_itself_when_a_required_dependency_is_missing() -> None:
+    """A required dependency that cannot load (Qt's libraries missing on a CI machine) must
+    fail the tests that need it, not skip them and let the run pass."""
+    import re
+    import tomllib
+
+    root = Path(__file__).resolve().parent.parent
+    project = tomllib.loads((root / "pyproject.toml").read_text())["project"]
+    required = {
+        re.split(r"[<>=!~\[; ]", dep, maxsplit=1)[0].lower().replace("_", "-")
+        for dep in project["dependencies"]
+    }
+    modules = {"pyside6-essentials": "PySide6"}  # distributions whose module is named otherwise
+    offenders = []
+    for path in sorted((root / "tests").glob("*.py")):
+        for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+            if (
+                isinstance(node, ast.Call)
+                and isinstance(node.func, ast.Attribute)
+                and node.func.attr == "importorskip"
+                and node.args
+                and isinstance(node.args[0], ast.Constant)
+            ):
+                name = str(node.args[0].value).split(".")[0]
+                dists = {d for d in required if modules.get(d, d).lower() == name.lower()}
+                if dists:
+                    offenders.append(f"{path.name}:{node.lineno} skips without {name}")
+    assert not offenders, offenders

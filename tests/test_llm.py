@@ -595,7 +595,6 @@ def test_status_says_the_llm_is_off_by_default() -> None:
 def test_the_settings_dialog_shows_the_budget_and_todays_usage(
     qtbot: Any, lm: Lexmem, endpoint: Endpoint, tmp_path: Path
 ) -> None:
-    pytest.importorskip("PySide6")
     from ui.context import AppContext
     from ui.settings_dialog import SettingsDialog
 

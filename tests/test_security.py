@@ -695,7 +695,6 @@ async def test_lexmem_mcp_listens_on_nothing(data_home: Path, tmp_path: Path) ->
 
 @linux_only
 def test_the_desktop_app_listens_on_nothing(data_home: Path, tmp_path: Path) -> None:
-    pytest.importorskip("PySide6")
     paths = Paths(data_home)
     env = dict(os.environ, QT_QPA_PLATFORM="offscreen")
     with open(tmp_path / "app.stderr", "wb") as err:
@@ -786,7 +785,6 @@ def test_licence_and_llm_keys_reach_the_keyring_and_no_file(
     qtbot: Any, data_home: Path, embedder: Embedder, memory_keyring: Any,
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:  # fmt: skip
-    pytest.importorskip("PySide6")
     from PySide6.QtCore import Qt
 
     from ui.context import AppContext

@@ -17,9 +17,6 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-
-pytest.importorskip("PySide6")
-
 from PySide6.QtCore import QTimer
 
 from lexmem.api import Lexmem

@@ -12,9 +12,6 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-
-pytest.importorskip("PySide6")
-
 from PySide6.QtCore import QItemSelectionModel, Qt
 from PySide6.QtWidgets import QApplication, QMessageBox, QTableView
 

@@ -8,8 +8,6 @@ from typing import Any
 
 import pytest
 
-pytest.importorskip("PySide6")
-
 from lexmem.api import Lexmem
 from lexmem.models import MemoryStatus
 from ui import ops

@@ -13,9 +13,6 @@ from collections.abc import Callable, Iterator
 from typing import Any
 
 import pytest
-
-pytest.importorskip("PySide6")
-
 from PySide6.QtCore import QItemSelectionModel, Qt
 from PySide6.QtGui import QAction
 from PySide6.QtWidgets import QApplication, QMessageBox, QWidget

@@ -4,7 +4,8 @@ The capture service (DESIGN.md, "The shape") buffers each session's events and, 
 window boundary (every N turns, at Stop, at SessionEnd), hands the window to
 :class:`Extractor`. The extractor only *proposes*: each :class:`Candidate` carries a
 confidence that the service compares with the capture mode's threshold (``assist``
-keeps >= 0.75, ``full`` keeps >= 0.5), then redacts, dedupes, audits and writes.
+keeps >= 0.7, seed 000's MinExtractionConfidence; ``full`` keeps >= 0.5; both are
+``THRESHOLDS`` in :mod:`lexmem.service.writer`), then redacts, dedupes, audits and writes.
 
 Everything here is rule-based, deterministic and standard-library only: seed 003's
 "Candidate Extractor" without an LLM, and seed 000's capture points (conversation
@@ -40,7 +41,7 @@ The rules (``Candidate.rule`` names the one that fired, for the audit log):
 * ``final=True`` -> one HANDOFF per session: goal, files changed, commands run,
   fixes, open items, outcome.
 
-Confidence calibration (what ``assist`` keeps is >= 0.75):
+Confidence calibration (what ``assist`` keeps is >= 0.7):
 
 * 0.90-0.95: explicit "remember"/"note that" statements and ``explicit`` events;
   preferences stated with a seed trigger phrase; clean ``correction()`` diffs.
@@ -50,7 +51,8 @@ Confidence calibration (what ``assist`` keeps is >= 0.75):
 * 0.60-0.74: things that are probably worth keeping but are less certain: fixes
   without an explanation or without a verifying run, procedures the agent explains,
   single observed workflows, open questions, risks, project facts, handoffs of
-  sessions that changed files without verifying them.
+  sessions that changed files without verifying them. ``assist`` keeps those of
+  0.70 and up; ``full`` keeps them all.
 * below 0.5: for the audit log only (handoffs of sessions that changed nothing,
   settings that look like secrets).
 
