@@ -8,8 +8,14 @@
     │   ├── NotFoundError       no memory (or link) with that id
     │   └── StoreLockedError    another process holds the write lock for too long
     ├── InvalidInputError       a value a user or caller gave is unusable
-    │   └── ChunkerError        (lexmem.capture.chunker) empty text, invalid UTF-8, bad chunk sizes
-    └── ImportFormatError       an export folder that cannot be imported
+    │   ├── ChunkerError        (lexmem.capture.chunker) empty text, invalid UTF-8, bad chunk sizes
+    │   └── BadEvent            (lexmem.capture.inbox) an inbox file that is not a valid event
+    ├── ImportFormatError       an export folder that cannot be imported
+    ├── LockTimeout             (lexmem.locks) a lock stayed held past its timeout (an OSError too)
+    ├── ServiceBusyError        (lexmem.service.writer) another process runs the service
+    ├── LicenceError, LicenceRequiredError   (lexmem.licence)
+    ├── SecretStoreError        (lexmem.keystore) the OS keyring cannot be used
+    └── LlmError                (lexmem.llm) the optional LLM endpoint failed
 
 Every message is one line a person can act on; the CLI prints it as it is.
 """

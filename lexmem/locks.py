@@ -13,6 +13,8 @@ import time
 from pathlib import Path
 from types import TracebackType
 
+from .errors import LexmemError
+
 TYPE_CHECKING = False
 if TYPE_CHECKING:
     from lexmem.config import Paths
@@ -20,7 +22,7 @@ if TYPE_CHECKING:
 __all__ = ["FileLock", "LockTimeout", "service_running"]
 
 
-class LockTimeout(OSError):
+class LockTimeout(LexmemError, OSError):
     """The lock stayed held by another process for longer than the timeout."""
 
 

@@ -166,3 +166,29 @@ def test_no_test_skips_itself_when_a_required_dependency_is_missing() -> None:
                 if dists:
                     offenders.append(f"{path.name}:{node.lineno} skips without {name}")
     assert not offenders, offenders
+
+
+def test_every_public_exception_of_the_core_is_a_lexmem_error() -> None:
+    """One exception root (lexmem.errors): the CLI maps errors by their class, and a
+    caller can catch everything lexmem raises on purpose with one ``except``."""
+    import importlib
+    import inspect
+    import pkgutil
+
+    from lexmem.errors import LexmemError
+
+    outside = []
+    for info in pkgutil.walk_packages(lexmem.__path__, "lexmem."):
+        if info.name in ("lexmem.__main__", "lexmem.hook"):
+            continue  # the entry point and the hook's compatibility shim run on import
+        module = importlib.import_module(info.name)
+        for name, obj in vars(module).items():
+            if (
+                inspect.isclass(obj)
+                and issubclass(obj, BaseException)
+                and obj.__module__ == info.name
+                and not name.startswith("_")
+                and not issubclass(obj, LexmemError)
+            ):
+                outside.append(f"{info.name}.{name}")
+    assert not outside, outside

@@ -19,6 +19,8 @@ import re
 import time
 from pathlib import Path
 
+from ..errors import InvalidInputError
+
 # The hook imports this module: no ``typing``, ``uuid`` (it pulls in ``platform``),
 # ``datetime``, ``contextlib`` or ``dataclasses`` at import time, and no pattern compiled
 # here; each costs the agent milliseconds on every hook call. What only the service's
@@ -54,7 +56,7 @@ _NAME = r"^\d{20}-[0-9a-f-]{36}\.json$"  # compiled by the first read (``re`` ca
 _MAX_FILE_BYTES = 64 * 1024 * 1024
 
 
-class BadEvent(ValueError):
+class BadEvent(InvalidInputError, ValueError):
     """An inbox file that is not a valid event; ``reason`` says why in one line."""
 
     def __init__(self, reason: str) -> None:

@@ -126,7 +126,7 @@ MAX_BUFFER = 60
 OPTIMIZE_EVERY_S = 600.0
 
 
-class ServiceBusyError(RuntimeError):
+class ServiceBusyError(LexmemError, RuntimeError):
     """Another process already runs the service for this data folder."""
 
 
