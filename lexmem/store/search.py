@@ -308,7 +308,7 @@ class Searcher:
     def _bm25(
         self, query: str, where: str | None, depth: int, columns: list[str] = _RANK_COLUMNS
     ) -> list[dict[str, Any]]:
-        from lancedb.query import MultiMatchQuery
+        from lancedb.query import FullTextOperator, MultiMatchQuery
 
         # Fielded BM25: a memory matches on its own words and, weighted down, on those
         # of the memories just before and after it in its session (the store's
@@ -318,7 +318,10 @@ class Searcher:
         # _session_context do not. See Fusion.context.
         f = self.fusion
         if f.context > 0:
-            fields = MultiMatchQuery(query, ["content", "context"], boosts=[1.0, f.context])
+            fields = MultiMatchQuery(
+                query, ["content", "context"], boosts=[1.0, f.context],
+                operator=FullTextOperator.OR,  # LanceDB's default, named for the type checker
+            )  # fmt: skip
             q = self.store.table().search(fields, query_type="fts")
         else:  # a zero boost would still let the field's matches in
             q = self.store.table().search(query, query_type="fts", fts_columns="content")
