@@ -2317,7 +2317,6 @@ def _scan_one(text: str) -> list[_Hit]:
     hits: list[_Hit] = []
     for scanner in _SCANNERS:
         hits.extend(scanner(text, lowered))
-        _spend(0)
     _spend(len(hits))  # every finding is sorted, merged and replaced: it is work too
     if hits and (_MARK in text or _PRIVATE_MARK in text):
         hits = _outside_markers(text, hits)
