@@ -11,8 +11,8 @@ from __future__ import annotations
 from collections.abc import Callable, Sequence
 from typing import Any
 
+from lexmem.api import remember_through_inbox
 from lexmem.models import Changes, Memory, MemoryStatus, MemoryType
-from lexmem.service.client import remember_through_inbox
 
 from .context import AppContext, UiChanges, UndoEntry
 
