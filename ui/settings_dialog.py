@@ -1,19 +1,23 @@
 """The settings window: every change applies at once, no OK or Apply.
 
-Each widget only wires model to screen (STYLE.md 6): :meth:`SettingsDialog.reload` writes
-the shared settings into the widgets with their signals blocked (no echo), and an edit
-goes back through :meth:`AppContext.update_settings`, which saves the file, updates the
-object the in-process service reads and turns preference changes into
-``config_change`` events. A value that cannot be used is refused with one line under
-the tabs and never saved.
+:class:`SettingsDialog` composes one widget per tab (:class:`CaptureTab`,
+:class:`PrivacyTab`, :class:`WatchTab`, :class:`EmbeddingTab`, :class:`LlmTab`,
+:class:`RetentionTab`, :class:`AppearanceTab`, :class:`DataTab`) and owns what they share:
+the one error line under the tabs, the line beside Close, and the long task that keeps
+the window open.
+
+Each tab only wires model to screen (STYLE.md 6): its ``reload`` writes the shared
+settings into its widgets with their signals blocked (no echo), and an edit goes back
+through an operation in :mod:`ui.ops`, which saves the file, updates the object the
+in-process service reads and turns preference changes into ``config_change`` events. A
+value that cannot be used is refused with one line under the tabs and never saved.
 
 Long work (a watched folder's first scan, re-embedding with another model, moving the
 data folder, exporting) runs off the UI thread; progress from worker threads reaches the
 progress bars through a queued signal.
 
-Secrets never touch the settings file: the LLM's API key goes to the OS keyring
-(:mod:`lexmem.keystore`). Start at login is the autostart entry itself
-(:mod:`lexmem.desktop`), not a setting.
+Secrets never touch the settings file: the LLM's API key goes to the OS keyring. Start
+at login is the autostart entry itself (:mod:`lexmem.desktop`), not a setting.
 """
 
 from __future__ import annotations
@@ -57,19 +61,39 @@ from PySide6.QtWidgets import (
     QWidget,
 )
 
-from lexmem import desktop, keystore
-from lexmem.api import Settings
-from lexmem.config import CAPTURE_MODES, DEFAULT_MODEL, llm_url_problem
+# Constraint: lexmem.desktop (autostart, moving the data folder, a watched folder's first
+# scan) sits above the facade, so only this module may reach it (pyproject's ignore line).
+from lexmem import desktop
+from lexmem.api import (
+    CAPTURE,
+    CAPTURE_MODES,
+    DEFAULT_MODEL,
+    ENCODER,
+    LicenceStatus,
+    Settings,
+    llm_status_line,
+    llm_url_problem,
+)
 from lexmem.errors import InvalidInputError, LexmemError
-from lexmem.licence import CAPTURE, ENCODER, LicenceStatus
-from lexmem.llm import status_line
 from lexmem.models import Changes
 
-from . import theme
+from . import ops, theme
 from .context import AppContext, UiChanges
 from .licence_dialog import open_licence_dialog, upgrade_prompt, weakly
 
-__all__ = ["SettingsDialog", "check_url"]
+__all__ = [
+    "AppearanceTab",
+    "CaptureTab",
+    "DataTab",
+    "EmbeddingTab",
+    "LlmTab",
+    "PrivacyTab",
+    "RetentionTab",
+    "SettingsDialog",
+    "SettingsTab",
+    "WatchTab",
+    "check_url",
+]
 
 MODE_LABELS = {"off": "Off", "assist": "Assist", "full": "Full"}
 MODE_HELP = {
@@ -126,12 +150,8 @@ def _heading(text: str) -> QLabel:
     return label
 
 
-def _stamp(moment: datetime) -> str:
-    return moment.astimezone(UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
-
-
 class _FolderList(QWidget):
-    """A list of folders with Add… and Remove; the dialog decides what they mean."""
+    """A list of folders with Add… and Remove; the tab decides what they mean."""
 
     def __init__(self, add_text: str, parent: QWidget | None = None) -> None:
         super().__init__(parent)
@@ -167,74 +187,104 @@ class _FolderList(QWidget):
         return [item.text() for item in self.list.selectedItems()]
 
 
-class SettingsDialog(QDialog):
-    """lexmem's settings, in tabs; changes apply as they are made."""
+# Constraint: Qt signals connect to bound methods, never to lambdas holding ``self``:
+# PySide keeps a lambda's connection alive past the window, and tearing it down later
+# corrupts memory (seen as "shared QObject was deleted directly" and a crash at exit).
 
-    #: The data folder moved to this path: the app restarts on it (lexmem's own core and
-    #: service still have the old folder open).
-    data_folder_moved = Signal(str)
-    #: The app should reopen its core (the embedding model changed): the reason, one line.
-    restart_required = Signal(str)
+
+class SettingsTab(QWidget):
+    """One tab of the settings window: shows its part of the settings and sends edits back
+    as operations (:mod:`ui.ops`). What it has to say goes to the window through signals."""
+
+    #: A value was refused or an operation failed: one line for under the tabs.
+    failed = Signal(str)
+    #: The last refusal no longer holds.
+    cleared = Signal()
+    #: What just happened, for the line beside Close ("Saved.", "Key stored.").
+    notice = Signal(str)
+    #: A long task started (what it is) or ended (""): the window stays open meanwhile.
+    busy_changed = Signal(str)
     # (task, done, total) from worker threads, delivered queued on the UI thread.
     _progress = Signal(str, int, int)
 
     def __init__(self, ctx: AppContext, parent: QWidget | None = None) -> None:
         super().__init__(parent)
         self.ctx = ctx
-        self._busy: str = ""  # a long task that must finish before the window closes
-        self._key_available = False
-        self._licence: LicenceStatus | None = None  # read off the UI thread
-        self.setWindowTitle("Settings — lexmem")
-        self.setMinimumSize(700, 500)
-
-        self.tabs = QTabWidget()
-        self.tabs.setUsesScrollButtons(True)
-        self.tabs.addTab(self._capture_tab(), "Capture")
-        self.tabs.addTab(self._privacy_tab(), "Privacy")
-        self.tabs.addTab(self._watch_tab(), "Watched folders")
-        self.tabs.addTab(self._embedding_tab(), "Embedding")
-        self.tabs.addTab(self._llm_tab(), "LLM")
-        self.tabs.addTab(self._memory_tab(), "Retention")
-        self.tabs.addTab(self._appearance_tab(), "Appearance")
-        self.tabs.addTab(self._data_tab(), "Data")
-
-        self.error = QLabel("")
-        self.error.setObjectName("settingsError")
-        self.error.setStyleSheet("color: #e03131;")
-        self.error.setWordWrap(True)
-        self.error.hide()
-        self.saved = _muted("Changes apply at once.", wrap=False)
-        close = QPushButton("Close")
-        close.clicked.connect(self.close)
-        bottom = QHBoxLayout()
-        bottom.addWidget(self.saved, 1)
-        bottom.addWidget(close)
-        layout = QVBoxLayout(self)
-        layout.addWidget(self.tabs, 1)
-        layout.addWidget(self.error)
-        layout.addLayout(bottom)
-
+        self._busy = ""  # this window's long task, whichever tab runs it
         self._progress.connect(self._on_progress, Qt.ConnectionType.QueuedConnection)
-        ctx.hub.changed.connect(self._on_changed)
-        # A save that fails (an unwritable settings file) reports through the hub.
-        ctx.hub.error.connect(self._on_hub_error)
-        self._pause_timer = QTimer(self)  # the pause ends by itself: keep the line true
-        self._pause_timer.setInterval(30_000)
-        self._pause_timer.timeout.connect(self._show_pause)
-        self._pause_timer.start()
-        self._watch_poll = QTimer(self)
-        self._watch_poll.setInterval(1000)
-        self._watch_poll.timeout.connect(self._poll_watch)
-        self._polled: Path | None = None
-        self.reload()
-        self._check_keyring()
-        self._load_licence()
 
-    # == building the tabs ================================================================
+    def reload(self) -> None:
+        """Show the shared settings, signals blocked so nothing echoes back as an edit."""
 
-    def _capture_tab(self) -> QWidget:
-        page = QWidget()
-        v = QVBoxLayout(page)
+    def set_busy(self, what: str) -> None:
+        """A long task of the window started (what it is) or ended ("")."""
+        self._busy = what
+
+    def stop(self) -> None:
+        """The window closes: stop what runs by itself."""
+
+    # -- screen to model -------------------------------------------------------------------
+
+    def _save(self, op: Callable[..., None], *args: Any) -> None:
+        """Run a settings operation (it saves off the UI thread); a value it refuses is
+        shown under the tabs, and the reload that follows a save blocks the echo."""
+        try:
+            op(self.ctx, *args, on_done=weakly(self._saved))
+        except (LexmemError, ValueError, OSError) as exc:
+            self._fail(_one_line(exc))
+            return
+        self._clear_error()
+
+    def _saved(self, diff: list[tuple[str, Any, Any]]) -> None:
+        if diff:
+            self.notice.emit("Saved.")
+
+    def _fail(self, message: str) -> None:
+        self.failed.emit(message)
+
+    def _clear_error(self) -> None:
+        self.cleared.emit()
+
+    def _set_busy(self, what: str) -> None:
+        self.busy_changed.emit(what)
+
+    # -- progress and pickers ----------------------------------------------------------------
+
+    def _report(self, task: str, done: int, total: int) -> None:
+        """Called on worker threads: hand the numbers to the UI thread."""
+        # RuntimeError: the window is gone; the work goes on without a bar to show it.
+        with contextlib.suppress(RuntimeError):
+            self._progress.emit(task, done, total)
+
+    def _on_progress(self, task: str, done: int, total: int) -> None:
+        pass
+
+    @staticmethod
+    def _report_to_bar(bar: QProgressBar, done: int, total: int) -> None:
+        # Large folders count bytes beyond a 32-bit int: show thousandths instead.
+        if total > 2**31 - 1:
+            done, total = done * 1000 // total, 1000
+        bar.setRange(0, max(total, 1))
+        bar.setValue(min(done, total) if total else 1)
+        bar.show()
+
+    def _pick_folder(self, title: str) -> str:
+        return QFileDialog.getExistingDirectory(self.window(), title, str(Path.home()))
+
+    def _confirm(self, title: str, text: str) -> bool:
+        answer = QMessageBox.question(self.window(), title, text)
+        return answer == QMessageBox.StandardButton.Yes
+
+
+# == the tabs ===============================================================================
+
+
+class CaptureTab(SettingsTab):
+    """The capture mode, pausing, and per-project modes."""
+
+    def __init__(self, ctx: AppContext, parent: QWidget | None = None) -> None:
+        super().__init__(ctx, parent)
+        v = QVBoxLayout(self)
         form = _form()
         self.mode = QComboBox()
         for mode in CAPTURE_MODES:
@@ -277,11 +327,104 @@ class SettingsDialog(QDialog):
         row.addWidget(self.project_modes, 1)
         row.addLayout(buttons)
         v.addLayout(row, 1)
-        return page
+        self._pause_timer = QTimer(self)  # the pause ends by itself: keep the line true
+        self._pause_timer.setInterval(30_000)
+        self._pause_timer.timeout.connect(self._show_pause)
+        self._pause_timer.start()
 
-    def _privacy_tab(self) -> QWidget:
-        page = QWidget()
-        v = QVBoxLayout(page)
+    def reload(self) -> None:
+        s = self.ctx.settings
+        with QSignalBlocker(self.mode):
+            self.mode.setCurrentIndex(max(0, self.mode.findData(s.capture.mode)))
+        self.mode_help.setText(MODE_HELP.get(s.capture.mode, ""))
+        self._show_pause()
+        self._fill_project_modes(s.capture.project_modes)
+
+    def stop(self) -> None:
+        self._pause_timer.stop()
+
+    def _fill_project_modes(self, modes: dict[str, str]) -> None:
+        table = self.project_modes
+        with QSignalBlocker(table):
+            table.setRowCount(0)
+            for project, mode in sorted(modes.items()):
+                row = table.rowCount()
+                table.insertRow(row)
+                item = QTableWidgetItem(project)
+                item.setToolTip(project)
+                table.setItem(row, 0, item)
+                combo = QComboBox()
+                for m in CAPTURE_MODES:
+                    combo.addItem(MODE_LABELS[m], m)
+                combo.setCurrentIndex(max(0, combo.findData(mode)))
+                combo.setProperty("project", project)
+                combo.currentIndexChanged.connect(self._project_mode_edited)
+                table.setCellWidget(row, 1, combo)
+
+    def _show_pause(self) -> None:
+        until = self.ctx.settings.capture.paused_until
+        moment = None
+        if until:
+            try:
+                moment = datetime.fromisoformat(until.replace("Z", "+00:00"))
+            except ValueError:
+                moment = None
+        paused = moment is not None and moment > datetime.now(UTC)
+        if moment is not None and paused and moment.year >= 9000:
+            self.pause_status.setText("Paused until you resume")  # the tray's "until resumed"
+        elif moment is not None and paused:
+            local = moment.astimezone()
+            self.pause_status.setText(f"Paused until {local:%H:%M} ({local:%a %d %b})")
+        elif self.ctx.settings.capture.mode == "off":
+            self.pause_status.setText("Off: nothing is captured automatically")
+        else:
+            self.pause_status.setText("Capturing")
+        self.resume_button.setVisible(paused)
+        self.pause_button.setVisible(not paused)
+
+    def _mode_edited(self, _index: int) -> None:
+        mode = str(self.mode.currentData())
+        self.mode_help.setText(MODE_HELP.get(mode, ""))
+        self._save(ops.set_setting, "capture", "mode", mode)
+
+    def _pause_clicked(self) -> None:
+        self.set_paused(timedelta(hours=1))
+
+    def _resume_clicked(self) -> None:
+        self.set_paused(None)
+
+    def set_paused(self, duration: timedelta | None) -> None:
+        """Pause automatic capture for ``duration``, or resume it (None)."""
+        self._save(ops.set_paused, duration)
+
+    def set_project_mode(self, project: str, mode: str | None) -> None:
+        """Give ``project`` its own capture mode, or remove its override (None)."""
+        self._save(ops.set_project_mode, project, mode)
+
+    def _project_mode_edited(self, _index: int) -> None:
+        combo = self.sender()
+        if isinstance(combo, QComboBox):
+            self.set_project_mode(str(combo.property("project")), str(combo.currentData()))
+
+    def _pick_project(self) -> None:
+        picked = self._pick_folder("A project with its own capture mode")
+        if picked:
+            self._save(ops.add_project_mode, picked)
+
+    def _remove_projects(self) -> None:
+        rows = sorted({i.row() for i in self.project_modes.selectedIndexes()})
+        for row in rows:
+            item = self.project_modes.item(row, 0)
+            if item is not None:
+                self.set_project_mode(item.text(), None)
+
+
+class PrivacyTab(SettingsTab):
+    """Opted-out repositories, and the folders capture is limited to."""
+
+    def __init__(self, ctx: AppContext, parent: QWidget | None = None) -> None:
+        super().__init__(ctx, parent)
+        v = QVBoxLayout(self)
         v.addWidget(_heading("Opted-out repositories"))
         v.addWidget(
             _muted(
@@ -304,11 +447,41 @@ class SettingsDialog(QDialog):
         self.allow.add_button.clicked.connect(self._add_allow_clicked)
         self.allow.remove_button.clicked.connect(self._remove_allow_clicked)
         v.addWidget(self.allow, 1)
-        return page
 
-    def _watch_tab(self) -> QWidget:
-        page = QWidget()
-        v = QVBoxLayout(page)
+    def reload(self) -> None:
+        s = self.ctx.settings
+        self.optout.set_folders(list(s.capture.optout))
+        self.allow.set_folders(list(s.capture.allow_paths))
+
+    def edit_folders(self, key: str, paths: str | list[str], add: bool) -> None:
+        """Add or remove folders in a ``[capture]`` list: optout, allow_paths or watch."""
+        if key not in ops.FOLDER_LISTS:
+            raise ValueError(f"not a folder list: {key}")
+        self._save(ops.edit_folders, key, [paths] if isinstance(paths, str) else list(paths), add)
+
+    def _add_optout_clicked(self) -> None:
+        picked = self._pick_folder("Opt out a repository")
+        if picked:
+            self.edit_folders("optout", picked, True)
+
+    def _remove_optout_clicked(self) -> None:
+        self.edit_folders("optout", self.optout.selected(), False)
+
+    def _add_allow_clicked(self) -> None:
+        picked = self._pick_folder("Capture only from")
+        if picked:
+            self.edit_folders("allow_paths", picked, True)
+
+    def _remove_allow_clicked(self) -> None:
+        self.edit_folders("allow_paths", self.allow.selected(), False)
+
+
+class WatchTab(SettingsTab):
+    """Folders of Markdown notes that become memories, and the progress of reading them."""
+
+    def __init__(self, ctx: AppContext, parent: QWidget | None = None) -> None:
+        super().__init__(ctx, parent)
+        v = QVBoxLayout(self)
         v.addWidget(_heading("Markdown folders"))
         v.addWidget(
             _muted(
@@ -326,11 +499,128 @@ class SettingsDialog(QDialog):
         self.watch_status = _muted()
         v.addWidget(self.watch_bar)
         v.addWidget(self.watch_status)
-        return page
+        self._watch_poll = QTimer(self)
+        self._watch_poll.setInterval(1000)
+        self._watch_poll.timeout.connect(self._poll_watch)
+        self._polled: Path | None = None
 
-    def _embedding_tab(self) -> QWidget:
-        page = QWidget()
-        v = QVBoxLayout(page)
+    def reload(self) -> None:
+        self.watch.set_folders(list(self.ctx.settings.capture.watch))
+
+    def stop(self) -> None:
+        self._watch_poll.stop()
+
+    def _on_progress(self, task: str, done: int, total: int) -> None:
+        self._report_to_bar(self.watch_bar, done, total)
+
+    def _add_watch_clicked(self) -> None:
+        picked = self._pick_folder("Watch a folder of notes")
+        if picked:
+            self.add_watched_folder(picked)
+
+    def _remove_watch_clicked(self) -> None:
+        self._save(ops.edit_folders, "watch", self.watch.selected(), False)
+
+    def add_watched_folder(self, path: str) -> None:
+        """Watch ``path`` and read its notes now, with progress."""
+        try:
+            ops.watch_folder(
+                self.ctx, path,
+                on_done=weakly(self._watch_saved),
+                on_refused=weakly(self._watch_refused),
+                on_error=weakly(self._gate_failed),
+            )  # fmt: skip
+        except LexmemError as exc:
+            self._fail(_one_line(exc))
+            return
+        self._clear_error()
+
+    def _watch_refused(self, folder: Path) -> None:
+        upgrade_prompt(
+            self.window(), CAPTURE, ctx=self.ctx,
+            detail=f"{folder} was not added: watching a folder of notes is automatic "
+            "capture. Notes can still be kept one at a time with Quick remember.",
+        )  # fmt: skip
+
+    def _watch_saved(self, folder: Path) -> None:
+        self._first_scan(folder)
+
+    def _gate_failed(self, exc: BaseException) -> None:
+        self._fail(_one_line(exc))
+
+    def _first_scan(self, folder: Path) -> None:
+        from lexmem.locks import service_running
+
+        self.watch_bar.setRange(0, 0)
+        self.watch_bar.show()
+        service = self.ctx.service
+        if service is None and service_running(self.ctx.paths):
+            # Another process's service owns the watcher: measure what it has read.
+            self.watch_status.setText(
+                f"Watching {folder}. The lexmem service running in another process reads "
+                "new folders when it restarts; progress shows here as it reads them."
+            )
+            self._polled = folder
+            self._watch_poll.start()
+            self._poll_watch()
+            return
+        self.watch_status.setText(f"Reading the notes in {folder}…")
+        lm = self.ctx.lm
+
+        def work() -> Any:
+            # Constraint: on the read pool, not the write thread: a large folder must not
+            # hold up a quick remember. The store's write lock orders the writes.
+            return desktop.first_scan(
+                lm, folder, service=service, progress=lambda d, t: self._report("watch", d, t)
+            )
+
+        def done(report: Any) -> None:
+            if not shiboken6.isValid(self):
+                return
+            self._report_to_bar(self.watch_bar, report.files, report.files)
+            errors = f", {len(report.errors)} could not be read" if report.errors else ""
+            self.watch_status.setText(
+                f"Read {report.files} notes in {folder.name}: {report.chunks} new memories, "
+                f"{report.unchanged} unchanged{errors}."
+            )
+            self.ctx.emit(UiChanges(memories=Changes(counts=True)))
+
+        def failed(exc: BaseException) -> None:
+            if shiboken6.isValid(self):
+                self.watch_bar.hide()
+                self._fail(_one_line(exc))
+
+        self.ctx.read(work, on_done=done, on_error=failed)
+
+    def _poll_watch(self) -> None:
+        folder = self._polled
+        if folder is None:
+            self._watch_poll.stop()
+            return
+        lm = self.ctx.lm
+
+        def done(counts: tuple[int, int]) -> None:
+            if not shiboken6.isValid(self):
+                return
+            read, total = counts
+            self._report_to_bar(self.watch_bar, read, total)
+            if read >= total:
+                self._watch_poll.stop()
+                self._polled = None
+                self.watch_status.setText(f"The service has read all {total} notes in {folder}.")
+
+        self.ctx.read(lambda: desktop.scan_progress(lm, folder), on_done=done)
+
+
+class EmbeddingTab(SettingsTab):
+    """The embedding model in use, and switching to another (which re-embeds everything)."""
+
+    #: The app should reopen its core (the embedding model changed): the reason, one line.
+    restart_required = Signal(str)
+
+    def __init__(self, ctx: AppContext, parent: QWidget | None = None) -> None:
+        super().__init__(ctx, parent)
+        v = QVBoxLayout(self)
         self.model_current = QLabel()
         self.model_current.setWordWrap(True)
         self.model_current.setTextInteractionFlags(Qt.TextInteractionFlag.TextSelectableByMouse)
@@ -376,11 +666,109 @@ class SettingsDialog(QDialog):
         v.addWidget(self.reembed_bar)
         v.addWidget(self.reembed_status)
         v.addStretch(1)
-        return page
 
-    def _llm_tab(self) -> QWidget:
-        page = QWidget()
-        v = QVBoxLayout(page)
+    def reload(self) -> None:
+        e = self.ctx.settings.embedding
+        where = f" from {e.path}" if e.path else ""
+        self.model_current.setText(f"In use: <b>{e.model}</b>{where} ({e.dim} dimensions)")
+        with QSignalBlocker(self.model_name):
+            self.model_name.setEditText(e.model)
+        self.model_path.setText(e.path)
+        with QSignalBlocker(self.model_dim):
+            self.model_dim.setValue(e.dim)
+
+    def set_busy(self, what: str) -> None:
+        super().set_busy(what)
+        self.switch_button.setEnabled(not what)
+
+    def _on_progress(self, task: str, done: int, total: int) -> None:
+        self._report_to_bar(self.reembed_bar, done, total)
+        if total:
+            self.reembed_status.setText(f"Re-embedding {done} of {total} memories…")
+
+    def _browse_model_clicked(self) -> None:
+        picked = self._pick_folder("Model folder")
+        if picked:
+            self.model_path.setText(picked)
+
+    def _switch_clicked(self) -> None:
+        model = self.model_name.currentText().strip()
+        path = self.model_path.text().strip()
+        dim = self.model_dim.value()
+        if self._confirm(
+            "Switch the embedding model",
+            f"Re-embed every memory with {model}? Searches and captures wait until it is "
+            "done, and lexmem restarts afterwards.",
+        ):
+            self.switch_model(model, path, dim)
+
+    def switch_model(self, model: str, path: str = "", dim: int | None = None) -> None:
+        """Re-embed every memory with another model, then use it (lexmem restarts)."""
+        current = self.ctx.settings.embedding
+        dim = current.dim if dim is None else dim
+        try:
+            if not model:
+                raise InvalidInputError("the model needs a name")
+            if path and not Path(path).expanduser().is_dir():
+                raise InvalidInputError(f"{path} is not a folder")
+            if (model, path, dim) == (current.model, current.path, current.dim):
+                raise InvalidInputError(f"{model} is already in use")
+        except LexmemError as exc:
+            self._fail(_one_line(exc))
+            return
+        self._clear_error()
+        wanted = copy.deepcopy(self.ctx.settings)
+        wanted.embedding.model, wanted.embedding.path, wanted.embedding.dim = model, path, dim
+        home = self.ctx.paths.home
+        self._set_busy("re-embedding")
+        self.reembed_bar.setRange(0, 0)
+        self.reembed_bar.show()
+        self.reembed_status.setText(f"Loading {model}…")
+
+        def work() -> int:
+            from lexmem.api import Lexmem
+
+            # Constraint: the app's own core keeps its loaded model until it reopens, so
+            # the re-embed runs on a second core built with the new settings; the store's
+            # write lock keeps the two apart.
+            other = Lexmem.open(home, settings=wanted)
+            try:
+                other.embedder.embed_one("lexmem checks the model")  # load it, check its size
+                self._report("reembed", 0, other.count())
+                return other.reembed(lambda d, t: self._report("reembed", d, t))
+            finally:
+                other.close()
+
+        def done(count: int) -> None:
+            def apply(s: Settings) -> None:
+                s.embedding.model, s.embedding.path, s.embedding.dim = model, path, dim
+
+            def saved(_diff: list[tuple[str, Any, Any]]) -> None:
+                self._set_busy("")
+                self.reembed_status.setText(
+                    f"Re-embedded {count} memories with {model}. lexmem restarts to use it."
+                )
+                self.restart_required.emit(f"the embedding model is now {model}")
+
+            self.ctx.update_settings(apply, on_done=saved)
+
+        def failed(exc: BaseException) -> None:
+            self._set_busy("")
+            self.reembed_bar.hide()
+            self.reembed_status.setText("The model in use is unchanged.")
+            self._fail(_one_line(exc))
+
+        self.ctx.read(work, on_done=done, on_error=failed)
+
+
+class LlmTab(SettingsTab):
+    """The optional LLM: endpoint, model, limits, today's use, and its API key."""
+
+    def __init__(self, ctx: AppContext, parent: QWidget | None = None) -> None:
+        super().__init__(ctx, parent)
+        self._key_available = False
+        self._licence: LicenceStatus | None = None  # read off the UI thread
+        v = QVBoxLayout(self)
         v.addWidget(
             _muted(
                 "An OpenAI-compatible endpoint (a local Ollama, for instance) helps the rules: "
@@ -453,11 +841,147 @@ class SettingsDialog(QDialog):
             w.setEnabled(False)
         v.addWidget(key)
         v.addStretch(1)
-        return page
 
-    def _memory_tab(self) -> QWidget:
-        page = QWidget()
-        v = QVBoxLayout(page)
+    def reload(self) -> None:
+        s = self.ctx.settings
+        if not self.llm_url.hasFocus():
+            self.llm_url.setText(s.llm.url)
+        if not self.llm_model.hasFocus():
+            self.llm_model.setText(s.llm.model)
+        self._show_llm_licence()
+        self.ctx.read(self.ctx.lm.llm_status, on_done=weakly(self._llm_usage_loaded))
+        for ispin, ivalue in ((self.llm_calls, s.llm.calls_per_day), (self.llm_tokens, s.llm.tokens_per_day)):  # fmt: skip
+            with QSignalBlocker(ispin):
+                ispin.setValue(ivalue)
+        with QSignalBlocker(self.llm_timeout):
+            self.llm_timeout.setValue(s.llm.timeout_s)
+
+    def _llm_usage_loaded(self, figures: dict[str, Any]) -> None:
+        line = llm_status_line(figures)
+        self.llm_usage.setText(line if figures["configured"] else line.capitalize())
+
+    # -- the licence: under Core the endpoint is kept but not used -------------------------
+
+    def load_licence(self) -> None:
+        self.ctx.read(self.ctx.lm.licence.status, on_done=weakly(self._licence_loaded))
+
+    def _licence_loaded(self, status: LicenceStatus) -> None:
+        self._licence = status
+        self._show_llm_licence()
+
+    def _open_licence(self, _link: str = "") -> None:
+        open_licence_dialog(self.ctx, self.window())
+
+    def _show_llm_licence(self) -> None:
+        """Under Core an endpoint is kept but not used: say so under it."""
+        gated = self._licence is not None and not self._licence.is_enabled(ENCODER)
+        if gated and self.ctx.settings.llm.url:
+            self.llm_licence_note.setText(
+                "LLM-assisted encoding needs Writer Pro: under Core the endpoint is kept but "
+                "not used, and the rules classify alone. "
+                "<a href='licence'>Enter a licence key…</a>"
+            )
+            self.llm_licence_note.show()
+        else:
+            self.llm_licence_note.hide()
+
+    # -- screen to model ----------------------------------------------------------------------
+
+    def _llm_url_edited(self) -> None:
+        try:
+            url = check_url(self.llm_url.text())
+        except (LexmemError, ValueError, OSError) as exc:
+            self._fail(_one_line(exc))
+            return
+        if url != self.ctx.settings.llm.url:
+            self._save(ops.set_setting, "llm", "url", url)
+        else:
+            self._clear_error()
+
+    def _llm_model_edited(self) -> None:
+        model = self.llm_model.text().strip()
+        if model != self.ctx.settings.llm.model:
+            self._save(ops.set_setting, "llm", "model", model)
+
+    def _timeout_edited(self, value: float) -> None:
+        self._save(ops.set_setting, "llm", "timeout_s", float(value))
+
+    def _llm_calls_edited(self, value: int) -> None:
+        self._save(ops.set_setting, "llm", "calls_per_day", int(value))
+
+    def _llm_tokens_edited(self, value: int) -> None:
+        self._save(ops.set_setting, "llm", "tokens_per_day", int(value))
+
+    # -- the API key, in the OS keyring ------------------------------------------------------
+
+    def check_keyring(self) -> None:
+        ops.keyring_state(
+            self.ctx, on_done=weakly(self._keyring_checked), on_error=weakly(self._no_keyring)
+        )
+
+    def _keyring_checked(self, result: tuple[bool, str, bool]) -> None:
+        ok, why, stored = result
+        self._key_available = ok
+        for w in (self.api_key, self.key_save):
+            w.setEnabled(ok)
+        self.key_remove.setEnabled(ok and stored)
+        if not ok:
+            self.key_status.setText(f"The API key cannot be kept: {why}.")
+        else:
+            self._show_key(stored, why)
+
+    def _no_keyring(self, exc: BaseException) -> None:
+        self.key_status.setText(f"The OS keyring cannot be used: {_one_line(exc)}")
+
+    def _show_key(self, stored: bool, backend: str = "") -> None:
+        where = f" ({backend})" if backend else ""
+        self.key_status.setText(
+            f"A key is stored in the OS keyring{where}; it is never written to the settings file."
+            if stored
+            else f"No key stored. Keys go to the OS keyring{where}, never to the settings file."
+        )
+        self.key_remove.setEnabled(stored)
+
+    def _store_key_clicked(self) -> None:
+        self.store_api_key(self.api_key.text())
+
+    def _remove_key_clicked(self) -> None:
+        self.store_api_key("")
+
+    def store_api_key(self, key: str) -> None:
+        """Keep ``key`` in the OS keyring (an empty key removes it)."""
+        key = key.strip()
+        if not self._key_available:
+            self._fail("No OS keyring is available, so the key cannot be kept.")
+            return
+        self._clear_error()
+        for w in (self.api_key, self.key_save, self.key_remove):
+            w.setEnabled(False)
+        stored = bool(key)
+        ops.store_api_key(
+            self.ctx, key,
+            on_done=weakly(self._key_stored, stored), on_error=weakly(self._key_failed),
+        )  # fmt: skip
+
+    def _key_stored(self, stored: bool, _none: None) -> None:
+        self.api_key.clear()
+        for w in (self.api_key, self.key_save):
+            w.setEnabled(True)
+        self._show_key(stored)
+        self.notice.emit("Key stored." if stored else "Key removed.")
+
+    def _key_failed(self, exc: BaseException) -> None:
+        for w in (self.api_key, self.key_save, self.key_remove):
+            w.setEnabled(True)
+        self._fail(_one_line(exc))
+
+
+class RetentionTab(SettingsTab):
+    """How long archived memories are kept, decay, and the size of the context digest."""
+
+    def __init__(self, ctx: AppContext, parent: QWidget | None = None) -> None:
+        super().__init__(ctx, parent)
+        v = QVBoxLayout(self)
         v.addWidget(_heading("Retention and decay"))
         form = _form()
         self.retention = QSpinBox()
@@ -504,11 +1028,35 @@ class SettingsDialog(QDialog):
         )
         v.addLayout(form2)
         v.addStretch(1)
-        return page
 
-    def _appearance_tab(self) -> QWidget:
-        page = QWidget()
-        v = QVBoxLayout(page)
+    def reload(self) -> None:
+        s = self.ctx.settings
+        for ispin, ivalue in ((self.retention, s.store.retention_days), (self.digest, s.context.digest_bytes)):  # fmt: skip
+            with QSignalBlocker(ispin):
+                ispin.setValue(ivalue)
+        for fspin, fvalue in ((self.decay, s.store.decay_factor), (self.floor, s.store.salience_floor)):  # fmt: skip
+            with QSignalBlocker(fspin):
+                fspin.setValue(fvalue)
+
+    def _retention_edited(self, value: int) -> None:
+        self._save(ops.set_setting, "store", "retention_days", int(value))
+
+    def _decay_edited(self, value: float) -> None:
+        self._save(ops.set_setting, "store", "decay_factor", float(value))
+
+    def _floor_edited(self, value: float) -> None:
+        self._save(ops.set_setting, "store", "salience_floor", float(value))
+
+    def _digest_edited(self, value: int) -> None:
+        self._save(ops.set_setting, "context", "digest_bytes", int(value))
+
+
+class AppearanceTab(SettingsTab):
+    """The theme, and whether lexmem starts at login."""
+
+    def __init__(self, ctx: AppContext, parent: QWidget | None = None) -> None:
+        super().__init__(ctx, parent)
+        v = QVBoxLayout(self)
         form = _form()
         self.theme = QComboBox()
         for name, label in THEME_LABELS.items():
@@ -525,11 +1073,60 @@ class SettingsDialog(QDialog):
         form.addRow("", self.autostart_note)
         v.addLayout(form)
         v.addStretch(1)
-        return page
 
-    def _data_tab(self) -> QWidget:
-        page = QWidget()
-        v = QVBoxLayout(page)
+    def reload(self) -> None:
+        with QSignalBlocker(self.theme):
+            self.theme.setCurrentIndex(max(0, self.theme.findData(self.ctx.settings.ui.theme)))
+        supported, why = desktop.autostart_supported()
+        with QSignalBlocker(self.autostart):
+            self.autostart.setChecked(supported and desktop.autostart_enabled())
+        self.autostart.setEnabled(supported)
+        self.autostart_note.setText(
+            why or f"Writes {desktop.autostart_path()} (runs `lexmem app`)."
+        )
+
+    def _theme_edited(self, _index: int) -> None:
+        self.set_theme(str(self.theme.currentData()))
+
+    def set_theme(self, name: str) -> None:
+        """Apply the theme now and keep it."""
+        app = QApplication.instance()
+        try:
+            if isinstance(app, QApplication):
+                theme.apply_theme(app, name)
+        except ValueError as exc:
+            self._fail(_one_line(exc))
+            return
+        self._save(ops.set_setting, "ui", "theme", name)
+
+    def set_autostart(self, enabled: bool) -> None:
+        """Write or remove the autostart entry (its presence is the setting)."""
+        # On the UI thread: a small file, and the box shows what is on disk at once.
+        home = os.environ.get("LEXMEM_HOME", "").strip()
+        try:
+            command = desktop.autostart_command(Path(home) if home else None)
+            desktop.set_autostart(enabled, command=command)
+        except LexmemError as exc:
+            with QSignalBlocker(self.autostart):
+                self.autostart.setChecked(desktop.autostart_enabled())
+            self._fail(_one_line(exc))
+            return
+        self._clear_error()
+        self.notice.emit(
+            "lexmem starts at login." if enabled else "lexmem no longer starts at login."
+        )
+
+
+class DataTab(SettingsTab):
+    """The data folder (open it, move it) and exporting everything."""
+
+    #: The data folder moved to this path: the app restarts on it (lexmem's own core and
+    #: service still have the old folder open).
+    data_folder_moved = Signal(str)
+
+    def __init__(self, ctx: AppContext, parent: QWidget | None = None) -> None:
+        super().__init__(ctx, parent)
+        v = QVBoxLayout(self)
         v.addWidget(_heading("Data folder"))
         self.home_label = QLabel()
         self.home_label.setTextInteractionFlags(Qt.TextInteractionFlag.TextSelectableByMouse)
@@ -576,60 +1173,8 @@ class SettingsDialog(QDialog):
         v.addWidget(self.export_bar)
         v.addWidget(self.export_status)
         v.addStretch(1)
-        return page
-
-    # == model to screen ==================================================================
 
     def reload(self) -> None:
-        """Show the shared settings, signals blocked so nothing echoes back as an edit."""
-        s = self.ctx.settings
-        with QSignalBlocker(self.mode):
-            self.mode.setCurrentIndex(max(0, self.mode.findData(s.capture.mode)))
-        self.mode_help.setText(MODE_HELP.get(s.capture.mode, ""))
-        self._show_pause()
-        self._fill_project_modes(s.capture.project_modes)
-        self.optout.set_folders(list(s.capture.optout))
-        self.allow.set_folders(list(s.capture.allow_paths))
-        self.watch.set_folders(list(s.capture.watch))
-
-        e = s.embedding
-        where = f" from {e.path}" if e.path else ""
-        self.model_current.setText(f"In use: <b>{e.model}</b>{where} ({e.dim} dimensions)")
-        with QSignalBlocker(self.model_name):
-            self.model_name.setEditText(e.model)
-        self.model_path.setText(e.path)
-        with QSignalBlocker(self.model_dim):
-            self.model_dim.setValue(e.dim)
-
-        if not self.llm_url.hasFocus():
-            self.llm_url.setText(s.llm.url)
-        if not self.llm_model.hasFocus():
-            self.llm_model.setText(s.llm.model)
-        self._show_llm_licence()
-        self.ctx.read(self.ctx.lm.llm_status, on_done=weakly(self._llm_usage_loaded))
-        for ispin, ivalue in (
-            (self.retention, s.store.retention_days), (self.digest, s.context.digest_bytes),
-            (self.llm_calls, s.llm.calls_per_day), (self.llm_tokens, s.llm.tokens_per_day),
-        ):  # fmt: skip
-            with QSignalBlocker(ispin):
-                ispin.setValue(ivalue)
-        for fspin, fvalue in (
-            (self.llm_timeout, s.llm.timeout_s), (self.decay, s.store.decay_factor),
-            (self.floor, s.store.salience_floor),
-        ):  # fmt: skip
-            with QSignalBlocker(fspin):
-                fspin.setValue(fvalue)
-
-        with QSignalBlocker(self.theme):
-            self.theme.setCurrentIndex(max(0, self.theme.findData(s.ui.theme)))
-        supported, why = desktop.autostart_supported()
-        with QSignalBlocker(self.autostart):
-            self.autostart.setChecked(supported and desktop.autostart_enabled())
-        self.autostart.setEnabled(supported)
-        self.autostart_note.setText(
-            why or f"Writes {desktop.autostart_path()} (runs `lexmem app`)."
-        )
-
         self.home_label.setText(str(self.ctx.paths.home))
         pinned_by_env = bool(os.environ.get("LEXMEM_HOME", "").strip())
         self.move_button.setEnabled(not pinned_by_env and not self._busy)
@@ -640,547 +1185,15 @@ class SettingsDialog(QDialog):
             "lexmem restarts on the new one."
         )
 
-    def _fill_project_modes(self, modes: dict[str, str]) -> None:
-        table = self.project_modes
-        with QSignalBlocker(table):
-            table.setRowCount(0)
-            for project, mode in sorted(modes.items()):
-                row = table.rowCount()
-                table.insertRow(row)
-                item = QTableWidgetItem(project)
-                item.setToolTip(project)
-                table.setItem(row, 0, item)
-                combo = QComboBox()
-                for m in CAPTURE_MODES:
-                    combo.addItem(MODE_LABELS[m], m)
-                combo.setCurrentIndex(max(0, combo.findData(mode)))
-                combo.setProperty("project", project)
-                combo.currentIndexChanged.connect(self._project_mode_edited)
-                table.setCellWidget(row, 1, combo)
+    def set_busy(self, what: str) -> None:
+        super().set_busy(what)
+        self.move_button.setEnabled(not what)
 
-    def _show_pause(self) -> None:
-        until = self.ctx.settings.capture.paused_until
-        moment = None
-        if until:
-            try:
-                moment = datetime.fromisoformat(until.replace("Z", "+00:00"))
-            except ValueError:
-                moment = None
-        paused = moment is not None and moment > datetime.now(UTC)
-        if moment is not None and paused and moment.year >= 9000:
-            self.pause_status.setText("Paused until you resume")  # the tray's "until resumed"
-        elif moment is not None and paused:
-            local = moment.astimezone()
-            self.pause_status.setText(f"Paused until {local:%H:%M} ({local:%a %d %b})")
-        elif self.ctx.settings.capture.mode == "off":
-            self.pause_status.setText("Off: nothing is captured automatically")
-        else:
-            self.pause_status.setText("Capturing")
-        self.resume_button.setVisible(paused)
-        self.pause_button.setVisible(not paused)
-
-    def _on_hub_error(self, message: str) -> None:
-        if shiboken6.isValid(self) and self.isVisible():
-            self._fail(message.strip().splitlines()[0] if message.strip() else "")
-
-    def _on_changed(self, changes: UiChanges) -> None:
-        if changes.settings and shiboken6.isValid(self):
-            self.reload()
-        if changes.state and shiboken6.isValid(self):
-            self._load_licence()  # a key activated or removed
-
-    def _load_licence(self) -> None:
-        self.ctx.read(self.ctx.lm.licence.status, on_done=weakly(self._licence_loaded))
-
-    def _licence_loaded(self, status: LicenceStatus) -> None:
-        self._licence = status
-        self._show_llm_licence()
-
-    def _open_licence(self, _link: str = "") -> None:
-        open_licence_dialog(self.ctx, self)
-
-    def _show_llm_licence(self) -> None:
-        """Under Core an endpoint is kept but not used: say so under it."""
-        gated = self._licence is not None and not self._licence.is_enabled(ENCODER)
-        if gated and self.ctx.settings.llm.url:
-            self.llm_licence_note.setText(
-                "LLM-assisted encoding needs Writer Pro: under Core the endpoint is kept but "
-                "not used, and the rules classify alone. "
-                "<a href='licence'>Enter a licence key…</a>"
-            )
-            self.llm_licence_note.show()
-        else:
-            self.llm_licence_note.hide()
-
-    # -- the widgets' slots ------------------------------------------------------------------
-    # Constraint: Qt signals connect to bound methods, never to lambdas holding ``self``:
-    # PySide keeps a lambda's connection alive past the window, and tearing it down later
-    # corrupts memory (seen as "shared QObject was deleted directly" and a crash at exit).
-
-    def _pause_clicked(self) -> None:
-        self.set_paused(timedelta(hours=1))
-
-    def _resume_clicked(self) -> None:
-        self.set_paused(None)
-
-    def _add_optout_clicked(self) -> None:
-        picked = self._pick_folder("Opt out a repository")
-        if picked:
-            self.edit_folders("optout", picked, True)
-
-    def _remove_optout_clicked(self) -> None:
-        self.edit_folders("optout", self.optout.selected(), False)
-
-    def _add_allow_clicked(self) -> None:
-        picked = self._pick_folder("Capture only from")
-        if picked:
-            self.edit_folders("allow_paths", picked, True)
-
-    def _remove_allow_clicked(self) -> None:
-        self.edit_folders("allow_paths", self.allow.selected(), False)
-
-    def _add_watch_clicked(self) -> None:
-        picked = self._pick_folder("Watch a folder of notes")
-        if picked:
-            self.add_watched_folder(picked)
-
-    def _remove_watch_clicked(self) -> None:
-        self.edit_folders("watch", self.watch.selected(), False)
-
-    def _browse_model_clicked(self) -> None:
-        picked = self._pick_folder("Model folder")
-        if picked:
-            self.model_path.setText(picked)
-
-    def _timeout_edited(self, value: float) -> None:
-        self._apply(lambda s: setattr(s.llm, "timeout_s", float(value)))
-
-    def _llm_calls_edited(self, value: int) -> None:
-        self._apply(lambda s: setattr(s.llm, "calls_per_day", int(value)))
-
-    def _llm_tokens_edited(self, value: int) -> None:
-        self._apply(lambda s: setattr(s.llm, "tokens_per_day", int(value)))
-
-    def _llm_usage_loaded(self, figures: dict[str, Any]) -> None:
-        line = status_line(figures)
-        self.llm_usage.setText(line if figures["configured"] else line.capitalize())
-
-    def _retention_edited(self, value: int) -> None:
-        self._apply(lambda s: setattr(s.store, "retention_days", int(value)))
-
-    def _decay_edited(self, value: float) -> None:
-        self._apply(lambda s: setattr(s.store, "decay_factor", float(value)))
-
-    def _floor_edited(self, value: float) -> None:
-        self._apply(lambda s: setattr(s.store, "salience_floor", float(value)))
-
-    def _digest_edited(self, value: int) -> None:
-        self._apply(lambda s: setattr(s.context, "digest_bytes", int(value)))
-
-    def _theme_edited(self, _index: int) -> None:
-        self.set_theme(str(self.theme.currentData()))
-
-    def _store_key_clicked(self) -> None:
-        self.store_api_key(self.api_key.text())
-
-    def _remove_key_clicked(self) -> None:
-        self.store_api_key("")
+    def _on_progress(self, task: str, done: int, total: int) -> None:
+        self._report_to_bar(self.move_bar, done, total)
 
     def _open_folder_clicked(self) -> None:
         QDesktopServices.openUrl(QUrl.fromLocalFile(str(self.ctx.paths.home)))
-
-    def _project_mode_edited(self, _index: int) -> None:
-        combo = self.sender()
-        if isinstance(combo, QComboBox):
-            self.set_project_mode(str(combo.property("project")), str(combo.currentData()))
-
-    # == screen to model ==================================================================
-
-    def _apply(self, mutate: Callable[[Settings], None]) -> None:
-        """Save one edit (off the UI thread); the reload that follows blocks the echo."""
-        self._clear_error()
-
-        def done(diff: list[tuple[str, Any, Any]]) -> None:
-            if diff and shiboken6.isValid(self):
-                self.saved.setText("Saved.")
-
-        self.ctx.update_settings(mutate, on_done=done)
-
-    def _fail(self, message: str) -> None:
-        self.error.setText(message)
-        self.error.show()
-
-    def _clear_error(self) -> None:
-        self.error.setText("")
-        self.error.hide()
-
-    def _guarded(self, fn: Callable[[], None]) -> None:
-        try:
-            fn()
-        except (LexmemError, ValueError, OSError) as exc:
-            self._fail(_one_line(exc))
-
-    def _mode_edited(self, _index: int) -> None:
-        mode = str(self.mode.currentData())
-        self.mode_help.setText(MODE_HELP.get(mode, ""))
-        self._apply(lambda s: setattr(s.capture, "mode", mode))
-
-    def set_paused(self, duration: timedelta | None) -> None:
-        """Pause automatic capture for ``duration``, or resume it (None)."""
-        until = _stamp(datetime.now(UTC) + duration) if duration else ""
-        self._apply(lambda s: setattr(s.capture, "paused_until", until))
-
-    def set_project_mode(self, project: str, mode: str | None) -> None:
-        """Give ``project`` its own capture mode, or remove its override (None)."""
-        if mode is not None and mode not in CAPTURE_MODES:
-            self._fail(f"capture mode must be one of {', '.join(CAPTURE_MODES)}, not {mode!r}")
-            return
-
-        def mutate(s: Settings) -> None:
-            modes = dict(s.capture.project_modes)
-            if mode is None:
-                modes.pop(project, None)
-            else:
-                modes[project] = mode
-            s.capture.project_modes = modes
-
-        self._apply(mutate)
-
-    def _pick_project(self) -> None:
-        def add(path: str) -> None:
-            folder = self._folder(path)
-            if str(folder) in self.ctx.settings.capture.project_modes:
-                raise InvalidInputError(f"{folder} already has its own mode")
-            self.set_project_mode(str(folder), "off")
-
-        self._pick_and("A project with its own capture mode", add)
-
-    def _remove_projects(self) -> None:
-        rows = sorted({i.row() for i in self.project_modes.selectedIndexes()})
-        for row in rows:
-            item = self.project_modes.item(row, 0)
-            if item is not None:
-                self.set_project_mode(item.text(), None)
-
-    @staticmethod
-    def _folder(path: str) -> Path:
-        folder = Path(path).expanduser()
-        if not folder.is_absolute():
-            raise InvalidInputError(f"{path!r} is not an absolute folder path")
-        return folder.resolve()
-
-    def edit_folders(self, key: str, paths: str | list[str], add: bool) -> None:
-        """Add or remove folders in a ``[capture]`` list: optout, allow_paths or watch."""
-        if key not in ("optout", "allow_paths", "watch"):
-            raise ValueError(f"not a folder list: {key}")
-        items = [paths] if isinstance(paths, str) else list(paths)
-
-        def check() -> None:
-            # Removal takes the stored strings as they are: a folder that has since moved
-            # or vanished must still be removable.
-            folders = [str(self._folder(p)) for p in items] if add else items
-            if add:
-                current = getattr(self.ctx.settings.capture, key)
-                known = [f for f in folders if f in current]
-                if known:
-                    raise InvalidInputError(f"{known[0]} is already in the list")
-
-            def mutate(s: Settings) -> None:
-                current = [f for f in getattr(s.capture, key) if f not in folders]
-                setattr(s.capture, key, sorted(current + folders) if add else current)
-
-            self._apply(mutate)
-
-        self._guarded(check)
-
-    # -- watched folders -------------------------------------------------------------------
-
-    def add_watched_folder(self, path: str) -> None:
-        """Watch ``path`` and read its notes now, with progress."""
-        try:
-            folder = self._folder(path)
-            if not folder.is_dir():
-                raise InvalidInputError(f"{folder} is not a folder")
-            if str(folder) in self.ctx.settings.capture.watch:
-                raise InvalidInputError(f"{folder} is already watched")
-        except LexmemError as exc:
-            self._fail(_one_line(exc))
-            return
-        self._clear_error()
-        # The gate is asked off the UI thread: the status may read the keyring and a file.
-        lm = self.ctx.lm
-        self.ctx.read(
-            lambda: lm.licence.is_enabled(CAPTURE),
-            on_done=weakly(self._watch_licensed, folder),
-            on_error=weakly(self._gate_failed),
-        )
-
-    def _watch_licensed(self, folder: Path, enabled: bool) -> None:
-        if not enabled:  # watched Markdown folders are automatic capture: add nothing
-            upgrade_prompt(
-                self, CAPTURE, ctx=self.ctx,
-                detail=f"{folder} was not added: watching a folder of notes is automatic "
-                "capture. Notes can still be kept one at a time with Quick remember.",
-            )  # fmt: skip
-            return
-
-        def mutate(s: Settings) -> None:
-            s.capture.watch = sorted([*s.capture.watch, str(folder)])
-
-        def saved(diff: list[tuple[str, Any, Any]]) -> None:
-            if shiboken6.isValid(self):
-                self._first_scan(folder)
-
-        self.ctx.update_settings(mutate, on_done=saved)
-
-    def _gate_failed(self, exc: BaseException) -> None:
-        self._fail(_one_line(exc))
-
-    def _first_scan(self, folder: Path) -> None:
-        from lexmem.locks import service_running
-
-        self.watch_bar.setRange(0, 0)
-        self.watch_bar.show()
-        service = self.ctx.service
-        if service is None and service_running(self.ctx.paths):
-            # Another process's service owns the watcher: measure what it has read.
-            self.watch_status.setText(
-                f"Watching {folder}. The lexmem service running in another process reads "
-                "new folders when it restarts; progress shows here as it reads them."
-            )
-            self._polled = folder
-            self._watch_poll.start()
-            self._poll_watch()
-            return
-        self.watch_status.setText(f"Reading the notes in {folder}…")
-        lm = self.ctx.lm
-
-        def work() -> Any:
-            # Constraint: on the read pool, not the write thread: a large folder must not
-            # hold up a quick remember. The store's write lock orders the writes.
-            return desktop.first_scan(
-                lm, folder, service=service, progress=lambda d, t: self._report("watch", d, t)
-            )
-
-        def done(report: Any) -> None:
-            if not shiboken6.isValid(self):
-                return
-            self._report_to_bar(self.watch_bar, report.files, report.files)
-            errors = f", {len(report.errors)} could not be read" if report.errors else ""
-            self.watch_status.setText(
-                f"Read {report.files} notes in {folder.name}: {report.chunks} new memories, "
-                f"{report.unchanged} unchanged{errors}."
-            )
-            self.ctx.emit(UiChanges(memories=Changes(counts=True)))
-
-        def failed(exc: BaseException) -> None:
-            if shiboken6.isValid(self):
-                self.watch_bar.hide()
-                self._fail(_one_line(exc))
-
-        self.ctx.read(work, on_done=done, on_error=failed)
-
-    def _poll_watch(self) -> None:
-        folder = self._polled
-        if folder is None:
-            self._watch_poll.stop()
-            return
-        lm = self.ctx.lm
-
-        def done(counts: tuple[int, int]) -> None:
-            if not shiboken6.isValid(self):
-                return
-            read, total = counts
-            self._report_to_bar(self.watch_bar, read, total)
-            if read >= total:
-                self._watch_poll.stop()
-                self._polled = None
-                self.watch_status.setText(f"The service has read all {total} notes in {folder}.")
-
-        self.ctx.read(lambda: desktop.scan_progress(lm, folder), on_done=done)
-
-    # -- embedding model -------------------------------------------------------------------
-
-    def _switch_clicked(self) -> None:
-        model = self.model_name.currentText().strip()
-        path = self.model_path.text().strip()
-        dim = self.model_dim.value()
-        if self._confirm(
-            "Switch the embedding model",
-            f"Re-embed every memory with {model}? Searches and captures wait until it is "
-            "done, and lexmem restarts afterwards.",
-        ):
-            self.switch_model(model, path, dim)
-
-    def switch_model(self, model: str, path: str = "", dim: int | None = None) -> None:
-        """Re-embed every memory with another model, then use it (lexmem restarts)."""
-        current = self.ctx.settings.embedding
-        dim = current.dim if dim is None else dim
-        try:
-            if not model:
-                raise InvalidInputError("the model needs a name")
-            if path and not Path(path).expanduser().is_dir():
-                raise InvalidInputError(f"{path} is not a folder")
-            if (model, path, dim) == (current.model, current.path, current.dim):
-                raise InvalidInputError(f"{model} is already in use")
-        except LexmemError as exc:
-            self._fail(_one_line(exc))
-            return
-        self._clear_error()
-        wanted = copy.deepcopy(self.ctx.settings)
-        wanted.embedding.model, wanted.embedding.path, wanted.embedding.dim = model, path, dim
-        home = self.ctx.paths.home
-        self._set_busy("re-embedding")
-        self.reembed_bar.setRange(0, 0)
-        self.reembed_bar.show()
-        self.reembed_status.setText(f"Loading {model}…")
-
-        def work() -> int:
-            from lexmem.api import Lexmem
-
-            # Constraint: the app's own core keeps its loaded model until it reopens, so
-            # the re-embed runs on a second core built with the new settings; the store's
-            # write lock keeps the two apart.
-            other = Lexmem.open(home, settings=wanted)
-            try:
-                other.embedder.embed_one("lexmem checks the model")  # load it, check its size
-                self._report("reembed", 0, other.count())
-                return other.reembed(lambda d, t: self._report("reembed", d, t))
-            finally:
-                other.close()
-
-        def done(count: int) -> None:
-            def apply(s: Settings) -> None:
-                s.embedding.model, s.embedding.path, s.embedding.dim = model, path, dim
-
-            def saved(_diff: list[tuple[str, Any, Any]]) -> None:
-                self._set_busy("")
-                self.reembed_status.setText(
-                    f"Re-embedded {count} memories with {model}. lexmem restarts to use it."
-                )
-                self.restart_required.emit(f"the embedding model is now {model}")
-
-            self.ctx.update_settings(apply, on_done=saved)
-
-        def failed(exc: BaseException) -> None:
-            self._set_busy("")
-            self.reembed_bar.hide()
-            self.reembed_status.setText("The model in use is unchanged.")
-            self._fail(_one_line(exc))
-
-        self.ctx.read(work, on_done=done, on_error=failed)
-
-    # -- LLM ---------------------------------------------------------------------------
-
-    def _llm_url_edited(self) -> None:
-        def check() -> None:
-            url = check_url(self.llm_url.text())
-            if url != self.ctx.settings.llm.url:
-                self._apply(lambda s: setattr(s.llm, "url", url))
-            else:
-                self._clear_error()
-
-        self._guarded(check)
-
-    def _llm_model_edited(self) -> None:
-        model = self.llm_model.text().strip()
-        if model != self.ctx.settings.llm.model:
-            self._apply(lambda s: setattr(s.llm, "model", model))
-
-    def _check_keyring(self) -> None:
-        def probe() -> tuple[bool, str, bool]:
-            ok, why = keystore.backend_available()
-            stored = ok and keystore.get_secret(keystore.LLM_API_KEY) is not None
-            return ok, why, stored
-
-        def done(result: tuple[bool, str, bool]) -> None:
-            if not shiboken6.isValid(self):
-                return
-            ok, why, stored = result
-            self._key_available = ok
-            for w in (self.api_key, self.key_save):
-                w.setEnabled(ok)
-            self.key_remove.setEnabled(ok and stored)
-            if not ok:
-                self.key_status.setText(f"The API key cannot be kept: {why}.")
-            else:
-                self._show_key(stored, why)
-
-        def failed(exc: BaseException) -> None:
-            if shiboken6.isValid(self):
-                self.key_status.setText(f"The OS keyring cannot be used: {_one_line(exc)}")
-
-        self.ctx.read(probe, on_done=done, on_error=failed)
-
-    def _show_key(self, stored: bool, backend: str = "") -> None:
-        where = f" ({backend})" if backend else ""
-        self.key_status.setText(
-            f"A key is stored in the OS keyring{where}; it is never written to the settings file."
-            if stored
-            else f"No key stored. Keys go to the OS keyring{where}, never to the settings file."
-        )
-        self.key_remove.setEnabled(stored)
-
-    def store_api_key(self, key: str) -> None:
-        """Keep ``key`` in the OS keyring (an empty key removes it)."""
-        key = key.strip()
-        if not self._key_available:
-            self._fail("No OS keyring is available, so the key cannot be kept.")
-            return
-        self._clear_error()
-        for w in (self.api_key, self.key_save, self.key_remove):
-            w.setEnabled(False)
-
-        def done(_none: None) -> None:
-            if not shiboken6.isValid(self):
-                return
-            self.api_key.clear()
-            for w in (self.api_key, self.key_save):
-                w.setEnabled(True)
-            self._show_key(bool(key))
-            self.saved.setText("Key stored." if key else "Key removed.")
-
-        def failed(exc: BaseException) -> None:
-            if shiboken6.isValid(self):
-                for w in (self.api_key, self.key_save, self.key_remove):
-                    w.setEnabled(True)
-                self._fail(_one_line(exc))
-
-        def work() -> None:
-            keystore.set_secret(keystore.LLM_API_KEY, key)
-
-        self.ctx.read(work, on_done=done, on_error=failed)
-
-    # -- appearance and startup -------------------------------------------------------
-
-    def set_theme(self, name: str) -> None:
-        """Apply the theme now and keep it."""
-        app = QApplication.instance()
-        try:
-            if isinstance(app, QApplication):
-                theme.apply_theme(app, name)
-        except ValueError as exc:
-            self._fail(_one_line(exc))
-            return
-        self._apply(lambda s: setattr(s.ui, "theme", name))
-
-    def set_autostart(self, enabled: bool) -> None:
-        """Write or remove the autostart entry (its presence is the setting)."""
-        home = os.environ.get("LEXMEM_HOME", "").strip()
-        try:
-            command = desktop.autostart_command(Path(home) if home else None)
-            desktop.set_autostart(enabled, command=command)
-        except LexmemError as exc:
-            with QSignalBlocker(self.autostart):
-                self.autostart.setChecked(desktop.autostart_enabled())
-            self._fail(_one_line(exc))
-            return
-        self._clear_error()
-        self.saved.setText(
-            "lexmem starts at login." if enabled else "lexmem no longer starts at login."
-        )
-
-    # -- data folder ---------------------------------------------------------------------
 
     def _move_clicked(self) -> None:
         picked = self._pick_folder("Move the data folder to…")
@@ -1206,6 +1219,7 @@ class SettingsDialog(QDialog):
     def move_data_folder_to(self, target: str) -> None:
         """Move the data folder (copy, verify, repoint, remove the old one), then announce
         :attr:`data_folder_moved`."""
+        # Constraint: here, not in ui.ops: moving is lexmem.desktop's, above the facade.
         paths = self.ctx.paths
         self._clear_error()
         self._set_busy("moving the data folder")
@@ -1249,7 +1263,7 @@ class SettingsDialog(QDialog):
         stamp = datetime.now().strftime("%Y-%m-%d")
         start = str(Path.home() / f"lexmem-export-{stamp}")
         chosen, _filter = QFileDialog.getSaveFileName(
-            self, "Export everything to a new folder", start, "Export folder (*)"
+            self.window(), "Export everything to a new folder", start, "Export folder (*)"
         )
         if chosen:
             self.export_to(chosen, fmt)
@@ -1257,78 +1271,163 @@ class SettingsDialog(QDialog):
     def export_to(self, folder: str, fmt: str = "jsonl") -> None:
         """Export every memory, link and confidence point to a new (or empty) ``folder``."""
         out = Path(folder).expanduser()
-        lm = self.ctx.lm
         self._clear_error()
         self.export_button.setEnabled(False)
         self.export_bar.show()
         self.export_status.setText(f"Exporting to {out}…")
+        ops.export(
+            self.ctx, out, fmt,
+            on_done=weakly(self._exported, out, fmt), on_error=weakly(self._export_failed),
+        )  # fmt: skip
 
-        def done(counts: dict[str, int]) -> None:
-            if not shiboken6.isValid(self):
-                return
-            self.export_button.setEnabled(True)
-            self.export_bar.hide()
-            self.export_status.setText(
-                f"Exported {counts.get('memories', 0)} memories, {counts.get('links', 0)} links "
-                f"and {counts.get('confidence', 0)} confidence points to {out} ({fmt})."
-            )
+    def _exported(self, out: Path, fmt: str, counts: dict[str, int]) -> None:
+        self.export_button.setEnabled(True)
+        self.export_bar.hide()
+        self.export_status.setText(
+            f"Exported {counts.get('memories', 0)} memories, {counts.get('links', 0)} links "
+            f"and {counts.get('confidence', 0)} confidence points to {out} ({fmt})."
+        )
 
-        def failed(exc: BaseException) -> None:
-            if shiboken6.isValid(self):
-                self.export_button.setEnabled(True)
-                self.export_bar.hide()
-                self.export_status.setText("")
-                self._fail(_one_line(exc))
+    def _export_failed(self, exc: BaseException) -> None:
+        self.export_button.setEnabled(True)
+        self.export_bar.hide()
+        self.export_status.setText("")
+        self._fail(_one_line(exc))
 
-        self.ctx.read(lambda: lm.export(out, fmt), on_done=done, on_error=failed)
 
-    # == progress, pickers, closing ========================================================
+# == the window =============================================================================
 
-    def _report(self, task: str, done: int, total: int) -> None:
-        """Called on worker threads: hand the numbers to the UI thread."""
-        # RuntimeError: the window is gone; the work goes on without a bar to show it.
-        with contextlib.suppress(RuntimeError):
-            self._progress.emit(task, done, total)
 
-    def _on_progress(self, task: str, done: int, total: int) -> None:
-        bar = {"watch": self.watch_bar, "reembed": self.reembed_bar, "move": self.move_bar}[task]
-        self._report_to_bar(bar, done, total)
-        if task == "reembed" and total:
-            self.reembed_status.setText(f"Re-embedding {done} of {total} memories…")
+class SettingsDialog(QDialog):
+    """lexmem's settings, in tabs; changes apply as they are made."""
 
-    @staticmethod
-    def _report_to_bar(bar: QProgressBar, done: int, total: int) -> None:
-        # Large folders count bytes beyond a 32-bit int: show thousandths instead.
-        if total > 2**31 - 1:
-            done, total = done * 1000 // total, 1000
-        bar.setRange(0, max(total, 1))
-        bar.setValue(min(done, total) if total else 1)
-        bar.show()
+    #: The data folder moved to this path: the app restarts on it (lexmem's own core and
+    #: service still have the old folder open).
+    data_folder_moved = Signal(str)
+    #: The app should reopen its core (the embedding model changed): the reason, one line.
+    restart_required = Signal(str)
+
+    move_target = staticmethod(DataTab.move_target)
+
+    def __init__(self, ctx: AppContext, parent: QWidget | None = None) -> None:
+        super().__init__(parent)
+        self.ctx = ctx
+        self._busy: str = ""  # a long task that must finish before the window closes
+        self.setWindowTitle("Settings — lexmem")
+        self.setMinimumSize(700, 500)
+
+        self.capture_tab = CaptureTab(ctx)
+        self.privacy_tab = PrivacyTab(ctx)
+        self.watch_tab = WatchTab(ctx)
+        self.embedding_tab = EmbeddingTab(ctx)
+        self.llm_tab = LlmTab(ctx)
+        self.retention_tab = RetentionTab(ctx)
+        self.appearance_tab = AppearanceTab(ctx)
+        self.data_tab = DataTab(ctx)
+        self.pages: list[SettingsTab] = [
+            self.capture_tab, self.privacy_tab, self.watch_tab, self.embedding_tab,
+            self.llm_tab, self.retention_tab, self.appearance_tab, self.data_tab,
+        ]  # fmt: skip
+        self.tabs = QTabWidget()
+        self.tabs.setUsesScrollButtons(True)
+        titles = ("Capture", "Privacy", "Watched folders", "Embedding", "LLM", "Retention",
+                  "Appearance", "Data")  # fmt: skip
+        for page, title in zip(self.pages, titles, strict=True):
+            self.tabs.addTab(page, title)
+            page.failed.connect(self._fail)
+            page.cleared.connect(self._clear_error)
+            page.notice.connect(self._notice)
+            page.busy_changed.connect(self._set_busy)
+        self.embedding_tab.restart_required.connect(self.restart_required)
+        self.data_tab.data_folder_moved.connect(self.data_folder_moved)
+
+        self.error = QLabel("")
+        self.error.setObjectName("settingsError")
+        self.error.setStyleSheet("color: #e03131;")
+        self.error.setWordWrap(True)
+        self.error.hide()
+        self.saved = _muted("Changes apply at once.", wrap=False)
+        close = QPushButton("Close")
+        close.clicked.connect(self.close)
+        bottom = QHBoxLayout()
+        bottom.addWidget(self.saved, 1)
+        bottom.addWidget(close)
+        layout = QVBoxLayout(self)
+        layout.addWidget(self.tabs, 1)
+        layout.addWidget(self.error)
+        layout.addLayout(bottom)
+
+        # The widgets and actions callers reach on the window (tests, the tray, screenshots).
+        c, p, w, e = self.capture_tab, self.privacy_tab, self.watch_tab, self.embedding_tab
+        llm, r, a, d = self.llm_tab, self.retention_tab, self.appearance_tab, self.data_tab
+        self.mode, self.pause_status, self.project_modes = c.mode, c.pause_status, c.project_modes
+        self.pause_button, self.resume_button = c.pause_button, c.resume_button
+        self.optout, self.allow = p.optout, p.allow
+        self.watch, self.watch_bar, self.watch_status = w.watch, w.watch_bar, w.watch_status
+        self.reembed_bar, self.reembed_status = e.reembed_bar, e.reembed_status
+        self.llm_url, self.llm_model, self.llm_licence_note = llm.llm_url, llm.llm_model, llm.llm_licence_note  # fmt: skip
+        self.api_key, self.key_remove, self.key_status = llm.api_key, llm.key_remove, llm.key_status
+        self.retention, self.digest = r.retention, r.digest
+        self.theme, self.autostart = a.theme, a.autostart
+        self.move_button, self.move_status = d.move_button, d.move_status
+        self.export_status = d.export_status
+        self.set_paused, self.set_project_mode = c.set_paused, c.set_project_mode
+        self.edit_folders = p.edit_folders
+        self.add_watched_folder = w.add_watched_folder
+        self.switch_model = e.switch_model
+        self.store_api_key = llm.store_api_key
+        self.set_theme, self.set_autostart = a.set_theme, a.set_autostart
+        self.move_data_folder_to, self.export_to = d.move_data_folder_to, d.export_to
+
+        ctx.hub.changed.connect(self._on_changed)
+        # A save that fails (an unwritable settings file) reports through the hub.
+        ctx.hub.error.connect(self._on_hub_error)
+        self.reload()
+        self.llm_tab.check_keyring()
+        self.llm_tab.load_licence()
+
+    # == model to screen ==================================================================
+
+    def reload(self) -> None:
+        """Show the shared settings, signals blocked so nothing echoes back as an edit."""
+        for page in self.pages:
+            page.reload()
+
+    def _on_hub_error(self, message: str) -> None:
+        if shiboken6.isValid(self) and self.isVisible():
+            self._fail(message.strip().splitlines()[0] if message.strip() else "")
+
+    def _on_changed(self, changes: UiChanges) -> None:
+        if changes.settings and shiboken6.isValid(self):
+            self.reload()
+        if changes.state and shiboken6.isValid(self):
+            self.llm_tab.load_licence()  # a key activated or removed
+
+    def _fail(self, message: str) -> None:
+        self.error.setText(message)
+        self.error.show()
+
+    def _clear_error(self) -> None:
+        self.error.setText("")
+        self.error.hide()
+
+    def _notice(self, text: str) -> None:
+        self.saved.setText(text)
 
     def _set_busy(self, what: str) -> None:
         self._busy = what
-        for w in (self.switch_button, self.move_button):
-            w.setEnabled(not what)
+        for page in self.pages:
+            page.set_busy(what)
 
-    def _pick_folder(self, title: str) -> str:
-        return QFileDialog.getExistingDirectory(self, title, str(Path.home()))
-
-    def _pick_and(self, title: str, then: Callable[[str], None]) -> None:
-        picked = self._pick_folder(title)
-        if picked:
-            self._guarded(lambda: then(picked))
-
-    def _confirm(self, title: str, text: str) -> bool:
-        answer = QMessageBox.question(self, title, text)
-        return answer == QMessageBox.StandardButton.Yes
+    # == closing ===========================================================================
 
     def closeEvent(self, event: QCloseEvent) -> None:
         if self._busy:
             self._fail(f"Wait until {self._busy} has finished.")
             event.ignore()
             return
-        self._pause_timer.stop()
-        self._watch_poll.stop()
+        for page in self.pages:
+            page.stop()
         super().closeEvent(event)
 
     def reject(self) -> None:
