@@ -1,10 +1,10 @@
 """The settings window: every change applies at once, no OK or Apply.
 
-:class:`SettingsDialog` composes one widget per tab (:class:`CaptureTab`,
-:class:`PrivacyTab`, :class:`WatchTab`, :class:`EmbeddingTab`, :class:`LlmTab`,
-:class:`RetentionTab`, :class:`AppearanceTab`, :class:`DataTab`) and owns what they share:
-the one error line under the tabs, the line beside Close, and the long task that keeps
-the window open.
+:class:`SettingsDialog` composes one widget per tab and owns what they share: the one
+error line under the tabs, the line beside Close, and the long task that keeps the window
+open. The tabs are in :mod:`ui.settings` (capture, privacy, embedding, llm, retention),
+except the three that reach :mod:`lexmem.desktop`, here: :class:`WatchTab`,
+:class:`AppearanceTab` and :class:`DataTab`.
 
 Each tab only wires model to screen (STYLE.md 6): its ``reload`` writes the shared
 settings into its widgets with their signals blocked (no echo), and an edit goes back
@@ -22,458 +22,54 @@ at login is the autostart entry itself (:mod:`lexmem.desktop`), not a setting.
 
 from __future__ import annotations
 
-import contextlib
-import copy
 import os
-from collections.abc import Callable
-from datetime import UTC, datetime, timedelta
+from datetime import datetime
 from pathlib import Path
 from typing import Any
-from urllib.parse import urlparse
 
 import shiboken6
 from PySide6.QtCore import QSignalBlocker, Qt, QTimer, QUrl, Signal
 from PySide6.QtGui import QCloseEvent, QDesktopServices
 from PySide6.QtWidgets import (
-    QAbstractItemView,
     QApplication,
     QCheckBox,
     QComboBox,
     QDialog,
-    QDoubleSpinBox,
     QFileDialog,
-    QFormLayout,
-    QGroupBox,
     QHBoxLayout,
-    QHeaderView,
     QLabel,
-    QLineEdit,
-    QListWidget,
-    QMessageBox,
     QProgressBar,
     QPushButton,
-    QSizePolicy,
-    QSpinBox,
-    QTableWidget,
-    QTableWidgetItem,
     QTabWidget,
     QVBoxLayout,
     QWidget,
 )
 
 # Constraint: lexmem.desktop (autostart, moving the data folder, a watched folder's first
-# scan) sits above the facade, so only this module may reach it (pyproject's ignore line).
+# scan) sits above the facade. Until that work reaches the ui through the facade, only this
+# module may import it (pyproject's ignore line names it), so the tabs that need it live here.
 from lexmem import desktop
-from lexmem.api import (
-    CAPTURE,
-    CAPTURE_MODES,
-    DEFAULT_MODEL,
-    ENCODER,
-    LicenceStatus,
-    Settings,
-    llm_status_line,
-    llm_url_problem,
-)
-from lexmem.errors import InvalidInputError, LexmemError
+from lexmem.api import CAPTURE
+from lexmem.errors import LexmemError
 from lexmem.models import Changes
 
 from . import ops, theme
 from .context import AppContext, UiChanges
-from .licence_dialog import open_licence_dialog, upgrade_prompt, weakly
+from .licence_dialog import upgrade_prompt, weakly
+from .settings.capture import CaptureTab
+from .settings.common import FolderList, SettingsTab, form_layout, heading, muted, one_line
+from .settings.embedding import EmbeddingTab
+from .settings.llm import LlmTab, check_url
+from .settings.privacy import PrivacyTab
+from .settings.retention import RetentionTab
 
-__all__ = [
-    "AppearanceTab",
-    "CaptureTab",
-    "DataTab",
-    "EmbeddingTab",
-    "LlmTab",
-    "PrivacyTab",
-    "RetentionTab",
-    "SettingsDialog",
-    "SettingsTab",
-    "WatchTab",
-    "check_url",
-]
+__all__ = ["AppearanceTab", "DataTab", "SettingsDialog", "WatchTab", "check_url"]
 
-MODE_LABELS = {"off": "Off", "assist": "Assist", "full": "Full"}
-MODE_HELP = {
-    "off": "Nothing is captured automatically; only what you ask lexmem to remember.",
-    "assist": "Only high-confidence, durable facts: decisions, conventions, corrections.",
-    "full": "Broader capture: workflows, configuration and more of each session.",
-}
 THEME_LABELS = {"system": "Follow the system", "light": "Light", "dark": "Dark"}
 EXPORT_FORMATS = ("jsonl", "parquet", "csv")
 
 
-def check_url(text: str) -> str:
-    """An LLM endpoint as typed: "" (no LLM) or an http(s) URL with a host."""
-    url = text.strip()
-    if not url:
-        return ""
-    parts = urlparse(url)
-    if parts.scheme not in ("http", "https") or not parts.hostname or " " in url:
-        raise InvalidInputError(
-            f"{url!r} is not an endpoint lexmem can call (use http://host:port/v1 or https://…)"
-        )
-    try:
-        parts.port  # noqa: B018 - raises on a port that is not a number
-    except ValueError as exc:
-        raise InvalidInputError(f"{url!r} has an invalid port") from exc
-    problem = llm_url_problem(url)
-    if problem:
-        raise InvalidInputError(problem)
-    return url
-
-
-def _one_line(exc: BaseException) -> str:
-    text = str(exc).strip()
-    return text.splitlines()[0] if text else type(exc).__name__
-
-
-def _muted(text: str = "", *, wrap: bool = True) -> QLabel:
-    label = QLabel(text)
-    label.setProperty("role", "muted")
-    label.setWordWrap(wrap)
-    return label
-
-
-def _form() -> QFormLayout:
-    form = QFormLayout()
-    # Spin boxes and combos keep their natural width; only text fields stretch.
-    form.setFieldGrowthPolicy(QFormLayout.FieldGrowthPolicy.ExpandingFieldsGrow)
-    return form
-
-
-def _heading(text: str) -> QLabel:
-    label = QLabel(text)
-    label.setProperty("role", "heading")
-    return label
-
-
-class _FolderList(QWidget):
-    """A list of folders with Add… and Remove; the tab decides what they mean."""
-
-    def __init__(self, add_text: str, parent: QWidget | None = None) -> None:
-        super().__init__(parent)
-        self.list = QListWidget()
-        self.list.setSelectionMode(QAbstractItemView.SelectionMode.ExtendedSelection)
-        self.list.setMinimumHeight(90)
-        self.add_button = QPushButton(add_text)
-        self.remove_button = QPushButton("Remove")
-        self.remove_button.setEnabled(False)
-        self.list.itemSelectionChanged.connect(self._selection_changed)
-        buttons = QVBoxLayout()
-        buttons.addWidget(self.add_button)
-        buttons.addWidget(self.remove_button)
-        buttons.addStretch(1)
-        row = QHBoxLayout(self)
-        row.setContentsMargins(0, 0, 0, 0)
-        row.addWidget(self.list, 1)
-        row.addLayout(buttons)
-
-    def _selection_changed(self) -> None:
-        self.remove_button.setEnabled(bool(self.list.selectedItems()))
-
-    def set_folders(self, folders: list[str]) -> None:
-        with QSignalBlocker(self.list):
-            self.list.clear()
-            self.list.addItems(folders)
-        self.remove_button.setEnabled(False)
-
-    def folders(self) -> list[str]:
-        return [self.list.item(i).text() for i in range(self.list.count())]
-
-    def selected(self) -> list[str]:
-        return [item.text() for item in self.list.selectedItems()]
-
-
-# Constraint: Qt signals connect to bound methods, never to lambdas holding ``self``:
-# PySide keeps a lambda's connection alive past the window, and tearing it down later
-# corrupts memory (seen as "shared QObject was deleted directly" and a crash at exit).
-
-
-class SettingsTab(QWidget):
-    """One tab of the settings window: shows its part of the settings and sends edits back
-    as operations (:mod:`ui.ops`). What it has to say goes to the window through signals."""
-
-    #: A value was refused or an operation failed: one line for under the tabs.
-    failed = Signal(str)
-    #: The last refusal no longer holds.
-    cleared = Signal()
-    #: What just happened, for the line beside Close ("Saved.", "Key stored.").
-    notice = Signal(str)
-    #: A long task started (what it is) or ended (""): the window stays open meanwhile.
-    busy_changed = Signal(str)
-    # (task, done, total) from worker threads, delivered queued on the UI thread.
-    _progress = Signal(str, int, int)
-
-    def __init__(self, ctx: AppContext, parent: QWidget | None = None) -> None:
-        super().__init__(parent)
-        self.ctx = ctx
-        self._busy = ""  # this window's long task, whichever tab runs it
-        self._progress.connect(self._on_progress, Qt.ConnectionType.QueuedConnection)
-
-    def reload(self) -> None:
-        """Show the shared settings, signals blocked so nothing echoes back as an edit."""
-
-    def set_busy(self, what: str) -> None:
-        """A long task of the window started (what it is) or ended ("")."""
-        self._busy = what
-
-    def stop(self) -> None:
-        """The window closes: stop what runs by itself."""
-
-    # -- screen to model -------------------------------------------------------------------
-
-    def _save(self, op: Callable[..., None], *args: Any) -> None:
-        """Run a settings operation (it saves off the UI thread); a value it refuses is
-        shown under the tabs, and the reload that follows a save blocks the echo."""
-        try:
-            op(self.ctx, *args, on_done=weakly(self._saved))
-        except (LexmemError, ValueError, OSError) as exc:
-            self._fail(_one_line(exc))
-            return
-        self._clear_error()
-
-    def _saved(self, diff: list[tuple[str, Any, Any]]) -> None:
-        if diff:
-            self.notice.emit("Saved.")
-
-    def _fail(self, message: str) -> None:
-        self.failed.emit(message)
-
-    def _clear_error(self) -> None:
-        self.cleared.emit()
-
-    def _set_busy(self, what: str) -> None:
-        self.busy_changed.emit(what)
-
-    # -- progress and pickers ----------------------------------------------------------------
-
-    def _report(self, task: str, done: int, total: int) -> None:
-        """Called on worker threads: hand the numbers to the UI thread."""
-        # RuntimeError: the window is gone; the work goes on without a bar to show it.
-        with contextlib.suppress(RuntimeError):
-            self._progress.emit(task, done, total)
-
-    def _on_progress(self, task: str, done: int, total: int) -> None:
-        pass
-
-    @staticmethod
-    def _report_to_bar(bar: QProgressBar, done: int, total: int) -> None:
-        # Large folders count bytes beyond a 32-bit int: show thousandths instead.
-        if total > 2**31 - 1:
-            done, total = done * 1000 // total, 1000
-        bar.setRange(0, max(total, 1))
-        bar.setValue(min(done, total) if total else 1)
-        bar.show()
-
-    def _pick_folder(self, title: str) -> str:
-        return QFileDialog.getExistingDirectory(self.window(), title, str(Path.home()))
-
-    def _confirm(self, title: str, text: str) -> bool:
-        answer = QMessageBox.question(self.window(), title, text)
-        return answer == QMessageBox.StandardButton.Yes
-
-
-# == the tabs ===============================================================================
-
-
-class CaptureTab(SettingsTab):
-    """The capture mode, pausing, and per-project modes."""
-
-    def __init__(self, ctx: AppContext, parent: QWidget | None = None) -> None:
-        super().__init__(ctx, parent)
-        v = QVBoxLayout(self)
-        form = _form()
-        self.mode = QComboBox()
-        for mode in CAPTURE_MODES:
-            self.mode.addItem(MODE_LABELS[mode], mode)
-        self.mode.currentIndexChanged.connect(self._mode_edited)
-        self.mode_help = _muted(wrap=False)
-        form.addRow("Capture mode", self.mode)
-        form.addRow("", self.mode_help)
-        pause_row = QHBoxLayout()
-        self.pause_status = QLabel()
-        self.pause_button = QPushButton("Pause for an hour")
-        self.resume_button = QPushButton("Resume")
-        self.pause_button.clicked.connect(self._pause_clicked)
-        self.resume_button.clicked.connect(self._resume_clicked)
-        pause_row.addWidget(self.pause_status, 1)
-        pause_row.addWidget(self.pause_button)
-        pause_row.addWidget(self.resume_button)
-        form.addRow("Status", pause_row)
-        v.addLayout(form)
-        v.addSpacing(10)
-        v.addWidget(_heading("Per-project modes"))
-        v.addWidget(_muted("A repository listed here is captured in its own mode."))
-        self.project_modes = QTableWidget(0, 2)
-        self.project_modes.setHorizontalHeaderLabels(["Project folder", "Mode"])
-        header = self.project_modes.horizontalHeader()
-        header.setSectionResizeMode(0, QHeaderView.ResizeMode.Stretch)
-        header.setSectionResizeMode(1, QHeaderView.ResizeMode.ResizeToContents)
-        self.project_modes.verticalHeader().hide()
-        self.project_modes.setSelectionBehavior(QAbstractItemView.SelectionBehavior.SelectRows)
-        self.project_modes.setEditTriggers(QAbstractItemView.EditTrigger.NoEditTriggers)
-        add = QPushButton("Add project…")
-        self.remove_project = QPushButton("Remove")
-        add.clicked.connect(self._pick_project)
-        self.remove_project.clicked.connect(self._remove_projects)
-        buttons = QVBoxLayout()
-        buttons.addWidget(add)
-        buttons.addWidget(self.remove_project)
-        buttons.addStretch(1)
-        row = QHBoxLayout()
-        row.addWidget(self.project_modes, 1)
-        row.addLayout(buttons)
-        v.addLayout(row, 1)
-        self._pause_timer = QTimer(self)  # the pause ends by itself: keep the line true
-        self._pause_timer.setInterval(30_000)
-        self._pause_timer.timeout.connect(self._show_pause)
-        self._pause_timer.start()
-
-    def reload(self) -> None:
-        s = self.ctx.settings
-        with QSignalBlocker(self.mode):
-            self.mode.setCurrentIndex(max(0, self.mode.findData(s.capture.mode)))
-        self.mode_help.setText(MODE_HELP.get(s.capture.mode, ""))
-        self._show_pause()
-        self._fill_project_modes(s.capture.project_modes)
-
-    def stop(self) -> None:
-        self._pause_timer.stop()
-
-    def _fill_project_modes(self, modes: dict[str, str]) -> None:
-        table = self.project_modes
-        with QSignalBlocker(table):
-            table.setRowCount(0)
-            for project, mode in sorted(modes.items()):
-                row = table.rowCount()
-                table.insertRow(row)
-                item = QTableWidgetItem(project)
-                item.setToolTip(project)
-                table.setItem(row, 0, item)
-                combo = QComboBox()
-                for m in CAPTURE_MODES:
-                    combo.addItem(MODE_LABELS[m], m)
-                combo.setCurrentIndex(max(0, combo.findData(mode)))
-                combo.setProperty("project", project)
-                combo.currentIndexChanged.connect(self._project_mode_edited)
-                table.setCellWidget(row, 1, combo)
-
-    def _show_pause(self) -> None:
-        until = self.ctx.settings.capture.paused_until
-        moment = None
-        if until:
-            try:
-                moment = datetime.fromisoformat(until.replace("Z", "+00:00"))
-            except ValueError:
-                moment = None
-        paused = moment is not None and moment > datetime.now(UTC)
-        if moment is not None and paused and moment.year >= 9000:
-            self.pause_status.setText("Paused until you resume")  # the tray's "until resumed"
-        elif moment is not None and paused:
-            local = moment.astimezone()
-            self.pause_status.setText(f"Paused until {local:%H:%M} ({local:%a %d %b})")
-        elif self.ctx.settings.capture.mode == "off":
-            self.pause_status.setText("Off: nothing is captured automatically")
-        else:
-            self.pause_status.setText("Capturing")
-        self.resume_button.setVisible(paused)
-        self.pause_button.setVisible(not paused)
-
-    def _mode_edited(self, _index: int) -> None:
-        mode = str(self.mode.currentData())
-        self.mode_help.setText(MODE_HELP.get(mode, ""))
-        self._save(ops.set_setting, "capture", "mode", mode)
-
-    def _pause_clicked(self) -> None:
-        self.set_paused(timedelta(hours=1))
-
-    def _resume_clicked(self) -> None:
-        self.set_paused(None)
-
-    def set_paused(self, duration: timedelta | None) -> None:
-        """Pause automatic capture for ``duration``, or resume it (None)."""
-        self._save(ops.set_paused, duration)
-
-    def set_project_mode(self, project: str, mode: str | None) -> None:
-        """Give ``project`` its own capture mode, or remove its override (None)."""
-        self._save(ops.set_project_mode, project, mode)
-
-    def _project_mode_edited(self, _index: int) -> None:
-        combo = self.sender()
-        if isinstance(combo, QComboBox):
-            self.set_project_mode(str(combo.property("project")), str(combo.currentData()))
-
-    def _pick_project(self) -> None:
-        picked = self._pick_folder("A project with its own capture mode")
-        if picked:
-            self._save(ops.add_project_mode, picked)
-
-    def _remove_projects(self) -> None:
-        rows = sorted({i.row() for i in self.project_modes.selectedIndexes()})
-        for row in rows:
-            item = self.project_modes.item(row, 0)
-            if item is not None:
-                self.set_project_mode(item.text(), None)
-
-
-class PrivacyTab(SettingsTab):
-    """Opted-out repositories, and the folders capture is limited to."""
-
-    def __init__(self, ctx: AppContext, parent: QWidget | None = None) -> None:
-        super().__init__(ctx, parent)
-        v = QVBoxLayout(self)
-        v.addWidget(_heading("Opted-out repositories"))
-        v.addWidget(
-            _muted(
-                "Nothing from these repositories is captured, logged or printed, "
-                "not even a digest. A .lexmem-optout file in a repository does the same."
-            )
-        )
-        self.optout = _FolderList("Add…")
-        self.optout.add_button.clicked.connect(self._add_optout_clicked)
-        self.optout.remove_button.clicked.connect(self._remove_optout_clicked)
-        v.addWidget(self.optout, 1)
-        v.addWidget(_heading("Capture only from"))
-        v.addWidget(
-            _muted(
-                "When this list is not empty, automatic capture happens only in these "
-                "folders and below."
-            )
-        )
-        self.allow = _FolderList("Add…")
-        self.allow.add_button.clicked.connect(self._add_allow_clicked)
-        self.allow.remove_button.clicked.connect(self._remove_allow_clicked)
-        v.addWidget(self.allow, 1)
-
-    def reload(self) -> None:
-        s = self.ctx.settings
-        self.optout.set_folders(list(s.capture.optout))
-        self.allow.set_folders(list(s.capture.allow_paths))
-
-    def edit_folders(self, key: str, paths: str | list[str], add: bool) -> None:
-        """Add or remove folders in a ``[capture]`` list: optout, allow_paths or watch."""
-        if key not in ops.FOLDER_LISTS:
-            raise ValueError(f"not a folder list: {key}")
-        self._save(ops.edit_folders, key, [paths] if isinstance(paths, str) else list(paths), add)
-
-    def _add_optout_clicked(self) -> None:
-        picked = self._pick_folder("Opt out a repository")
-        if picked:
-            self.edit_folders("optout", picked, True)
-
-    def _remove_optout_clicked(self) -> None:
-        self.edit_folders("optout", self.optout.selected(), False)
-
-    def _add_allow_clicked(self) -> None:
-        picked = self._pick_folder("Capture only from")
-        if picked:
-            self.edit_folders("allow_paths", picked, True)
-
-    def _remove_allow_clicked(self) -> None:
-        self.edit_folders("allow_paths", self.allow.selected(), False)
+# == the tabs that reach lexmem.desktop ======================================================
 
 
 class WatchTab(SettingsTab):
@@ -482,21 +78,21 @@ class WatchTab(SettingsTab):
     def __init__(self, ctx: AppContext, parent: QWidget | None = None) -> None:
         super().__init__(ctx, parent)
         v = QVBoxLayout(self)
-        v.addWidget(_heading("Markdown folders"))
+        v.addWidget(heading("Markdown folders"))
         v.addWidget(
-            _muted(
+            muted(
                 "Notes (.md) in these folders and below become memories; a changed note "
                 "replaces its old memories. Removing a folder keeps what was read."
             )
         )
-        self.watch = _FolderList("Add folder…")
+        self.watch = FolderList("Add folder…")
         self.watch.add_button.clicked.connect(self._add_watch_clicked)
         self.watch.remove_button.clicked.connect(self._remove_watch_clicked)
         v.addWidget(self.watch, 1)
         self.watch_bar = QProgressBar()
         self.watch_bar.setFormat("%v of %m notes")
         self.watch_bar.hide()
-        self.watch_status = _muted()
+        self.watch_status = muted()
         v.addWidget(self.watch_bar)
         v.addWidget(self.watch_status)
         self._watch_poll = QTimer(self)
@@ -531,7 +127,7 @@ class WatchTab(SettingsTab):
                 on_error=weakly(self._gate_failed),
             )  # fmt: skip
         except LexmemError as exc:
-            self._fail(_one_line(exc))
+            self._fail(one_line(exc))
             return
         self._clear_error()
 
@@ -546,7 +142,7 @@ class WatchTab(SettingsTab):
         self._first_scan(folder)
 
     def _gate_failed(self, exc: BaseException) -> None:
-        self._fail(_one_line(exc))
+        self._fail(one_line(exc))
 
     def _first_scan(self, folder: Path) -> None:
         from lexmem.locks import service_running
@@ -588,7 +184,7 @@ class WatchTab(SettingsTab):
         def failed(exc: BaseException) -> None:
             if shiboken6.isValid(self):
                 self.watch_bar.hide()
-                self._fail(_one_line(exc))
+                self._fail(one_line(exc))
 
         self.ctx.read(work, on_done=done, on_error=failed)
 
@@ -612,452 +208,13 @@ class WatchTab(SettingsTab):
         self.ctx.read(lambda: desktop.scan_progress(lm, folder), on_done=done)
 
 
-class EmbeddingTab(SettingsTab):
-    """The embedding model in use, and switching to another (which re-embeds everything)."""
-
-    #: The app should reopen its core (the embedding model changed): the reason, one line.
-    restart_required = Signal(str)
-
-    def __init__(self, ctx: AppContext, parent: QWidget | None = None) -> None:
-        super().__init__(ctx, parent)
-        v = QVBoxLayout(self)
-        self.model_current = QLabel()
-        self.model_current.setWordWrap(True)
-        self.model_current.setTextInteractionFlags(Qt.TextInteractionFlag.TextSelectableByMouse)
-        v.addWidget(self.model_current)
-        box = QGroupBox("Switch model")
-        form = _form()
-        box.setLayout(form)
-        self.model_name = QComboBox()
-        self.model_name.setEditable(True)
-        self.model_name.addItem(DEFAULT_MODEL)
-        self.model_name.setSizePolicy(QSizePolicy.Policy.Expanding, QSizePolicy.Policy.Fixed)
-        self.model_name.setToolTip(
-            "lexmem's embedded model, a fastembed model name (downloaded once), "
-            "or any name for a model in a local folder"
-        )
-        self.model_path = QLineEdit()
-        self.model_path.setPlaceholderText("optional: a folder with model.onnx and tokenizer files")
-        browse = QPushButton("Browse…")
-        browse.clicked.connect(self._browse_model_clicked)
-        path_row = QHBoxLayout()
-        path_row.addWidget(self.model_path, 1)
-        path_row.addWidget(browse)
-        self.model_dim = QSpinBox()
-        self.model_dim.setRange(8, 8192)
-        self.model_dim.setToolTip("How many numbers the model's vectors have")
-        self.switch_button = QPushButton("Switch and re-embed…")
-        self.switch_button.clicked.connect(self._switch_clicked)
-        form.addRow("Model", self.model_name)
-        form.addRow("Local folder", path_row)
-        form.addRow("Dimensions", self.model_dim)
-        form.addRow("", self.switch_button)
-        v.addWidget(box)
-        v.addWidget(
-            _muted(
-                "Switching recomputes every memory's vector with the new model. Searches "
-                "and captures wait until it is done; lexmem then restarts on the new model."
-            )
-        )
-        self.reembed_bar = QProgressBar()
-        self.reembed_bar.setFormat("%v of %m memories")
-        self.reembed_bar.hide()
-        self.reembed_status = _muted()
-        v.addWidget(self.reembed_bar)
-        v.addWidget(self.reembed_status)
-        v.addStretch(1)
-
-    def reload(self) -> None:
-        e = self.ctx.settings.embedding
-        where = f" from {e.path}" if e.path else ""
-        self.model_current.setText(f"In use: <b>{e.model}</b>{where} ({e.dim} dimensions)")
-        with QSignalBlocker(self.model_name):
-            self.model_name.setEditText(e.model)
-        self.model_path.setText(e.path)
-        with QSignalBlocker(self.model_dim):
-            self.model_dim.setValue(e.dim)
-
-    def set_busy(self, what: str) -> None:
-        super().set_busy(what)
-        self.switch_button.setEnabled(not what)
-
-    def _on_progress(self, task: str, done: int, total: int) -> None:
-        self._report_to_bar(self.reembed_bar, done, total)
-        if total:
-            self.reembed_status.setText(f"Re-embedding {done} of {total} memories…")
-
-    def _browse_model_clicked(self) -> None:
-        picked = self._pick_folder("Model folder")
-        if picked:
-            self.model_path.setText(picked)
-
-    def _switch_clicked(self) -> None:
-        model = self.model_name.currentText().strip()
-        path = self.model_path.text().strip()
-        dim = self.model_dim.value()
-        if self._confirm(
-            "Switch the embedding model",
-            f"Re-embed every memory with {model}? Searches and captures wait until it is "
-            "done, and lexmem restarts afterwards.",
-        ):
-            self.switch_model(model, path, dim)
-
-    def switch_model(self, model: str, path: str = "", dim: int | None = None) -> None:
-        """Re-embed every memory with another model, then use it (lexmem restarts)."""
-        current = self.ctx.settings.embedding
-        dim = current.dim if dim is None else dim
-        try:
-            if not model:
-                raise InvalidInputError("the model needs a name")
-            if path and not Path(path).expanduser().is_dir():
-                raise InvalidInputError(f"{path} is not a folder")
-            if (model, path, dim) == (current.model, current.path, current.dim):
-                raise InvalidInputError(f"{model} is already in use")
-        except LexmemError as exc:
-            self._fail(_one_line(exc))
-            return
-        self._clear_error()
-        wanted = copy.deepcopy(self.ctx.settings)
-        wanted.embedding.model, wanted.embedding.path, wanted.embedding.dim = model, path, dim
-        home = self.ctx.paths.home
-        self._set_busy("re-embedding")
-        self.reembed_bar.setRange(0, 0)
-        self.reembed_bar.show()
-        self.reembed_status.setText(f"Loading {model}…")
-
-        def work() -> int:
-            from lexmem.api import Lexmem
-
-            # Constraint: the app's own core keeps its loaded model until it reopens, so
-            # the re-embed runs on a second core built with the new settings; the store's
-            # write lock keeps the two apart.
-            other = Lexmem.open(home, settings=wanted)
-            try:
-                other.embedder.embed_one("lexmem checks the model")  # load it, check its size
-                self._report("reembed", 0, other.count())
-                return other.reembed(lambda d, t: self._report("reembed", d, t))
-            finally:
-                other.close()
-
-        def done(count: int) -> None:
-            def apply(s: Settings) -> None:
-                s.embedding.model, s.embedding.path, s.embedding.dim = model, path, dim
-
-            def saved(_diff: list[tuple[str, Any, Any]]) -> None:
-                self._set_busy("")
-                self.reembed_status.setText(
-                    f"Re-embedded {count} memories with {model}. lexmem restarts to use it."
-                )
-                self.restart_required.emit(f"the embedding model is now {model}")
-
-            self.ctx.update_settings(apply, on_done=saved)
-
-        def failed(exc: BaseException) -> None:
-            self._set_busy("")
-            self.reembed_bar.hide()
-            self.reembed_status.setText("The model in use is unchanged.")
-            self._fail(_one_line(exc))
-
-        self.ctx.read(work, on_done=done, on_error=failed)
-
-
-class LlmTab(SettingsTab):
-    """The optional LLM: endpoint, model, limits, today's use, and its API key."""
-
-    def __init__(self, ctx: AppContext, parent: QWidget | None = None) -> None:
-        super().__init__(ctx, parent)
-        self._key_available = False
-        self._licence: LicenceStatus | None = None  # read off the UI thread
-        v = QVBoxLayout(self)
-        v.addWidget(
-            _muted(
-                "An OpenAI-compatible endpoint (a local Ollama, for instance) helps the rules: "
-                "it classifies what they cannot, finds what is worth keeping in conversations, "
-                "words corrections and workflows, and summarises long texts. Empty: no LLM, "
-                "and nothing leaves this machine. The budget resets each day."
-            )
-        )
-        form = _form()
-        self.llm_url = QLineEdit()
-        self.llm_url.setPlaceholderText("http://localhost:11434/v1")
-        self.llm_url.editingFinished.connect(self._llm_url_edited)
-        self.llm_model = QLineEdit()
-        self.llm_model.setPlaceholderText("e.g. llama3.2")
-        self.llm_model.editingFinished.connect(self._llm_model_edited)
-        self.llm_timeout = QDoubleSpinBox()
-        self.llm_timeout.setRange(1.0, 600.0)
-        self.llm_timeout.setDecimals(0)
-        self.llm_timeout.setSuffix(" s")
-        self.llm_timeout.setKeyboardTracking(False)
-        self.llm_timeout.valueChanged.connect(self._timeout_edited)
-        self.llm_calls = QSpinBox()
-        self.llm_calls.setRange(0, 1_000_000)
-        self.llm_calls.setSingleStep(100)
-        self.llm_calls.setSuffix(" calls")
-        self.llm_calls.setSpecialValueText("no limit")
-        self.llm_calls.setKeyboardTracking(False)
-        self.llm_calls.valueChanged.connect(self._llm_calls_edited)
-        self.llm_tokens = QSpinBox()
-        self.llm_tokens.setRange(0, 100_000_000)
-        self.llm_tokens.setSingleStep(10_000)
-        self.llm_tokens.setSuffix(" tokens")
-        self.llm_tokens.setSpecialValueText("no limit")
-        self.llm_tokens.setKeyboardTracking(False)
-        self.llm_tokens.valueChanged.connect(self._llm_tokens_edited)
-        form.addRow("Endpoint URL", self.llm_url)
-        form.addRow("Model", self.llm_model)
-        form.addRow("Timeout", self.llm_timeout)
-        form.addRow("Daily budget", self.llm_calls)
-        form.addRow("", self.llm_tokens)
-        v.addLayout(form)
-        self.llm_usage = _muted("")
-        self.llm_usage.setObjectName("llmUsage")
-        v.addWidget(self.llm_usage)
-        self.llm_licence_note = QLabel("")
-        self.llm_licence_note.setObjectName("llmLicenceNote")
-        self.llm_licence_note.setWordWrap(True)
-        self.llm_licence_note.setTextFormat(Qt.TextFormat.RichText)
-        self.llm_licence_note.linkActivated.connect(self._open_licence)
-        self.llm_licence_note.hide()
-        v.addWidget(self.llm_licence_note)
-        key = QGroupBox("API key")
-        kv = QVBoxLayout(key)
-        row = QHBoxLayout()
-        self.api_key = QLineEdit()
-        self.api_key.setEchoMode(QLineEdit.EchoMode.Password)
-        self.api_key.setPlaceholderText("paste a key to store it in the OS keyring")
-        self.api_key.returnPressed.connect(self._store_key_clicked)
-        self.key_save = QPushButton("Store")
-        self.key_save.clicked.connect(self._store_key_clicked)
-        self.key_remove = QPushButton("Remove")
-        self.key_remove.clicked.connect(self._remove_key_clicked)
-        row.addWidget(self.api_key, 1)
-        row.addWidget(self.key_save)
-        row.addWidget(self.key_remove)
-        kv.addLayout(row)
-        self.key_status = _muted("Looking for the OS keyring…")
-        kv.addWidget(self.key_status)
-        for w in (self.api_key, self.key_save, self.key_remove):
-            w.setEnabled(False)
-        v.addWidget(key)
-        v.addStretch(1)
-
-    def reload(self) -> None:
-        s = self.ctx.settings
-        if not self.llm_url.hasFocus():
-            self.llm_url.setText(s.llm.url)
-        if not self.llm_model.hasFocus():
-            self.llm_model.setText(s.llm.model)
-        self._show_llm_licence()
-        self.ctx.read(self.ctx.lm.llm_status, on_done=weakly(self._llm_usage_loaded))
-        for ispin, ivalue in ((self.llm_calls, s.llm.calls_per_day), (self.llm_tokens, s.llm.tokens_per_day)):  # fmt: skip
-            with QSignalBlocker(ispin):
-                ispin.setValue(ivalue)
-        with QSignalBlocker(self.llm_timeout):
-            self.llm_timeout.setValue(s.llm.timeout_s)
-
-    def _llm_usage_loaded(self, figures: dict[str, Any]) -> None:
-        line = llm_status_line(figures)
-        self.llm_usage.setText(line if figures["configured"] else line.capitalize())
-
-    # -- the licence: under Core the endpoint is kept but not used -------------------------
-
-    def load_licence(self) -> None:
-        self.ctx.read(self.ctx.lm.licence.status, on_done=weakly(self._licence_loaded))
-
-    def _licence_loaded(self, status: LicenceStatus) -> None:
-        self._licence = status
-        self._show_llm_licence()
-
-    def _open_licence(self, _link: str = "") -> None:
-        open_licence_dialog(self.ctx, self.window())
-
-    def _show_llm_licence(self) -> None:
-        """Under Core an endpoint is kept but not used: say so under it."""
-        gated = self._licence is not None and not self._licence.is_enabled(ENCODER)
-        if gated and self.ctx.settings.llm.url:
-            self.llm_licence_note.setText(
-                "LLM-assisted encoding needs Writer Pro: under Core the endpoint is kept but "
-                "not used, and the rules classify alone. "
-                "<a href='licence'>Enter a licence key…</a>"
-            )
-            self.llm_licence_note.show()
-        else:
-            self.llm_licence_note.hide()
-
-    # -- screen to model ----------------------------------------------------------------------
-
-    def _llm_url_edited(self) -> None:
-        try:
-            url = check_url(self.llm_url.text())
-        except (LexmemError, ValueError, OSError) as exc:
-            self._fail(_one_line(exc))
-            return
-        if url != self.ctx.settings.llm.url:
-            self._save(ops.set_setting, "llm", "url", url)
-        else:
-            self._clear_error()
-
-    def _llm_model_edited(self) -> None:
-        model = self.llm_model.text().strip()
-        if model != self.ctx.settings.llm.model:
-            self._save(ops.set_setting, "llm", "model", model)
-
-    def _timeout_edited(self, value: float) -> None:
-        self._save(ops.set_setting, "llm", "timeout_s", float(value))
-
-    def _llm_calls_edited(self, value: int) -> None:
-        self._save(ops.set_setting, "llm", "calls_per_day", int(value))
-
-    def _llm_tokens_edited(self, value: int) -> None:
-        self._save(ops.set_setting, "llm", "tokens_per_day", int(value))
-
-    # -- the API key, in the OS keyring ------------------------------------------------------
-
-    def check_keyring(self) -> None:
-        ops.keyring_state(
-            self.ctx, on_done=weakly(self._keyring_checked), on_error=weakly(self._no_keyring)
-        )
-
-    def _keyring_checked(self, result: tuple[bool, str, bool]) -> None:
-        ok, why, stored = result
-        self._key_available = ok
-        for w in (self.api_key, self.key_save):
-            w.setEnabled(ok)
-        self.key_remove.setEnabled(ok and stored)
-        if not ok:
-            self.key_status.setText(f"The API key cannot be kept: {why}.")
-        else:
-            self._show_key(stored, why)
-
-    def _no_keyring(self, exc: BaseException) -> None:
-        self.key_status.setText(f"The OS keyring cannot be used: {_one_line(exc)}")
-
-    def _show_key(self, stored: bool, backend: str = "") -> None:
-        where = f" ({backend})" if backend else ""
-        self.key_status.setText(
-            f"A key is stored in the OS keyring{where}; it is never written to the settings file."
-            if stored
-            else f"No key stored. Keys go to the OS keyring{where}, never to the settings file."
-        )
-        self.key_remove.setEnabled(stored)
-
-    def _store_key_clicked(self) -> None:
-        self.store_api_key(self.api_key.text())
-
-    def _remove_key_clicked(self) -> None:
-        self.store_api_key("")
-
-    def store_api_key(self, key: str) -> None:
-        """Keep ``key`` in the OS keyring (an empty key removes it)."""
-        key = key.strip()
-        if not self._key_available:
-            self._fail("No OS keyring is available, so the key cannot be kept.")
-            return
-        self._clear_error()
-        for w in (self.api_key, self.key_save, self.key_remove):
-            w.setEnabled(False)
-        stored = bool(key)
-        ops.store_api_key(
-            self.ctx, key,
-            on_done=weakly(self._key_stored, stored), on_error=weakly(self._key_failed),
-        )  # fmt: skip
-
-    def _key_stored(self, stored: bool, _none: None) -> None:
-        self.api_key.clear()
-        for w in (self.api_key, self.key_save):
-            w.setEnabled(True)
-        self._show_key(stored)
-        self.notice.emit("Key stored." if stored else "Key removed.")
-
-    def _key_failed(self, exc: BaseException) -> None:
-        for w in (self.api_key, self.key_save, self.key_remove):
-            w.setEnabled(True)
-        self._fail(_one_line(exc))
-
-
-class RetentionTab(SettingsTab):
-    """How long archived memories are kept, decay, and the size of the context digest."""
-
-    def __init__(self, ctx: AppContext, parent: QWidget | None = None) -> None:
-        super().__init__(ctx, parent)
-        v = QVBoxLayout(self)
-        v.addWidget(_heading("Retention and decay"))
-        form = _form()
-        self.retention = QSpinBox()
-        self.retention.setRange(0, 36_500)
-        self.retention.setSuffix(" days")
-        self.retention.setSpecialValueText("keep forever")
-        self.retention.setKeyboardTracking(False)
-        self.retention.valueChanged.connect(self._retention_edited)
-        self.decay = QDoubleSpinBox()
-        self.decay.setRange(0.5, 1.0)
-        self.decay.setDecimals(3)
-        self.decay.setSingleStep(0.005)
-        self.decay.setKeyboardTracking(False)
-        self.decay.valueChanged.connect(self._decay_edited)
-        self.floor = QDoubleSpinBox()
-        self.floor.setRange(0.0, 0.5)
-        self.floor.setDecimals(2)
-        self.floor.setSingleStep(0.01)
-        self.floor.setKeyboardTracking(False)
-        self.floor.valueChanged.connect(self._floor_edited)
-        form.addRow("Forget archived memories after", self.retention)
-        form.addRow("", _muted("Pinned memories are never forgotten.", wrap=False))
-        form.addRow("Decay per run", self.decay)
-        form.addRow(
-            "", _muted("Each decay run multiplies salience by this (1.000: no decay).", wrap=False)
-        )
-        form.addRow("Salience floor", self.floor)
-        v.addLayout(form)
-        v.addWidget(_heading("Context digest"))
-        form2 = _form()
-        self.digest = QSpinBox()
-        self.digest.setRange(512, 65_536)
-        self.digest.setSingleStep(512)
-        self.digest.setSuffix(" bytes")
-        self.digest.setKeyboardTracking(False)
-        self.digest.valueChanged.connect(self._digest_edited)
-        form2.addRow("Digest size", self.digest)
-        form2.addRow(
-            "",
-            _muted(
-                "What an agent sees when a session starts. Claude Code previews about 10 KB.",
-                wrap=False,
-            ),
-        )
-        v.addLayout(form2)
-        v.addStretch(1)
-
-    def reload(self) -> None:
-        s = self.ctx.settings
-        for ispin, ivalue in ((self.retention, s.store.retention_days), (self.digest, s.context.digest_bytes)):  # fmt: skip
-            with QSignalBlocker(ispin):
-                ispin.setValue(ivalue)
-        for fspin, fvalue in ((self.decay, s.store.decay_factor), (self.floor, s.store.salience_floor)):  # fmt: skip
-            with QSignalBlocker(fspin):
-                fspin.setValue(fvalue)
-
-    def _retention_edited(self, value: int) -> None:
-        self._save(ops.set_setting, "store", "retention_days", int(value))
-
-    def _decay_edited(self, value: float) -> None:
-        self._save(ops.set_setting, "store", "decay_factor", float(value))
-
-    def _floor_edited(self, value: float) -> None:
-        self._save(ops.set_setting, "store", "salience_floor", float(value))
-
-    def _digest_edited(self, value: int) -> None:
-        self._save(ops.set_setting, "context", "digest_bytes", int(value))
-
-
 class AppearanceTab(SettingsTab):
     """The theme, and whether lexmem starts at login."""
 
     def __init__(self, ctx: AppContext, parent: QWidget | None = None) -> None:
         super().__init__(ctx, parent)
         v = QVBoxLayout(self)
-        form = _form()
+        form = form_layout()
         self.theme = QComboBox()
         for name, label in THEME_LABELS.items():
             self.theme.addItem(label, name)
@@ -1068,7 +225,7 @@ class AppearanceTab(SettingsTab):
         form.addRow("Theme", self.theme)
         self.autostart = QCheckBox("Start lexmem when I log in")
         self.autostart.toggled.connect(self.set_autostart)
-        self.autostart_note = _muted(wrap=False)
+        self.autostart_note = muted(wrap=False)
         form.addRow("Startup", self.autostart)
         form.addRow("", self.autostart_note)
         v.addLayout(form)
@@ -1095,7 +252,7 @@ class AppearanceTab(SettingsTab):
             if isinstance(app, QApplication):
                 theme.apply_theme(app, name)
         except ValueError as exc:
-            self._fail(_one_line(exc))
+            self._fail(one_line(exc))
             return
         self._save(ops.set_setting, "ui", "theme", name)
 
@@ -1109,7 +266,7 @@ class AppearanceTab(SettingsTab):
         except LexmemError as exc:
             with QSignalBlocker(self.autostart):
                 self.autostart.setChecked(desktop.autostart_enabled())
-            self._fail(_one_line(exc))
+            self._fail(one_line(exc))
             return
         self._clear_error()
         self.notice.emit(
@@ -1127,7 +284,7 @@ class DataTab(SettingsTab):
     def __init__(self, ctx: AppContext, parent: QWidget | None = None) -> None:
         super().__init__(ctx, parent)
         v = QVBoxLayout(self)
-        v.addWidget(_heading("Data folder"))
+        v.addWidget(heading("Data folder"))
         self.home_label = QLabel()
         self.home_label.setTextInteractionFlags(Qt.TextInteractionFlag.TextSelectableByMouse)
         self.home_label.setWordWrap(True)
@@ -1141,17 +298,17 @@ class DataTab(SettingsTab):
         row.addWidget(self.move_button)
         row.addStretch(1)
         v.addLayout(row)
-        self.move_note = _muted()
+        self.move_note = muted()
         self.move_bar = QProgressBar()
         self.move_bar.hide()
-        self.move_status = _muted()
+        self.move_status = muted()
         v.addWidget(self.move_note)
         v.addWidget(self.move_bar)
         v.addWidget(self.move_status)
         v.addSpacing(12)
-        v.addWidget(_heading("Export"))
+        v.addWidget(heading("Export"))
         v.addWidget(
-            _muted(
+            muted(
                 "Every memory (with its vector), link and confidence point, in a new "
                 "folder you can import elsewhere with `lexmem import`."
             )
@@ -1169,7 +326,7 @@ class DataTab(SettingsTab):
         self.export_bar = QProgressBar()
         self.export_bar.setRange(0, 0)  # the export reports no steps: a busy bar
         self.export_bar.hide()
-        self.export_status = _muted()
+        self.export_status = muted()
         v.addWidget(self.export_bar)
         v.addWidget(self.export_status)
         v.addStretch(1)
@@ -1253,7 +410,7 @@ class DataTab(SettingsTab):
             self._set_busy("")
             self.move_bar.hide()
             self.move_status.setText("Nothing was moved.")
-            self._fail(_one_line(exc))
+            self._fail(one_line(exc))
 
         # On the write thread: the app's own writes wait until the folder has moved.
         self.ctx.runner.run(work, on_done=done, on_error=failed, write=True)
@@ -1292,7 +449,7 @@ class DataTab(SettingsTab):
         self.export_button.setEnabled(True)
         self.export_bar.hide()
         self.export_status.setText("")
-        self._fail(_one_line(exc))
+        self._fail(one_line(exc))
 
 
 # == the window =============================================================================
@@ -1346,7 +503,7 @@ class SettingsDialog(QDialog):
         self.error.setStyleSheet("color: #e03131;")
         self.error.setWordWrap(True)
         self.error.hide()
-        self.saved = _muted("Changes apply at once.", wrap=False)
+        self.saved = muted("Changes apply at once.", wrap=False)
         close = QPushButton("Close")
         close.clicked.connect(self.close)
         bottom = QHBoxLayout()
