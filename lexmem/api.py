@@ -17,12 +17,39 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, TypeGuard
 
-from lexmem.capture.policy import refuse_opted_out, scrub
-from lexmem.config import Paths, resolve_paths, secure_umask, tighten_umask
+from lexmem.capture.inbox import Inbox, make_event
+from lexmem.capture.policy import is_paused, refuse_opted_out, scrub
+from lexmem.config import (
+    CAPTURE_MODES,
+    DEFAULT_MODEL,
+    Paths,
+    llm_url_problem,
+    resolve_paths,
+    secure_umask,
+    tighten_umask,
+)
 from lexmem.embedder import Embedder
 from lexmem.encoder import EncoderOptions, LlmClassifier, LlmSummariser, MemoryEncoder
 from lexmem.errors import InvalidInputError
-from lexmem.licence import ENCODER, LicenceService
+from lexmem.keystore import LLM_API_KEY, get_secret, set_secret
+from lexmem.keystore import backend_available as keyring_available
+from lexmem.licence import (
+    CAPTURE,
+    CORE_ACTIVE_LIMIT,
+    ENCODER,
+    GATES,
+    STORAGE,
+    TIER_NAMES,
+    TRIAL_DAYS,
+    Licence,
+    LicenceError,
+    LicenceRequiredError,
+    LicenceService,
+    LicenceStatus,
+    verify_token,
+)
+from lexmem.llm import status_line as llm_status_line
+from lexmem.locks import FileLock, LockTimeout
 from lexmem.models import (
     Changes,
     ConfidencePoint,
@@ -36,7 +63,10 @@ from lexmem.models import (
     fingerprint,
     make_title,
 )
-from lexmem.settings import Settings, load_settings
+from lexmem.service.client import InboxWriter, remember_through_inbox
+from lexmem.service.ops import memories_under
+from lexmem.service.writer import CaptureService, DrainReport, ServiceBusyError
+from lexmem.settings import Settings, load_settings, save_settings
 from lexmem.store.journal import AuditEntry, Journal, Session
 from lexmem.store.lance import MemoryFilter, MemoryStore
 from lexmem.store.search import Searcher, SearchHit, SearchResult
@@ -45,18 +75,47 @@ if TYPE_CHECKING:
     from lexmem.llm import LlmClient
 
 # The facade's own names, and the types its methods take and return (re-exported, so that
-# the desktop layer needs nothing below the facade to name them).
+# the desktop layer needs nothing below the facade to name them). The desktop app may import
+# nothing below the facade (pyproject's import-linter contract), so the writer it runs
+# in-process and its client side, the licence's tiers and gates, the OS keyring's state and
+# a few constants and checks of the settings are re-exported here too.
 __all__ = [
+    "CAPTURE",
+    "CAPTURE_MODES",
+    "CORE_ACTIVE_LIMIT",
+    "DEFAULT_MODEL",
+    "ENCODER",
+    "GATES",
+    "STORAGE",
+    "TIER_NAMES",
+    "TRIAL_DAYS",
     "AuditEntry",
+    "CaptureService",
+    "DrainReport",
+    "FileLock",
+    "InboxWriter",
     "Lexmem",
+    "Licence",
+    "LicenceError",
+    "LicenceRequiredError",
+    "LicenceStatus",
+    "LockTimeout",
     "MemoryDetail",
     "MemoryFilter",
     "RememberResult",
     "SearchHit",
     "SearchResult",
+    "ServiceBusyError",
     "Session",
     "Settings",
+    "is_paused",
+    "keyring_available",
+    "llm_api_key_stored",
+    "llm_status_line",
+    "llm_url_problem",
     "normalise_link_type",
+    "remember_through_inbox",
+    "set_llm_api_key",
 ]
 
 log = logging.getLogger("lexmem")
@@ -111,6 +170,16 @@ def normalise_link_type(text: str) -> str:
     if not kind:
         raise InvalidInputError("a link needs a type (e.g. relates_to, depends_on)")
     return kind
+
+
+def llm_api_key_stored() -> bool:
+    """Whether the OS keyring holds an API key for the LLM (never the settings file)."""
+    return get_secret(LLM_API_KEY) is not None
+
+
+def set_llm_api_key(key: str) -> None:
+    """Keep the LLM's API key in the OS keyring; an empty key removes it."""
+    set_secret(LLM_API_KEY, key)
 
 
 class Lexmem:
@@ -592,3 +661,42 @@ class Lexmem:
 
     def status_counts(self) -> dict[str, int]:
         return {s.value: self.store.count(MemoryFilter(status=s)) for s in MemoryStatus}
+
+    # -- for the desktop app (it imports nothing below the facade) ------------------------
+
+    def capture_service(self) -> CaptureService:
+        """The single writer of this data folder, built on this core, for a process that
+        runs it itself (the desktop app, on its own thread)."""
+        return CaptureService(self)
+
+    def save_settings(self, settings: Settings) -> None:
+        """Write ``settings`` to this data folder's settings file (the hook and other
+        processes read it there); the object this core uses is the caller's to update."""
+        save_settings(self.paths, settings)
+
+    def post_event(
+        self,
+        event_type: str,
+        content: str = "",
+        *,
+        session_id: str,
+        agent: str,
+        metadata: dict[str, Any] | None = None,
+    ) -> Path:
+        """Leave an event for the writer in the inbox (a configuration change, a request
+        to show the app); returns the event's file."""
+        event = make_event(
+            event_type, content, session_id=session_id, agent=agent, metadata=metadata
+        )
+        return Inbox(self.paths.inbox).write(event)
+
+    def memories_under(self, root: str) -> int:
+        """How many memories (of any status) the repository ``root`` has: its project or one
+        inside it (what an opt-out's purge would erase)."""
+        return memories_under(self, root)
+
+    def verify_licence_key(self, text: str) -> Licence:
+        """Check a pasted licence key against this core's trust roots and clock, without
+        activating it; raises :class:`LicenceError` when it is not a valid key."""
+        svc = self.licence
+        return verify_token(text, svc.public_keys, svc.clock())
