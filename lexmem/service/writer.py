@@ -35,6 +35,7 @@ from datetime import datetime, timedelta
 from typing import TYPE_CHECKING, Any
 
 from lexmem.capture.extract import Candidate, Extractor, confirmations
+from lexmem.capture.extract.thresholds import MODE_THRESHOLDS
 from lexmem.capture.inbox import BadEvent, Inbox, derived_id
 from lexmem.capture.policy import (
     DROPPED,
@@ -104,8 +105,6 @@ def redacted_event(event: dict[str, Any]) -> dict[str, Any]:
 _EVENT_IDS = frozenset(("v", "event_id", "session_id", "event_type", "timestamp", "agent"))
 
 
-# assist keeps seed 000's MinExtractionConfidence (0.7) and up; full goes down to 0.5.
-THRESHOLDS = {"assist": 0.7, "full": 0.5}
 DEDUPE_WINDOW = timedelta(days=30)
 NEAR_DUPLICATE = {"assist": 0.90, "full": 0.86}  # full mode dedupes more strictly
 REJECTED_NEAR = 0.92  # as close as this to a rejected memory: the same candidate again
@@ -949,7 +948,7 @@ class CaptureService:
             report.skipped += len(dropped)
             return report
         mode = capture_mode(project, self.settings)
-        threshold = THRESHOLDS.get(mode, 1.1)
+        threshold = MODE_THRESHOLDS.get(mode, 1.1)
         audit: list[AuditEntry] = []
         keep: list[tuple[Candidate, str]] = []
         for cand in candidates:

@@ -7,6 +7,11 @@ from dataclasses import dataclass, field
 from enum import StrEnum
 from typing import Any
 
+from lexmem.capture.extract.thresholds import (
+    MAX_PER_TURN,
+    MIN_ACTIONS_FOR_PATTERN,
+    PATTERN_WINDOW_MINUTES,
+)
 from lexmem.models import MemorySource, MemoryType
 
 __all__ = ["Candidate", "CandidateKind", "ExtractOptions"]
@@ -76,6 +81,6 @@ class Candidate:
 class ExtractOptions:
     """Tuning from seed 000's ``MemoryCaptureOptions``."""
 
-    min_actions_for_pattern: int = 3
-    pattern_window_minutes: int = 30
-    max_per_turn: int = 3
+    min_actions_for_pattern: int = MIN_ACTIONS_FOR_PATTERN
+    pattern_window_minutes: int = PATTERN_WINDOW_MINUTES
+    max_per_turn: int = MAX_PER_TURN

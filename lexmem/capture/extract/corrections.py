@@ -16,6 +16,10 @@ from lexmem.capture.extract.thresholds import (
     C_CONFIG_SECRET,
     C_CORRECTION_DIFF,
     C_REWRITE,
+    DIFF_MAX_EDITS,
+    DIFF_MAX_TOKENS,
+    DIFF_RULE_MAX_WORDS,
+    EDIT_SIMILARITY,
     MAX_TEXT,
     TITLE_LIMIT,
 )
@@ -160,7 +164,7 @@ def _correction_text(original: str, corrected: str) -> tuple[str, float, str] | 
         tail += 1
     mid_a, mid_b = a[head : len(a) - tail], b[head : len(b) - tail]
     anchors: list[str] = []
-    if len(mid_a) > 400 or len(mid_b) > 400:
+    if len(mid_a) > DIFF_MAX_TOKENS or len(mid_b) > DIFF_MAX_TOKENS:
         ops: list[tuple[str, list[str], list[str]]] = [("replace", mid_a, mid_b)]
         ratio = 0.0
     else:
@@ -176,7 +180,7 @@ def _correction_text(original: str, corrected: str) -> tuple[str, float, str] | 
                     anchors.append(near)
         same = len(a) - len(mid_a) + sum(block.size for block in sm.get_matching_blocks())
         ratio = 2.0 * same / max(1, len(a) + len(b))
-    if ratio < 0.4 or len(ops) > 4:
+    if ratio < EDIT_SIMILARITY or len(ops) > DIFF_MAX_EDITS:
         text = (
             f"User rewrote the agent's text. Agent's version: “{_clip(original, 200)}”. "
             f"User's version: “{_clip(corrected, 300)}”."
@@ -203,7 +207,7 @@ def _correction_text(original: str, corrected: str) -> tuple[str, float, str] | 
         len(ops) == 1
         and ops[0][0] == "replace"
         and plain
-        and len(plain.split()) <= 15
+        and len(plain.split()) <= DIFF_RULE_MAX_WORDS
         and "," not in plain
     ):
         # A short, simple sentence reads best as the rule itself: "API uses API keys, not OAuth."

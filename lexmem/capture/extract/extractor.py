@@ -19,6 +19,7 @@ from lexmem.capture.extract.thresholds import (
     C_HANDOFF_FIXED,
     C_HANDOFF_THIN,
     C_HANDOFF_VERIFIED,
+    HANDOFF_DECISION,
     MAX_SESSIONS,
 )
 from lexmem.capture.extract.tools import _Event, _event, _parse_time
@@ -64,7 +65,7 @@ def _dedupe_key(text: str) -> str:
 
 
 class Extractor:
-    """Turns windows of session events into memory candidates (see the module notes)."""
+    """Turns windows of session events into memory candidates (see :mod:`lexmem.capture.extract`)."""
 
     def __init__(self, options: ExtractOptions | None = None) -> None:
         self.options = options or ExtractOptions()
@@ -103,7 +104,7 @@ class Extractor:
         for d in drafts:
             if d.kind is CandidateKind.FIX:
                 state.digest.fixes.append(d.title)
-            elif d.kind is CandidateKind.DECISION and d.confidence >= 0.75:
+            elif d.kind is CandidateKind.DECISION and d.confidence >= HANDOFF_DECISION:
                 state.digest.decisions.append(d.title)
             elif d.kind in (CandidateKind.QUESTION,):
                 state.digest.opens.append(d.title)

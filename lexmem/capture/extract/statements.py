@@ -72,10 +72,24 @@ from lexmem.capture.extract.thresholds import (
     C_RISK_USER,
     C_TEMPORARY,
     C_TRIGGER_PREF,
+    CHITCHAT_READ,
+    CLASSIFIER_SURE,
+    MAX_AGENT_TEXTS,
+    MAX_CAUSE_NOTES,
+    MAX_DIGEST_COMMANDS,
+    MAX_DIGEST_FILES,
+    MAX_OPTIONS,
+    MAX_PROPOSALS,
     MAX_SEEN_IDS,
     MAX_SENTENCE,
     MAX_TAIL_EVENTS,
     MAX_TEXT,
+    MAX_UNMATCHED_CALLS,
+    MIN_EXPLANATION_WORDS,
+    MIN_MENTION_CHARS,
+    MIN_OBJECT_WORDS,
+    MIN_STATEMENT_WORDS,
+    OPTION_REF_MAX_WORDS,
     TITLE_LIMIT,
 )
 from lexmem.capture.extract.tools import (
@@ -433,7 +447,7 @@ _FIX_VERB = re.compile(
 def _explicit_type(text: str) -> MemoryType:
     """The classifier's type when it is sure; otherwise semantic (a stated fact)."""
     result = classify(text)
-    if result.type is not MemoryType.SEMANTIC and result.confidence < 0.6:
+    if result.type is not MemoryType.SEMANTIC and result.confidence < CLASSIFIER_SURE:
         return MemoryType.SEMANTIC
     return result.type
 
@@ -477,9 +491,9 @@ class _Pass:
         self.actions: list[_Action] = []
         self.action_at: dict[int, _Action] = {}  # by the position of its call or result
         self.by_use_id: dict[str, _Action] = {}
-        self.unmatched: deque[_Action] = deque(maxlen=16)
+        self.unmatched: deque[_Action] = deque(maxlen=MAX_UNMATCHED_CALLS)
         # Recent agent output (responses, written text, commands), for corrections.
-        self.agent_texts: deque[tuple[int, str]] = deque(maxlen=8)
+        self.agent_texts: deque[tuple[int, str]] = deque(maxlen=MAX_AGENT_TEXTS)
         self.last_action: _Action | None = None
         self.proposals: list[_Proposal] = []
         self.options: dict[str, tuple[str, int]] = {}
@@ -587,7 +601,7 @@ class _Pass:
             text = s.text.strip()
             if len(text) > MAX_SENTENCE or _QUESTION_END.search(text):
                 continue
-            if _SECRET_STATEMENT.search(text) or _content_words(text) < 2:
+            if _SECRET_STATEMENT.search(text) or _content_words(text) < MIN_STATEMENT_WORDS:
                 continue
             nxt = sentences[i + 1].text.strip() if i + 1 < len(sentences) else ""
             draft, used_next = self._user_sentence(e, text, nxt, s)
@@ -628,7 +642,7 @@ class _Pass:
             body = "always " + body[3:]  # "remember to X" -> "always X"
         body = _DURABLE_LEAD.sub("", _PLEASE.sub("", body))
         text = _finish(_third_person(body))
-        if _content_words(text) < 2 or _SECRET_STATEMENT.search(text):
+        if _content_words(text) < MIN_STATEMENT_WORDS or _SECRET_STATEMENT.search(text):
             return None
         return _Draft(
             CandidateKind.EXPLICIT,
@@ -650,7 +664,7 @@ class _Pass:
         """The position of the latest agent output that mentions ``phrase``."""
         needle = _WS.sub(" ", phrase.strip().lower().strip("`'\" "))
         needle = re.sub(r"^(?:the|a|an)\s+", "", needle)
-        if len(needle) < 2:
+        if len(needle) < MIN_MENTION_CHARS:
             return None
         pattern = re.compile(r"(?<!\w)" + re.escape(needle) + r"(?!\w)")
         for pos, text in reversed(self.agent_texts):
@@ -706,7 +720,7 @@ class _Pass:
                 e, text, act.call.pos, C_CORRECTION_VAGUE, "correction-dont-repeat"
             ), used_next
         m_xy = _X_NOT_Y.match(body)
-        if m_xy and _content_words(m_xy.group("good")) >= 1:
+        if m_xy and _content_words(m_xy.group("good")) >= MIN_OBJECT_WORDS:
             good, bad = m_xy.group("good").strip(), m_xy.group("bad").strip()
             hit = self._agent_mentions(bad)
             resolved = self._resolve_pronoun(good) if _PRONOUN_BODY.match(good) else None
@@ -734,7 +748,7 @@ class _Pass:
                 e, text, None, C_CORRECTION_VAGUE, "correction-vague"
             ), used_next
         text = _finish(_third_person(body))
-        if _content_words(text) < 2:
+        if _content_words(text) < MIN_STATEMENT_WORDS:
             return None
         return self._corr_draft(e, text, None, C_CORRECTION, "correction-restated"), used_next
 
@@ -842,7 +856,7 @@ class _Pass:
         if _OPTION_REF.search(obj_part) or _ANAPHORA.match(obj_part):
             resolved = self._resolve_option(obj_part)
             if resolved is not None:
-                if len(obj_part.split()) <= 4:
+                if len(obj_part.split()) <= OPTION_REF_MAX_WORDS:
                     # "go with option B" -> the option's own words, with the label.
                     verb = statement.split(" ", 1)[0]
                     statement = f"{verb} {_decapitalise(resolved[0])} ({obj_part})"
@@ -856,7 +870,7 @@ class _Pass:
         elif _LOCAL_SCOPE.search(statement):
             # "let's use a dict here": a choice about the code in front of us.
             conf = min(conf, C_DECISION_LOCAL)
-        if _content_words(statement) < 1:
+        if _content_words(statement) < MIN_OBJECT_WORDS:
             return None
         body = f"Decision: {statement}"
         if old:
@@ -1050,7 +1064,7 @@ class _Pass:
         bare = _finish(statement)
         # "TODO: handle pagination ..." keeps its label in the text.
         text = f"{prefix}: {bare}" if statement is not core else bare
-        if _content_words(bare) < 2:
+        if _content_words(bare) < MIN_STATEMENT_WORDS:
             return None
         return _Draft(
             kind,
@@ -1104,7 +1118,7 @@ class _Pass:
             goal = m2.group("goal").strip()
             steps = f"{m2.group('verb').lower()} {m2.group('cmd')}"
         goal = goal.rstrip(" .")
-        if _content_words(goal) < 1 or re.match(
+        if _content_words(goal) < MIN_OBJECT_WORDS or re.match(
             r"(?i)(?:do|fix|be|make)\s+(?:this|that|it)\b", goal
         ):
             return None
@@ -1155,7 +1169,7 @@ class _Pass:
         if self.open:
             # Explanations given while the bug is still open may be the root cause.
             for s in sentences:
-                if _CAUSE.search(s.text) and len(self.notes) < 6:
+                if _CAUSE.search(s.text) and len(self.notes) < MAX_CAUSE_NOTES:
                     self.notes.append((e.pos, s.text))
         self.proposals = []
         self.options = {}
@@ -1202,7 +1216,7 @@ class _Pass:
         m = _OPTION_LINE.match(s.text.strip())
         if m and (s.list_item or s.text.lower().startswith("option")):
             label = m.group("label").upper()
-            if label not in self.options and len(self.options) < 10:
+            if label not in self.options and len(self.options) < MAX_OPTIONS:
                 self.options[label] = (m.group("text").strip(), e.pos)
                 self.option_order.append(label)
         elif s.text.lower().startswith("option "):
@@ -1229,7 +1243,11 @@ class _Pass:
         # ("I'd suggest", "we could"). "I'll use grep to find it" followed by the
         # user's "ok" is no decision.
         tentative = bool(_TENTATIVE.search(core)) or bool(reason)
-        if tentative and _content_words(statement) >= 1 and len(self.proposals) < 5:
+        if (
+            tentative
+            and _content_words(statement) >= MIN_OBJECT_WORDS
+            and len(self.proposals) < MAX_PROPOSALS
+        ):
             self.proposals.append(_Proposal(statement.rstrip(".!,"), reason, core, e.pos))
 
     # ---------------------------------------------------------------- tools
@@ -1340,7 +1358,7 @@ class _Pass:
             for i, s in enumerate(sentences):
                 if len(s.text) > MAX_SENTENCE:
                     continue
-                if _content_words(s.text) < 3:
+                if _content_words(s.text) < MIN_EXPLANATION_WORDS:
                     continue  # "Fixed." says nothing a later reader could use
                 if not cause and _CAUSE.search(s.text):
                     cause = s.text
@@ -1520,7 +1538,10 @@ class _Pass:
             sentences = [s.text for s in _segment(e.content) if not s.text.startswith("`")]
             d.goal = _clip(" ".join(sentences[:2]) or e.content, 200)
             d.goal_id = e.id
-        elif e.type == "response" and _content_words(e.content[:2_000]) >= 3:
+        elif (
+            e.type == "response"
+            and _content_words(e.content[:CHITCHAT_READ]) >= MIN_EXPLANATION_WORDS
+        ):
             sentences = [s.text for s in _segment(e.content)[:2]]
             d.outcome = _clip(" ".join(sentences), 300)
             d.outcome_id = e.id
@@ -1528,7 +1549,10 @@ class _Pass:
             action = self.action_at.get(e.pos)
             if action is None or action.kind != "shell" or action.stage is None:
                 return
-            if len(d.commands) < 40 or _display_command(action.command) in d.commands:
+            if (
+                len(d.commands) < MAX_DIGEST_COMMANDS
+                or _display_command(action.command) in d.commands
+            ):
                 d.commands[_display_command(action.command)] = action.ok
             if action.ok and action.stage in _VERIFY_STAGES and d.edits:
                 d.verified = True
@@ -1540,7 +1564,11 @@ class _Pass:
             if action.kind == "edit":
                 d.edits += 1
                 for f in action.files:
-                    if len(d.files) < 200:
+                    if len(d.files) < MAX_DIGEST_FILES:
                         d.files[f] = None
-            elif action.kind == "shell" and action.stage is not None and len(d.commands) < 40:
+            elif (
+                action.kind == "shell"
+                and action.stage is not None
+                and len(d.commands) < MAX_DIGEST_COMMANDS
+            ):
                 d.commands.setdefault(_display_command(action.command), None)

@@ -7,7 +7,17 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 
-from lexmem.capture.extract.thresholds import MAX_OUT, MAX_TEXT, TITLE_LIMIT
+from lexmem.capture.extract.thresholds import (
+    AFFIRMATION_MAX_WORDS,
+    AFFIRMATION_READ,
+    CHITCHAT_MAX_WORDS,
+    CHITCHAT_READ,
+    MAX_CODE_LINES,
+    MAX_OUT,
+    MAX_SENTENCES,
+    MAX_TEXT,
+    TITLE_LIMIT,
+)
 
 __all__ = ["TRIGGER_PATTERNS", "is_chitchat", "trigger_phrases"]
 
@@ -101,7 +111,7 @@ def is_chitchat(text: str) -> bool:
     """
     if not text or not text.strip():
         return True
-    norm = _norm_quotes(text.strip()[:2_000]).lower()
+    norm = _norm_quotes(text.strip()[:CHITCHAT_READ]).lower()
     if trigger_phrases(norm):
         return False
     words = _WORD.findall(norm)
@@ -109,13 +119,13 @@ def is_chitchat(text: str) -> bool:
         return True  # emoji, punctuation, numbers only
     if _META_QUESTION.match(norm.strip(" .!")):
         return True
-    return len(words) <= 12 and all(w in _FILLER for w in words)
+    return len(words) <= CHITCHAT_MAX_WORDS and all(w in _FILLER for w in words)
 
 
 def _is_affirmation(text: str) -> bool:
     """A short yes (confirms the agent's proposal), without a "but" or "instead"."""
-    norm = _norm_quotes(text.strip()[:400]).lower()
-    if not _AFFIRM.match(norm) or len(_WORD.findall(norm)) > 14:
+    norm = _norm_quotes(text.strip()[:AFFIRMATION_READ]).lower()
+    if not _AFFIRM.match(norm) or len(_WORD.findall(norm)) > AFFIRMATION_MAX_WORDS:
         return False
     return not _NEGATION.search(norm)
 
@@ -355,7 +365,7 @@ def _segment(text: str) -> list[_Sentence]:
             in_code = not in_code
             continue
         if in_code:
-            if len(code) < 40:
+            if len(code) < MAX_CODE_LINES:
                 code.append(line)
             continue
         if not line.strip():
@@ -379,7 +389,7 @@ def _segment(text: str) -> list[_Sentence]:
         rest = guarded[start:].strip()
         if rest:
             out.append(_Sentence(_restore(rest, saved), item))
-        if len(out) > 400:
+        if len(out) > MAX_SENTENCES:
             break
     return out
 

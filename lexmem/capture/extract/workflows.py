@@ -17,6 +17,10 @@ from lexmem.capture.extract.thresholds import (
     C_WORKFLOW_REPORTED,
     C_WORKFLOW_SPECIFIC,
     TITLE_LIMIT,
+    WORKFLOW_MIN_NAMED_SHARE,
+    WORKFLOW_MIN_REPEATS,
+    WORKFLOW_MIN_STAGES,
+    WORKFLOW_REPEAT_STAGES,
 )
 from lexmem.capture.extract.tools import (
     _Action,
@@ -133,7 +137,8 @@ def _workflow(
     if not steps:
         return None
     known = [s for s in steps if s.stage != "other"]
-    if len(known) < opts.min_actions_for_pattern or len(known) * 2 < len(steps):
+    named_share = len(known) / len(steps)
+    if len(known) < opts.min_actions_for_pattern or named_share < WORKFLOW_MIN_NAMED_SHARE:
         return None  # too few, or mostly actions we cannot name: not a procedure
     # Keep each stage's last occurrence: after "test, edit, test" the procedure is
     # "edit, test". A failed step that was later repeated successfully disappears too.
@@ -149,7 +154,7 @@ def _workflow(
     ]
     stages = [s.stage for s in ordered]
     lifecycle = set(stages) - {"edit", "run", "other"}
-    if len(set(stages)) < min(3, opts.min_actions_for_pattern) or not lifecycle:
+    if len(set(stages)) < min(WORKFLOW_MIN_STAGES, opts.min_actions_for_pattern) or not lifecycle:
         return None
     goal = _GOAL.get(stages[-1], "make a change")
     where = ""
@@ -174,13 +179,13 @@ def _workflow(
     # Repetition: the last three stages seen twice in the window.
     full = [s.stage for s in known]
     collapsed = [st for i, st in enumerate(full) if i == 0 or full[i - 1] != st]
-    tri = tuple(stages[-3:])
+    tri = tuple(stages[-WORKFLOW_REPEAT_STAGES:])
     repeats = sum(
         1 for i in range(len(collapsed) - len(tri) + 1) if tuple(collapsed[i : i + len(tri)]) == tri
     )
     if reported:
         conf = C_WORKFLOW_REPORTED
-    elif repeats >= 2:
+    elif repeats >= WORKFLOW_MIN_REPEATS:
         conf = C_WORKFLOW_REPEATED
     elif any(_SPECIFIC_COMMAND.match(s.shown) for s in ordered):
         conf = C_WORKFLOW_SPECIFIC
