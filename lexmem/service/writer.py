@@ -809,6 +809,8 @@ class CaptureService:
             f"{speaker[e['event_type']]}: {redact(e['content']).text.strip()}" for e in talk
         )
         ids = tuple(e["event_id"] for e in talk)
+        said = {e.get("speaker") or "" for e in talk}  # one speaker said it all, or none
+        one = {"speaker": said.pop()} if len(said) == 1 and "" not in said else {}
         try:
             found_by_llm = llm.extract(
                 conversation, turns=sum(e["event_type"] == "prompt" for e in talk)
@@ -832,7 +834,7 @@ class CaptureService:
                 kind=kind, title=make_title(x.content), text=x.content, type=x.type,
                 confidence=round(x.confidence, 4), source=MemorySource.CONVERSATION, event_ids=ids,
                 project=project, session_id=session_id, trigger=bool(trigger_phrases(x.content)),
-                rule="llm-extraction", metadata={"candidate_kind": str(kind), "reinforce": False},
+                rule="llm-extraction", metadata={"candidate_kind": str(kind), "reinforce": False, **one},
             ))  # fmt: skip
         return out
 
@@ -1014,7 +1016,11 @@ class CaptureService:
                     capture_mode=mode,
                     user_id=self.lm.settings.store.user_id,
                     learning_context=f"captured by {cand.rule} from session {session_id}",
-                    metadata={"candidate_kind": str(cand.kind), "event_ids": list(cand.event_ids)},
+                    metadata={
+                        "candidate_kind": str(cand.kind),
+                        "event_ids": list(cand.event_ids),
+                        **_speaker_of(cand),
+                    },
                 ),
                 explicit_type=cand.type,
             )
@@ -1283,6 +1289,13 @@ class CaptureService:
         observer.daemon = True
         observer.start()
         return observer
+
+
+def _speaker_of(cand: Candidate) -> dict[str, str]:
+    """``{"speaker": ...}`` for a memory drawn from one speaker's turns (the extractor says
+    who in the candidate's metadata); empty when no single speaker said them."""
+    speaker = cand.metadata.get("speaker")
+    return {"speaker": speaker} if isinstance(speaker, str) and speaker else {}
 
 
 def _words(text: str) -> frozenset[str]:

@@ -42,7 +42,9 @@ class Candidate:
     capture mode's threshold. ``trigger`` says an explicit trigger phrase (seed 000's
     ``MemoryTriggerPatterns``) was present, which should boost salience;
     ``metadata["reinforce"]`` asks for the same boost for corrections. ``event_ids``
-    name the events the candidate was drawn from, in session order.
+    name the events the candidate was drawn from, in session order;
+    ``metadata["speaker"]`` says who said their conversation turns, when one speaker
+    said them all (the writer keeps it on the memory).
     """
 
     kind: CandidateKind

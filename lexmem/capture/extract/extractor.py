@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import re
 from collections import OrderedDict
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 from typing import Any
@@ -156,6 +156,9 @@ class Extractor:
                 "reinforce", d.kind in (CandidateKind.CORRECTION, CandidateKind.EXPLICIT)
             )
             meta["turn"] = d.turn
+            speaker = _one_speaker(evs[i] for i in d.ids if i < len(evs))
+            if speaker:
+                meta["speaker"] = speaker
             if anchor is not None:
                 meta["agent"] = anchor.agent
                 if anchor.ts is not None:
@@ -381,6 +384,14 @@ class Extractor:
     def confirmations(events: Sequence[Mapping[str, Any]]) -> list[tuple[str, str]]:
         """See :func:`confirmations`."""
         return confirmations(events)
+
+
+def _one_speaker(events: Iterable[_Event]) -> str:
+    """The speaker of these events' conversation turns when one person (or agent) said
+    them all; "" when turns have different speakers, or one has none, or there are no
+    turns (tool activity is said by no one)."""
+    said = {e.speaker for e in events if e.type in ("prompt", "response")}
+    return next(iter(said)) if len(said) == 1 else ""
 
 
 def _sort_time(ts: datetime) -> float:

@@ -29,6 +29,7 @@ class _Event:
     agent: str
     content: str
     meta: Mapping[str, Any]
+    speaker: str = ""  # who said a conversation turn, when the event says
 
 
 def _as_text(value: Any) -> str:
@@ -67,6 +68,7 @@ def _event(raw: Mapping[str, Any], pos: int) -> _Event:
         agent=str(raw.get("agent") or "generic"),
         content=_as_text(raw.get("content")),
         meta=meta if isinstance(meta, Mapping) else {},
+        speaker=str(raw.get("speaker") or ""),
     )
 
 
