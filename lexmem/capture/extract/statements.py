@@ -72,7 +72,6 @@ from lexmem.capture.extract.thresholds import (
     C_RISK_USER,
     C_TEMPORARY,
     C_TRIGGER_PREF,
-    CHITCHAT_READ,
     CLASSIFIER_SURE,
     MAX_AGENT_TEXTS,
     MAX_CAUSE_NOTES,
@@ -90,6 +89,7 @@ from lexmem.capture.extract.thresholds import (
     MIN_OBJECT_WORDS,
     MIN_STATEMENT_WORDS,
     OPTION_REF_MAX_WORDS,
+    SHORT_READ,
     TITLE_LIMIT,
 )
 from lexmem.capture.extract.tools import (
@@ -108,6 +108,9 @@ from lexmem.capture.extract.workflows import _Step, _steps_of_action, _time_grou
 from lexmem.models import MemorySource, MemoryType
 
 __all__ = ()  # nothing public: the underscored names are for this package's modules
+
+
+# ------------------------------------------------------------------- drafts
 
 
 @dataclass(slots=True)
@@ -1539,8 +1542,7 @@ class _Pass:
             d.goal = _clip(" ".join(sentences[:2]) or e.content, 200)
             d.goal_id = e.id
         elif (
-            e.type == "response"
-            and _content_words(e.content[:CHITCHAT_READ]) >= MIN_EXPLANATION_WORDS
+            e.type == "response" and _content_words(e.content[:SHORT_READ]) >= MIN_EXPLANATION_WORDS
         ):
             sentences = [s.text for s in _segment(e.content)[:2]]
             d.outcome = _clip(" ".join(sentences), 300)

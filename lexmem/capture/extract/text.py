@@ -11,11 +11,11 @@ from lexmem.capture.extract.thresholds import (
     AFFIRMATION_MAX_WORDS,
     AFFIRMATION_READ,
     CHITCHAT_MAX_WORDS,
-    CHITCHAT_READ,
     MAX_CODE_LINES,
     MAX_OUT,
     MAX_SENTENCES,
     MAX_TEXT,
+    SHORT_READ,
     TITLE_LIMIT,
 )
 
@@ -111,7 +111,7 @@ def is_chitchat(text: str) -> bool:
     """
     if not text or not text.strip():
         return True
-    norm = _norm_quotes(text.strip()[:CHITCHAT_READ]).lower()
+    norm = _norm_quotes(text.strip()[:SHORT_READ]).lower()
     if trigger_phrases(norm):
         return False
     words = _WORD.findall(norm)

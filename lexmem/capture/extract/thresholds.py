@@ -23,7 +23,6 @@ __all__ = [
     "AFFIRMATION_READ",
     "ASSIST_THRESHOLD",
     "CHITCHAT_MAX_WORDS",
-    "CHITCHAT_READ",
     "CLASSIFIER_SURE",
     "C_CONFIG",
     "C_CONFIG_NOOP",
@@ -99,6 +98,7 @@ __all__ = [
     "MODE_THRESHOLDS",
     "OPTION_REF_MAX_WORDS",
     "PATTERN_WINDOW_MINUTES",
+    "SHORT_READ",
     "TITLE_LIMIT",
     "WORKFLOW_MIN_NAMED_SHARE",
     "WORKFLOW_MIN_REPEATS",
@@ -209,9 +209,11 @@ C_HANDOFF_THIN = 0.35
 # ------------------------------------------------------------ rule thresholds
 
 # A message of at most this many words, all filler ("ok thanks", "great job"), is
-# chit-chat; only its first CHITCHAT_READ characters are read.
+# chit-chat.
 CHITCHAT_MAX_WORDS = 12
-CHITCHAT_READ = 2_000
+# How much of a message is read to tell whether it is chit-chat, or whether a response
+# says enough to stand as the session's outcome.
+SHORT_READ = 2_000
 # A reply of at most this many words that starts with a yes ("sounds good") confirms the
 # agent's proposal; only its first AFFIRMATION_READ characters are read.
 AFFIRMATION_MAX_WORDS = 14

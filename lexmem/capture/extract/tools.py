@@ -17,6 +17,9 @@ from lexmem.capture.extract.thresholds import MAX_RESULT_HEAD, MAX_RESULT_TAIL, 
 __all__ = ()  # nothing public: the underscored names are for this package's modules
 
 
+# -------------------------------------------------------------------- events
+
+
 @dataclass(slots=True)
 class _Event:
     pos: int

@@ -34,6 +34,9 @@ from lexmem.capture.extract.tools import (
 
 __all__ = ()  # nothing public: the underscored names are for this package's modules
 
+
+# -------------------------------------------------------------- stage names
+
 _STEP_PHRASE = {
     "test": "run the tests",
     "lint": "run the linter",
