@@ -291,6 +291,7 @@ _SECTIONS: dict[str, dict[str, Any]] = {
     "capture": {
         "mode": "assist", "project_modes": {}, "optout": [], "allow_paths": [],
         "window_turns": 6, "abandon_after_minutes": 120, "watch": [], "paused_until": "",
+        "user_name": "",
     },
     "context": {"digest_bytes": 6144},
     "llm": {
@@ -301,16 +302,18 @@ _SECTIONS: dict[str, dict[str, Any]] = {
 
 
 class CaptureRules:
-    """What the hook applies of ``[capture]``: the mode, per-project modes, opt-outs and
-    allowed paths (the same names and meaning as in :class:`CaptureSettings`)."""
+    """What the hook applies of ``[capture]``: the mode, per-project modes, opt-outs,
+    allowed paths and the user's name (the same names and meaning as in
+    :class:`CaptureSettings`)."""
 
-    __slots__ = ("allow_paths", "mode", "optout", "paused_until", "project_modes")
+    __slots__ = ("allow_paths", "mode", "optout", "paused_until", "project_modes", "user_name")
 
     mode: str
     project_modes: dict[str, str]
     optout: list[str]
     allow_paths: list[str]
     paused_until: str
+    user_name: str
 
     def __init__(
         self,
@@ -319,8 +322,10 @@ class CaptureRules:
         optout: list[str] | None = None,
         allow_paths: list[str] | None = None,
         paused_until: str = "",
+        user_name: str = "",
     ) -> None:
         self.paused_until = paused_until
+        self.user_name = user_name
         self.mode = mode
         self.project_modes = {} if project_modes is None else project_modes
         self.optout = [] if optout is None else optout
@@ -330,7 +335,7 @@ class CaptureRules:
         return (
             f"CaptureRules(mode={self.mode!r}, project_modes={self.project_modes!r}, "
             f"optout={self.optout!r}, allow_paths={self.allow_paths!r}, "
-            f"paused_until={self.paused_until!r})"
+            f"paused_until={self.paused_until!r}, user_name={self.user_name!r})"
         )
 
 
@@ -480,6 +485,7 @@ def load_capture_rules(paths: Paths) -> CaptureRules:
         optout=capture.get("optout"),
         allow_paths=capture.get("allow_paths"),
         paused_until=capture.get("paused_until", ""),
+        user_name=capture.get("user_name", ""),
     )
 
 

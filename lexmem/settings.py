@@ -90,6 +90,8 @@ class CaptureSettings:
     watch: list[str] = field(default_factory=list)
     # Automatic capture paused until this UTC time ("YYYY-MM-DDTHH:MM:SSZ"; "" = not paused).
     paused_until: str = ""
+    # Your name as the speaker of your turns in agent sessions ("" = your login name).
+    user_name: str = ""
 
 
 @dataclass(slots=True)

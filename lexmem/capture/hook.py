@@ -5,8 +5,11 @@
                                   ``notify`` form with one JSON argument
     lexmem-hook event             seed 003's generic event contract on stdin
 
-It turns the payload into inbox events and returns. It never fails or stalls the
-agent: whatever goes wrong, it exits 0 and writes one line to ``logs/hook.log``.
+It turns the payload into inbox events and returns. A conversation turn records who said
+it (``speaker``): a prompt is the person's (``[capture] user_name``, else the login name),
+a response the agent's ("Claude", "Codex"); a generic event keeps the speaker it names.
+It never fails or stalls the agent: whatever goes wrong, it exits 0 and writes one line
+to ``logs/hook.log``.
 Before anything touches disk it honours opt-out (a ``.lexmem-optout`` file in the
 repository or any parent, or the repository in the settings' opt-out list), the
 capture mode and the allowed paths, and it redacts secrets. On SessionStart it
@@ -114,6 +117,8 @@ _META_KEYS = ("permission_mode", "turn_id", "model", "source", "reason", "trigge
 _DESCRIBE_KEYS = ("command", "file_path", "path", "notebook_path", "url", "pattern", "query",
                   "prompt")  # fmt: skip
 _STATUS_KEYS = ("exit_code", "exitCode", "returncode", "interrupted", "is_error", "success")
+# Who says an agent's responses (the ``speaker`` of its response events).
+AGENT_NAMES = {"claude": "Claude", "codex": "Codex"}
 
 
 def _payload_paths(adapter: str, payload: Mapping[str, Any], cwd: str | None) -> list[str]:
@@ -555,9 +560,14 @@ _GENERIC_ID_NAMESPACE = "5c1d0b3e-3f0e-4b5e-9a59-6c65786d656d"  # uuid5 namespac
 
 
 def events_from_hook(
-    payload: Mapping[str, Any], agent: str, redactor: _Redactor | None = None
+    payload: Mapping[str, Any],
+    agent: str,
+    redactor: _Redactor | None = None,
+    *,
+    user: str | None = None,
 ) -> list[dict[str, Any]]:
-    """Claude Code (and Codex hook) payloads to inbox events, redacted."""
+    """Claude Code (and Codex hook) payloads to inbox events, redacted. ``user``: the
+    person's name, the speaker of their prompts (None: their login name)."""
     r = redactor if redactor is not None else _Redactor()
     name = payload.get("hook_event_name")
     event_type = CLAUDE_EVENTS.get(name) if isinstance(name, str) else None
@@ -565,6 +575,7 @@ def events_from_hook(
         return []
     session = r.ident("session_id", payload.get("session_id")) or f"{agent}-unknown"
     cwd = r.ident("cwd", payload.get("cwd"))
+    speaker = _speaker(event_type, agent, user, r)
     raw: dict[str, Any] = {key: payload[key] for key in _META_KEYS if payload.get(key) is not None}
     if event_type in ("tool_call", "tool_result"):
         raw["tool_name"] = str(payload.get("tool_name") or "tool")
@@ -627,14 +638,42 @@ def events_from_hook(
             agent=agent,
             cwd=cwd,
             metadata=meta,
+            speaker=speaker,
         )
     ]
 
 
+def _speaker(event_type: str, agent: str, user: str | None, r: _Redactor) -> str | None:
+    """Who said a conversation turn, redacted: the person for a prompt, the agent by name
+    for a response; None for any other event."""
+    if event_type == "prompt":
+        return r.ident("speaker", user or _login_name())
+    if event_type == "response":
+        return r.ident("speaker", AGENT_NAMES.get(agent, agent))
+    return None
+
+
+def _login_name() -> str:
+    """The user's login name, found as ``getpass.getuser()`` finds it (the environment,
+    then the password database), without importing ``getpass`` (it loads ``contextlib``
+    and ``warnings``); "" when there is none."""
+    for key in ("LOGNAME", "USER", "LNAME", "USERNAME"):
+        name = os.environ.get(key)
+        if name:
+            return name
+    try:
+        import pwd  # not on Windows, where USERNAME is set
+
+        return pwd.getpwuid(os.getuid()).pw_name
+    except (ImportError, KeyError, OSError):
+        return ""
+
+
 def events_from_codex_notify(
-    payload: Mapping[str, Any], redactor: _Redactor | None = None
+    payload: Mapping[str, Any], redactor: _Redactor | None = None, *, user: str | None = None
 ) -> list[dict[str, Any]]:
-    """The older Codex ``notify`` program form: one agent-turn-complete object."""
+    """The older Codex ``notify`` program form: one agent-turn-complete object. ``user``:
+    as for :func:`events_from_hook`."""
     r = redactor if redactor is not None else _Redactor()
     if payload.get("type") != "agent-turn-complete":
         return []
@@ -652,7 +691,8 @@ def events_from_codex_notify(
     for event_type, text in (("prompt", prompt), ("response", answer)):
         if text.strip():
             out.append(make_event(event_type, _clip(text, MAX_CONTENT_CHARS), session_id=session,
-                                  agent="codex", cwd=cwd, metadata=meta))  # fmt: skip
+                                  agent="codex", cwd=cwd, metadata=meta,
+                                  speaker=_speaker(event_type, "codex", user, r)))  # fmt: skip
     return out
 
 
@@ -705,6 +745,8 @@ def events_from_generic(
     clean["agent"] = r.ident("agent", event["agent"]) or "generic"
     clean["project"] = r.ident("project", event.get("project"))
     clean["cwd"] = r.ident("cwd", event.get("cwd"))
+    if event.get("speaker") is not None:  # who said it, when the wrapper knows
+        clean["speaker"] = r.ident("speaker", event["speaker"])
     clean["content"] = r.text(event["content"], MAX_CONTENT_CHARS)
     clean["metadata"] = r.obj(event["metadata"], MAX_META_CHARS, each=True, key="metadata")
     rest = {k: v for k, v in event.items() if k not in clean}  # "v", and what else was sent
@@ -717,14 +759,19 @@ def _events(
     payload: Mapping[str, Any],
     project: str | None = None,
     deadline: float | None = None,
+    user: str | None = None,
 ) -> tuple[list[dict[str, Any]], str | None]:
     """The events a payload makes, redacted by ``deadline``, and the problem to log when it
-    makes none it should, or when what it holds could not be checked in time."""
+    makes none it should, or when what it holds could not be checked in time. ``user``:
+    the person's name, the speaker of their prompts (None: their login name)."""
     name = payload.get("hook_event_name")
     if adapter == "event":
         build: Any = events_from_generic
     elif adapter == "codex" and "hook_event_name" not in payload and "type" in payload:
-        build = events_from_codex_notify  # other notify types carry no turn
+
+        def build(payload: Mapping[str, Any], r: _Redactor) -> list[dict[str, Any]]:
+            return events_from_codex_notify(payload, r, user=user)  # other types carry no turn
+
     elif isinstance(name, str) and name in IGNORED_EVENTS:
         return [], None
     elif not (isinstance(name, str) and name in CLAUDE_EVENTS):
@@ -732,7 +779,7 @@ def _events(
     else:
 
         def build(payload: Mapping[str, Any], r: _Redactor) -> list[dict[str, Any]]:
-            return events_from_hook(payload, adapter, r)
+            return events_from_hook(payload, adapter, r, user=user)
 
     r = _Redactor(deadline)
     armed = _arm(deadline - time.monotonic()) if deadline is not None else None
@@ -789,6 +836,7 @@ def _dropped(adapter: str, payload: Mapping[str, Any], r: _Redactor) -> dict[str
         metadata=meta,
         event_id=kept.get("event_id"),
         timestamp=kept.get("timestamp"),
+        speaker=kept.get("speaker"),
     )
     event["project"] = kept.get("project")
     return event
@@ -979,7 +1027,9 @@ def _run(
     if capture is None:
         log.write(f"settings unreadable, nothing captured: {settings_error}")
         return
-    events, problem = _events(adapter, payload, project, started + HOOK_BUDGET_SECONDS)
+    events, problem = _events(
+        adapter, payload, project, started + HOOK_BUDGET_SECONDS, capture.user_name or None
+    )
     for note in [*notes, problem]:
         if note:
             log.write(note)

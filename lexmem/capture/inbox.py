@@ -7,7 +7,9 @@ renamed into place, so it is either wholly there or absent. The folder is 0700
 and each file 0600: the file system is the access control (there is no socket).
 
 Events follow seed 003's contract (session_id, event_id, event_type, timestamp,
-content, metadata) extended with the agent, the project and the working folder.
+content, metadata) extended with the agent, the project and the working folder, and,
+for a conversation turn, its speaker (who said it: the person, or the agent by name;
+optional, and absent from events written before it existed).
 Producers redact before they write: nothing here ever sees a raw secret.
 """
 
@@ -94,9 +96,10 @@ def make_event(
     metadata: Mapping[str, Any] | None = None,
     event_id: str | None = None,
     timestamp: str | None = None,
+    speaker: str | None = None,
 ) -> dict[str, Any]:
-    """A well-formed event dictionary (not yet written)."""
-    return {
+    """A well-formed event dictionary (not yet written); ``speaker`` only when given."""
+    event: dict[str, Any] = {
         "v": EVENT_VERSION,
         "event_id": event_id or new_event_id(),
         "session_id": session_id or f"{agent}-adhoc",
@@ -108,6 +111,9 @@ def make_event(
         "content": content,
         "metadata": dict(metadata or {}),
     }
+    if speaker is not None:
+        event["speaker"] = speaker
+    return event
 
 
 # lexmem's namespace for derived ids (version 5 UUIDs).
@@ -150,7 +156,7 @@ def validate_event(data: Any) -> dict[str, Any]:
         raise BadEvent("field 'content' must be a string")
     if not isinstance(data.get("metadata", {}), dict):
         raise BadEvent("field 'metadata' must be an object")
-    for key in ("project", "cwd", "agent"):
+    for key in ("project", "cwd", "agent", "speaker"):
         if data.get(key) is not None and not isinstance(data[key], str):
             raise BadEvent(f"field {key!r} must be a string or null")
     data.setdefault("content", "")

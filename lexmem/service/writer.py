@@ -35,6 +35,7 @@ from datetime import datetime, timedelta
 from typing import TYPE_CHECKING, Any
 
 from lexmem.capture.extract import Candidate, Extractor, confirmations
+from lexmem.capture.extract.thresholds import MODE_THRESHOLDS
 from lexmem.capture.inbox import BadEvent, Inbox, derived_id
 from lexmem.capture.policy import (
     DROPPED,
@@ -104,8 +105,6 @@ def redacted_event(event: dict[str, Any]) -> dict[str, Any]:
 _EVENT_IDS = frozenset(("v", "event_id", "session_id", "event_type", "timestamp", "agent"))
 
 
-# assist keeps seed 000's MinExtractionConfidence (0.7) and up; full goes down to 0.5.
-THRESHOLDS = {"assist": 0.7, "full": 0.5}
 DEDUPE_WINDOW = timedelta(days=30)
 NEAR_DUPLICATE = {"assist": 0.90, "full": 0.86}  # full mode dedupes more strictly
 REJECTED_NEAR = 0.92  # as close as this to a rejected memory: the same candidate again
@@ -810,6 +809,8 @@ class CaptureService:
             f"{speaker[e['event_type']]}: {redact(e['content']).text.strip()}" for e in talk
         )
         ids = tuple(e["event_id"] for e in talk)
+        said = {e.get("speaker") or "" for e in talk}  # one speaker said it all, or none
+        one = {"speaker": said.pop()} if len(said) == 1 and "" not in said else {}
         try:
             found_by_llm = llm.extract(
                 conversation, turns=sum(e["event_type"] == "prompt" for e in talk)
@@ -833,7 +834,7 @@ class CaptureService:
                 kind=kind, title=make_title(x.content), text=x.content, type=x.type,
                 confidence=round(x.confidence, 4), source=MemorySource.CONVERSATION, event_ids=ids,
                 project=project, session_id=session_id, trigger=bool(trigger_phrases(x.content)),
-                rule="llm-extraction", metadata={"candidate_kind": str(kind), "reinforce": False},
+                rule="llm-extraction", metadata={"candidate_kind": str(kind), "reinforce": False, **one},
             ))  # fmt: skip
         return out
 
@@ -949,7 +950,7 @@ class CaptureService:
             report.skipped += len(dropped)
             return report
         mode = capture_mode(project, self.settings)
-        threshold = THRESHOLDS.get(mode, 1.1)
+        threshold = MODE_THRESHOLDS.get(mode, 1.1)
         audit: list[AuditEntry] = []
         keep: list[tuple[Candidate, str]] = []
         for cand in candidates:
@@ -1015,7 +1016,11 @@ class CaptureService:
                     capture_mode=mode,
                     user_id=self.lm.settings.store.user_id,
                     learning_context=f"captured by {cand.rule} from session {session_id}",
-                    metadata={"candidate_kind": str(cand.kind), "event_ids": list(cand.event_ids)},
+                    metadata={
+                        "candidate_kind": str(cand.kind),
+                        "event_ids": list(cand.event_ids),
+                        **_speaker_of(cand),
+                    },
                 ),
                 explicit_type=cand.type,
             )
@@ -1284,6 +1289,13 @@ class CaptureService:
         observer.daemon = True
         observer.start()
         return observer
+
+
+def _speaker_of(cand: Candidate) -> dict[str, str]:
+    """``{"speaker": ...}`` for a memory drawn from one speaker's turns (the extractor says
+    who in the candidate's metadata); empty when no single speaker said them."""
+    speaker = cand.metadata.get("speaker")
+    return {"speaker": speaker} if isinstance(speaker, str) and speaker else {}
 
 
 def _words(text: str) -> frozenset[str]:
