@@ -20,6 +20,7 @@ import stat
 import sys
 from pathlib import Path
 
+from lexmem.base import atomic_write
 from lexmem.errors import ConfigError, DataFolderError
 
 # The hook imports this module on every call, so it imports nothing slow at module
@@ -218,7 +219,7 @@ def read_location(environ: Mapping[str, str] | None = None) -> Path | None:
 
 
 def write_location(home: Path | None, environ: Mapping[str, str] | None = None) -> None:
-    """Point lexmem at ``home`` (atomically: temporary file, fsync, rename), or remove the
+    """Point lexmem at ``home`` (atomically: :func:`~lexmem.base.atomic_write`), or remove the
     pointer (``None``: the platform folder again)."""
     target = location_file(environ)
     if home is None:
@@ -229,17 +230,11 @@ def write_location(home: Path | None, environ: Mapping[str, str] | None = None) 
         return
     if not home.is_absolute():
         raise ConfigError(f"the data folder must be an absolute path, not {home}", path=str(target))
-    tmp = target.with_name(f".{target.name}.{os.getpid()}.tmp")
     with secure_umask():
         try:
             target.parent.mkdir(mode=DIR_MODE, parents=True, exist_ok=True)
-            with open(tmp, "w", encoding="utf-8") as fh:
-                fh.write(f"{home}\n")
-                fh.flush()
-                os.fsync(fh.fileno())
-            os.replace(tmp, target)
+            atomic_write(target, f"{home}\n", mode=FILE_MODE)
         except OSError as exc:
-            tmp.unlink(missing_ok=True)
             raise ConfigError(f"cannot write ({exc.strerror})", path=str(target)) from exc
 
 

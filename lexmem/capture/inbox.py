@@ -19,6 +19,7 @@ import re
 import time
 from pathlib import Path
 
+from ..base import atomic_write
 from ..errors import InvalidInputError
 
 # The hook imports this module: no ``typing``, ``uuid`` (it pulls in ``platform``),
@@ -159,25 +160,6 @@ def validate_event(data: Any) -> dict[str, Any]:
     return data
 
 
-def _write_atomic(tmp: Path, final: Path, data: bytes, mode_flag: int) -> None:
-    """Write ``data`` to ``tmp`` (0600), flush, sync, rename to ``final``: the file is
-    wholly there or absent. On any failure the temporary file goes, and the error is
-    raised on."""
-    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | mode_flag, 0o600)
-    try:
-        with os.fdopen(fd, "wb") as fh:
-            fh.write(data)
-            fh.flush()
-            os.fsync(fh.fileno())
-        os.replace(tmp, final)
-    except BaseException:
-        import contextlib  # only here: the hook's every call would pay for it
-
-        with contextlib.suppress(OSError):
-            tmp.unlink()
-        raise
-
-
 class Inbox:
     """The spool folder (``<data>/inbox``) and its quarantine.
 
@@ -235,8 +217,9 @@ class Inbox:
         # Names sort in arrival order: nanoseconds first, then the event id.
         name = f"{time.time_ns():020d}-{event['event_id']}.json"
         final = self.folder / name
-        tmp = self.folder / f".tmp-{event['event_id']}-{os.getpid()}"
-        _write_atomic(tmp, final, data, os.O_EXCL)
+        # The temporary name is hidden (no reader takes it for an event) and starts with
+        # ".tmp-", which :meth:`sweep` knows.
+        atomic_write(final, data, tmp_prefix=f".tmp-{event['event_id']}-")
         return final
 
     def pending(self) -> list[Path]:
@@ -330,8 +313,7 @@ class Inbox:
         ).encode("utf-8", errors="replace")
         # Written aside and renamed, as events are: a full disk leaves no half a copy
         # (the bad file stays in the inbox and is moved on the next drain).
-        tmp = self.quarantine / f".tmp-{target.name}-{os.getpid()}"
-        _write_atomic(tmp, target, body, os.O_TRUNC)
+        atomic_write(target, body, tmp_prefix=f".tmp-{target.name}-")
         self.remove(path)
         return target
 
