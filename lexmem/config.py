@@ -20,7 +20,7 @@ import stat
 import sys
 from pathlib import Path
 
-from lexmem.base import atomic_write
+from lexmem.base import Frozen, atomic_write
 from lexmem.errors import ConfigError, DataFolderError
 
 # The hook imports this module on every call, so it imports nothing slow at module
@@ -57,12 +57,11 @@ DIR_MODE = 0o700
 FILE_MODE = 0o600
 
 
-class Paths:
+class Paths(Frozen):
     """Every place lexmem reads or writes, derived from one data folder.
 
-    A frozen value class with one field, ``home``, written by hand with the surface
-    of ``@dataclass(frozen=True, slots=True)`` (equality, hash, repr, ``match``,
-    copy and pickle) so that the hook need not import ``dataclasses``.
+    A frozen value class with one field, ``home`` (:class:`~lexmem.base.Frozen`: the
+    surface of ``@dataclass(frozen=True, slots=True)`` without importing ``dataclasses``).
     """
 
     __slots__ = ("home",)
@@ -71,28 +70,7 @@ class Paths:
     home: Path
 
     def __init__(self, home: Path) -> None:
-        object.__setattr__(self, "home", home)
-
-    def __setattr__(self, name: str, value: object) -> None:
-        raise AttributeError(f"cannot assign to field {name!r}: Paths is frozen")
-
-    def __delattr__(self, name: str) -> None:
-        raise AttributeError(f"cannot delete field {name!r}: Paths is frozen")
-
-    def __eq__(self, other: object) -> bool:
-        if other.__class__ is not self.__class__:
-            return NotImplemented
-        assert isinstance(other, Paths)
-        return self.home == other.home
-
-    def __hash__(self) -> int:
-        return hash((self.home,))
-
-    def __repr__(self) -> str:
-        return f"Paths(home={self.home!r})"
-
-    def __reduce__(self) -> tuple[type[Paths], tuple[Path]]:
-        return (Paths, (self.home,))
+        super().__init__(home)
 
     @property
     def settings(self) -> Path:

@@ -58,9 +58,7 @@ def test_a_file_is_replaced_whole_and_a_path_may_be_a_string(folder: Path) -> No
 
 @POSIX
 @pytest.mark.parametrize("mode", [0o600, 0o644, 0o640])
-def test_the_file_gets_exactly_the_mode_asked_whatever_the_umask(
-    folder: Path, mode: int
-) -> None:
+def test_the_file_gets_exactly_the_mode_asked_whatever_the_umask(folder: Path, mode: int) -> None:
     target = folder / "f"
     old = os.umask(0o077)
     try:
@@ -131,9 +129,7 @@ def test_a_missing_folder_is_an_error_not_created(folder: Path) -> None:
 
 
 @POSIX
-def test_the_file_then_its_folder_are_synced(
-    folder: Path, monkeypatch: pytest.MonkeyPatch
-) -> None:
+def test_the_file_then_its_folder_are_synced(folder: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     synced: list[str] = []
     real_fsync, real_replace = os.fsync, os.replace
 

@@ -19,7 +19,7 @@ import re
 import time
 from pathlib import Path
 
-from ..base import atomic_write
+from ..base import Frozen, atomic_write
 from ..errors import InvalidInputError
 
 # The hook imports this module: no ``typing``, ``uuid`` (it pulls in ``platform``),
@@ -160,12 +160,12 @@ def validate_event(data: Any) -> dict[str, Any]:
     return data
 
 
-class Inbox:
+class Inbox(Frozen):
     """The spool folder (``<data>/inbox``) and its quarantine.
 
-    A frozen value class by hand (equality, hash, repr, ``match``, copy, pickle), like
-    ``@dataclass(frozen=True, slots=True)`` with one field ``folder``: importing
-    ``dataclasses`` would cost the hook ~10 ms.
+    A frozen value class with one field, ``folder`` (:class:`~lexmem.base.Frozen`: like
+    ``@dataclass(frozen=True, slots=True)``; importing ``dataclasses`` would cost the hook
+    ~7 ms).
     """
 
     __slots__ = ("folder",)
@@ -174,28 +174,7 @@ class Inbox:
     folder: Path
 
     def __init__(self, folder: Path) -> None:
-        object.__setattr__(self, "folder", folder)
-
-    def __setattr__(self, name: str, value: object) -> None:
-        raise AttributeError(f"cannot assign to field {name!r}: Inbox is frozen")
-
-    def __delattr__(self, name: str) -> None:
-        raise AttributeError(f"cannot delete field {name!r}: Inbox is frozen")
-
-    def __eq__(self, other: object) -> bool:
-        if other.__class__ is not self.__class__:
-            return NotImplemented
-        assert isinstance(other, Inbox)
-        return self.folder == other.folder
-
-    def __hash__(self) -> int:
-        return hash((self.folder,))
-
-    def __repr__(self) -> str:
-        return f"Inbox(folder={self.folder!r})"
-
-    def __reduce__(self) -> tuple[type[Inbox], tuple[Path]]:
-        return (Inbox, (self.folder,))
+        super().__init__(folder)
 
     @property
     def quarantine(self) -> Path:
