@@ -63,6 +63,7 @@ if TYPE_CHECKING:
     from collections.abc import Mapping, Sequence
     from typing import Any
 
+    from lexmem.capture.inbox import InboxEvent
     from lexmem.settings import CaptureSettings
 
     # What the hook applies: the full settings' section, or the rules it reads itself.
@@ -556,7 +557,7 @@ _GENERIC_ID_NAMESPACE = "5c1d0b3e-3f0e-4b5e-9a59-6c65786d656d"  # uuid5 namespac
 
 def events_from_hook(
     payload: Mapping[str, Any], agent: str, redactor: _Redactor | None = None
-) -> list[dict[str, Any]]:
+) -> list[InboxEvent]:
     """Claude Code (and Codex hook) payloads to inbox events, redacted."""
     r = redactor if redactor is not None else _Redactor()
     name = payload.get("hook_event_name")
@@ -633,7 +634,7 @@ def events_from_hook(
 
 def events_from_codex_notify(
     payload: Mapping[str, Any], redactor: _Redactor | None = None
-) -> list[dict[str, Any]]:
+) -> list[InboxEvent]:
     """The older Codex ``notify`` program form: one agent-turn-complete object."""
     r = redactor if redactor is not None else _Redactor()
     if payload.get("type") != "agent-turn-complete":
@@ -658,7 +659,7 @@ def events_from_codex_notify(
 
 def events_from_generic(
     payload: Mapping[str, Any], redactor: _Redactor | None = None
-) -> list[dict[str, Any]]:
+) -> list[InboxEvent]:
     """Seed 003's event contract, as any wrapper would send it; :class:`BadEvent` if invalid.
 
     An ``event_id`` that is not a UUID (``"e1"``) becomes a UUID derived from it and the
@@ -709,7 +710,8 @@ def events_from_generic(
     clean["metadata"] = r.obj(event["metadata"], MAX_META_CHARS, each=True, key="metadata")
     rest = {k: v for k, v in event.items() if k not in clean}  # "v", and what else was sent
     clean.update(r.obj(rest, MAX_META_CHARS, each=True))
-    return [clean]
+    event_out: Any = clean  # an InboxEvent, and what else was sent
+    return [event_out]
 
 
 def _events(
@@ -717,7 +719,7 @@ def _events(
     payload: Mapping[str, Any],
     project: str | None = None,
     deadline: float | None = None,
-) -> tuple[list[dict[str, Any]], str | None]:
+) -> tuple[list[InboxEvent], str | None]:
     """The events a payload makes, redacted by ``deadline``, and the problem to log when it
     makes none it should, or when what it holds could not be checked in time."""
     name = payload.get("hook_event_name")
@@ -731,7 +733,7 @@ def _events(
         return [], f"{adapter}: unknown hook_event_name {_shown(name)}, nothing captured"
     else:
 
-        def build(payload: Mapping[str, Any], r: _Redactor) -> list[dict[str, Any]]:
+        def build(payload: Mapping[str, Any], r: _Redactor) -> list[InboxEvent]:
             return events_from_hook(payload, adapter, r)
 
     r = _Redactor(deadline)
@@ -763,7 +765,7 @@ def _shown(value: Any) -> str:
     return text if len(text) <= 200 else text[:200] + "…"
 
 
-def _dropped(adapter: str, payload: Mapping[str, Any], r: _Redactor) -> dict[str, Any] | None:
+def _dropped(adapter: str, payload: Mapping[str, Any], r: _Redactor) -> InboxEvent | None:
     """The event whose content could not be checked in time: only what is known safe (its
     kind, and the ids already redacted), and ``metadata.dropped``."""
     kept = r.kept
@@ -1010,7 +1012,7 @@ def _run(
                 log.write(f"could not start `lexmem serve`: {exc}")
 
 
-def _write(inbox: Inbox, event: dict[str, Any]) -> None:
+def _write(inbox: Inbox, event: InboxEvent) -> None:
     """Write one event (every text in it is redacted already)."""
     try:
         inbox.write(event)

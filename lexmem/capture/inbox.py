@@ -29,13 +29,34 @@ from ..errors import InvalidInputError
 TYPE_CHECKING = False
 if TYPE_CHECKING:
     from collections.abc import Iterator, Mapping
-    from typing import Any
+    from typing import Any, NotRequired, TypedDict
+
+    class InboxEvent(TypedDict):
+        """One inbox event, as :func:`make_event` makes it and :func:`validate_event`
+        returns it (which fills in ``content``, ``metadata`` and ``agent`` when absent).
+        A producer may send more fields (the generic hook keeps them); none is read."""
+
+        v: NotRequired[int]  # EVENT_VERSION; make_event always writes it
+        event_id: str  # a UUID, canonical form
+        session_id: str
+        event_type: str  # one of EVENT_TYPES
+        timestamp: str  # ISO 8601, with a time zone
+        agent: str
+        content: str
+        metadata: dict[str, Any]
+        project: NotRequired[str | None]
+        cwd: NotRequired[str | None]
+        _seq: NotRequired[str]  # the writer's: the inbox file's name, for the window's order
+else:
+    # Declared for type checkers only: ``typing`` would cost the hook ~3 ms at import.
+    InboxEvent = dict
 
 __all__ = [
     "EVENT_TYPES",
     "EVENT_VERSION",
     "BadEvent",
     "Inbox",
+    "InboxEvent",
     "derived_id",
     "make_event",
     "new_event_id",
@@ -95,7 +116,7 @@ def make_event(
     metadata: Mapping[str, Any] | None = None,
     event_id: str | None = None,
     timestamp: str | None = None,
-) -> dict[str, Any]:
+) -> InboxEvent:
     """A well-formed event dictionary (not yet written)."""
     return {
         "v": EVENT_VERSION,
@@ -123,11 +144,12 @@ def derived_id(*parts: str) -> str:
     return str(uuid.uuid5(uuid.UUID(_DERIVED_NS), "\x1f".join(parts)))
 
 
-def validate_event(data: Any) -> dict[str, Any]:
+def validate_event(data: Any) -> InboxEvent:
     """Check an event's shape; return it, or raise :class:`BadEvent` with the reason."""
     import uuid
     from datetime import datetime
 
+    event: InboxEvent = data  # what the checks below let through
     if not isinstance(data, dict):
         raise BadEvent(f"an event must be a JSON object, not {type(data).__name__}")
     for key in ("event_id", "session_id", "event_type", "timestamp"):
@@ -157,7 +179,7 @@ def validate_event(data: Any) -> dict[str, Any]:
     data.setdefault("content", "")
     data.setdefault("metadata", {})
     data.setdefault("agent", "generic")
-    return data
+    return event
 
 
 class Inbox(Frozen):
@@ -189,7 +211,7 @@ class Inbox(Frozen):
             if old is not None:
                 os.umask(old)
 
-    def write(self, event: Mapping[str, Any]) -> Path:
+    def write(self, event: InboxEvent) -> Path:
         """Write one event atomically; returns its final path. Raises OSError (e.g. ENOSPC)."""
         self.ensure()
         data = json.dumps(event, ensure_ascii=False, separators=(",", ":")).encode("utf-8")
@@ -235,7 +257,7 @@ class Inbox(Frozen):
     def __iter__(self) -> Iterator[Path]:
         return iter(self.pending())
 
-    def read(self, path: Path) -> dict[str, Any]:
+    def read(self, path: Path) -> InboxEvent:
         """Parse and validate one event file; :class:`BadEvent` says what is wrong."""
         try:
             size = path.stat().st_size
