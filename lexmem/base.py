@@ -21,6 +21,7 @@ __all__ = ["FILE_MODE", "Frozen", "atomic_write", "atomic_writer"]
 FILE_MODE = 0o600
 
 _O_BINARY = getattr(os, "O_BINARY", 0)  # Windows: no newline translation on the descriptor
+_NAME_TRIES = 100
 
 
 # -- atomic writes -----------------------------------------------------------------------------
@@ -67,8 +68,8 @@ class atomic_writer:
     The bytes go to a new temporary file in the same folder, under a unique name
     (``tmp_prefix``, default ``.<name>.``, then random hex, then ``.tmp``: a hidden name
     that never ends like the real files, so no reader takes it for one). When the body
-    ends without an error the file is flushed and fsynced, given exactly ``mode`` (whatever
-    the umask), renamed over ``path`` (``os.replace``) and its folder is fsynced: ``path``
+    ends without an error the file is flushed and fsynced, has exactly ``mode`` (whatever
+    the umask), is renamed over ``path`` (``os.replace``) and its folder is fsynced: ``path``
     then holds either all of the old bytes or all of the new ones, even after a crash. On
     any failure, in the body or in the writing, the temporary file is removed and the
     error raised on; ``path`` is left as it was.
@@ -91,17 +92,21 @@ class atomic_writer:
         folder, name = os.path.split(self.path)
         prefix = f".{name}." if self.tmp_prefix is None else self.tmp_prefix
         flags = os.O_WRONLY | os.O_CREAT | os.O_EXCL | _O_BINARY
-        while True:
+        for attempt in range(_NAME_TRIES):
             tmp = os.path.join(folder, f"{prefix}{os.urandom(6).hex()}.tmp")
             try:
                 fd = os.open(tmp, flags, self.mode)
             except FileExistsError:  # 48 random bits: practically never
+                if attempt + 1 == _NAME_TRIES:
+                    raise
                 continue
             break
         self._tmp = tmp
         try:
-            if os.name == "posix":
-                os.fchmod(fd, self.mode)  # the umask took bits away at creation
+            # Only when the umask took bits away (a 0644 file under umask 077): a file system
+            # that refuses modes (FAT, some shares) then fails only a write that needs one.
+            if os.name == "posix" and os.fstat(fd).st_mode & 0o7777 != self.mode:
+                os.fchmod(fd, self.mode)
             fh = open(fd, "wb")  # closed by __exit__
         except BaseException:
             os.close(fd)

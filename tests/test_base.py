@@ -92,6 +92,19 @@ def test_the_temporary_name_is_hidden_unique_and_takes_the_prefix_asked(
     assert not any(name.endswith(".json") for name in seen)  # never taken for the real thing
 
 
+def test_a_temporary_name_already_taken_is_never_written_over(
+    folder: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    draws = iter([b"\x00" * 6, b"\x00" * 6, b"\x01" * 6])
+    monkeypatch.setattr(os, "urandom", lambda n: next(draws))
+    taken = folder / f".f.{'00' * 6}.tmp"  # another writer's, mid-write
+    taken.write_text("theirs")
+    atomic_write(folder / "f", "mine")
+    assert (folder / "f").read_text() == "mine"
+    assert taken.read_text() == "theirs"
+    assert _names(folder) == [taken.name, "f"]
+
+
 @pytest.mark.parametrize("where", ["write", "fsync", "replace"])
 def test_a_failure_leaves_the_old_file_and_no_temporary_one(
     folder: Path, monkeypatch: pytest.MonkeyPatch, where: str
