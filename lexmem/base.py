@@ -1,4 +1,4 @@
-"""The two building blocks everything else stands on: writing a file atomically
+"""Two building blocks under everything else: writing a file atomically
 (:func:`atomic_write`, :class:`atomic_writer`) and the frozen value class (:class:`Frozen`).
 
 Standard library only, and nothing slow to import: the hook imports this module on every

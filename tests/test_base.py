@@ -306,5 +306,15 @@ def test_a_frozen_value_needs_all_its_fields() -> None:
         Frozen.__init__(Point.__new__(Point), 1)
 
 
-def test_the_module_is_light() -> None:
+def test_the_module_loads_nothing_but_itself() -> None:
+    """The hook imports it on every call: no other module may come with it."""
+    import subprocess
+    import sys
+
+    code = (
+        "import sys\nbefore = set(sys.modules)\nimport lexmem.base\n"
+        "print(' '.join(sorted(set(sys.modules) - before)))"
+    )
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    assert out.stdout.split() == ["lexmem", "lexmem.base"]
     assert base.__all__ == ["FILE_MODE", "Frozen", "atomic_write", "atomic_writer"]
