@@ -20,6 +20,7 @@ import stat
 import sys
 from pathlib import Path
 
+from lexmem.base import Frozen, atomic_write
 from lexmem.errors import ConfigError, DataFolderError
 
 # The hook imports this module on every call, so it imports nothing slow at module
@@ -56,12 +57,11 @@ DIR_MODE = 0o700
 FILE_MODE = 0o600
 
 
-class Paths:
+class Paths(Frozen):
     """Every place lexmem reads or writes, derived from one data folder.
 
-    A frozen value class with one field, ``home``, written by hand with the surface
-    of ``@dataclass(frozen=True, slots=True)`` (equality, hash, repr, ``match``,
-    copy and pickle) so that the hook need not import ``dataclasses``.
+    A frozen value class with one field, ``home`` (:class:`~lexmem.base.Frozen`: the
+    surface of ``@dataclass(frozen=True, slots=True)`` without importing ``dataclasses``).
     """
 
     __slots__ = ("home",)
@@ -70,28 +70,7 @@ class Paths:
     home: Path
 
     def __init__(self, home: Path) -> None:
-        object.__setattr__(self, "home", home)
-
-    def __setattr__(self, name: str, value: object) -> None:
-        raise AttributeError(f"cannot assign to field {name!r}: Paths is frozen")
-
-    def __delattr__(self, name: str) -> None:
-        raise AttributeError(f"cannot delete field {name!r}: Paths is frozen")
-
-    def __eq__(self, other: object) -> bool:
-        if other.__class__ is not self.__class__:
-            return NotImplemented
-        assert isinstance(other, Paths)
-        return self.home == other.home
-
-    def __hash__(self) -> int:
-        return hash((self.home,))
-
-    def __repr__(self) -> str:
-        return f"Paths(home={self.home!r})"
-
-    def __reduce__(self) -> tuple[type[Paths], tuple[Path]]:
-        return (Paths, (self.home,))
+        super().__init__(home)
 
     @property
     def settings(self) -> Path:
@@ -218,7 +197,7 @@ def read_location(environ: Mapping[str, str] | None = None) -> Path | None:
 
 
 def write_location(home: Path | None, environ: Mapping[str, str] | None = None) -> None:
-    """Point lexmem at ``home`` (atomically: temporary file, fsync, rename), or remove the
+    """Point lexmem at ``home`` (atomically: :func:`~lexmem.base.atomic_write`), or remove the
     pointer (``None``: the platform folder again)."""
     target = location_file(environ)
     if home is None:
@@ -229,17 +208,11 @@ def write_location(home: Path | None, environ: Mapping[str, str] | None = None) 
         return
     if not home.is_absolute():
         raise ConfigError(f"the data folder must be an absolute path, not {home}", path=str(target))
-    tmp = target.with_name(f".{target.name}.{os.getpid()}.tmp")
     with secure_umask():
         try:
             target.parent.mkdir(mode=DIR_MODE, parents=True, exist_ok=True)
-            with open(tmp, "w", encoding="utf-8") as fh:
-                fh.write(f"{home}\n")
-                fh.flush()
-                os.fsync(fh.fileno())
-            os.replace(tmp, target)
+            atomic_write(target, f"{home}\n", mode=FILE_MODE)
         except OSError as exc:
-            tmp.unlink(missing_ok=True)
             raise ConfigError(f"cannot write ({exc.strerror})", path=str(target)) from exc
 
 

@@ -32,6 +32,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from lexmem.agents.integrations import CREATED_RECORD
+from lexmem.base import atomic_write
 from lexmem.config import (
     DIR_MODE,
     FILE_MODE,
@@ -190,21 +191,10 @@ def _icon_path() -> str:
 
 
 def _write_private(target: Path, data: bytes) -> None:
-    """Write ``data`` owner-only through a temporary file and a rename (0600 in 0700)."""
-    tmp = target.with_name(f".{target.name}.{os.getpid()}.tmp")
-    try:
-        with secure_umask():
-            target.parent.mkdir(mode=DIR_MODE, parents=True, exist_ok=True)
-        fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, FILE_MODE)
-        with os.fdopen(fd, "wb") as fh:
-            fh.write(data)
-            fh.flush()
-            os.fsync(fh.fileno())
-        os.chmod(tmp, FILE_MODE)
-        os.replace(tmp, target)
-    except OSError:
-        tmp.unlink(missing_ok=True)
-        raise
+    """Write ``data`` owner-only and atomically (0600 in 0700)."""
+    with secure_umask():
+        target.parent.mkdir(mode=DIR_MODE, parents=True, exist_ok=True)
+    atomic_write(target, data, mode=FILE_MODE)
 
 
 def set_autostart(
@@ -561,9 +551,13 @@ def _sync_inbox(source: Path, target: Path) -> int:
         dest = new / event.name
         if not dest.exists():
             new.mkdir(mode=DIR_MODE, parents=True, exist_ok=True)
-            tmp = new / f".{event.name}.moving"
-            shutil.copy2(event, tmp)
-            os.replace(tmp, dest)
+            # Hidden while written (".tmp-", as the inbox's own), so no drain reads it early.
+            atomic_write(
+                dest,
+                event.read_bytes(),
+                mode=stat.S_IMODE(event.stat().st_mode),
+                tmp_prefix=f".tmp-{event.name}-",
+            )
             n += 1
     return n
 

@@ -41,6 +41,7 @@ TOOL_USE_ID = "toolu_01H8xQ4a9pLkN2sT7vW3yZ5b"
 MODEL = "claude-sonnet-4-5-20250929"
 LIGHT_LEXMEM_MODULES = {
     "lexmem",
+    "lexmem.base",  # atomic_write (the inbox) and the frozen value base
     "lexmem.capture",  # an empty package
     "lexmem.capture.hook",
     "lexmem.capture.inbox",

@@ -66,6 +66,7 @@ if TYPE_CHECKING:
     from collections.abc import Mapping, Sequence
     from typing import Any
 
+    from lexmem.capture.inbox import InboxEvent
     from lexmem.settings import CaptureSettings
 
     # What the hook applies: the full settings' section, or the rules it reads itself.
@@ -565,7 +566,7 @@ def events_from_hook(
     redactor: _Redactor | None = None,
     *,
     user: str | None = None,
-) -> list[dict[str, Any]]:
+) -> list[InboxEvent]:
     """Claude Code (and Codex hook) payloads to inbox events, redacted. ``user``: the
     person's name, the speaker of their prompts (None: their login name)."""
     r = redactor if redactor is not None else _Redactor()
@@ -671,7 +672,7 @@ def _login_name() -> str:
 
 def events_from_codex_notify(
     payload: Mapping[str, Any], redactor: _Redactor | None = None, *, user: str | None = None
-) -> list[dict[str, Any]]:
+) -> list[InboxEvent]:
     """The older Codex ``notify`` program form: one agent-turn-complete object. ``user``:
     as for :func:`events_from_hook`."""
     r = redactor if redactor is not None else _Redactor()
@@ -698,7 +699,7 @@ def events_from_codex_notify(
 
 def events_from_generic(
     payload: Mapping[str, Any], redactor: _Redactor | None = None
-) -> list[dict[str, Any]]:
+) -> list[InboxEvent]:
     """Seed 003's event contract, as any wrapper would send it; :class:`BadEvent` if invalid.
 
     An ``event_id`` that is not a UUID (``"e1"``) becomes a UUID derived from it and the
@@ -751,7 +752,8 @@ def events_from_generic(
     clean["metadata"] = r.obj(event["metadata"], MAX_META_CHARS, each=True, key="metadata")
     rest = {k: v for k, v in event.items() if k not in clean}  # "v", and what else was sent
     clean.update(r.obj(rest, MAX_META_CHARS, each=True))
-    return [clean]
+    event_out: Any = clean  # an InboxEvent, and what else was sent
+    return [event_out]
 
 
 def _events(
@@ -760,7 +762,7 @@ def _events(
     project: str | None = None,
     deadline: float | None = None,
     user: str | None = None,
-) -> tuple[list[dict[str, Any]], str | None]:
+) -> tuple[list[InboxEvent], str | None]:
     """The events a payload makes, redacted by ``deadline``, and the problem to log when it
     makes none it should, or when what it holds could not be checked in time. ``user``:
     the person's name, the speaker of their prompts (None: their login name)."""
@@ -769,7 +771,7 @@ def _events(
         build: Any = events_from_generic
     elif adapter == "codex" and "hook_event_name" not in payload and "type" in payload:
 
-        def build(payload: Mapping[str, Any], r: _Redactor) -> list[dict[str, Any]]:
+        def build(payload: Mapping[str, Any], r: _Redactor) -> list[InboxEvent]:
             return events_from_codex_notify(payload, r, user=user)  # other types carry no turn
 
     elif isinstance(name, str) and name in IGNORED_EVENTS:
@@ -778,7 +780,7 @@ def _events(
         return [], f"{adapter}: unknown hook_event_name {_shown(name)}, nothing captured"
     else:
 
-        def build(payload: Mapping[str, Any], r: _Redactor) -> list[dict[str, Any]]:
+        def build(payload: Mapping[str, Any], r: _Redactor) -> list[InboxEvent]:
             return events_from_hook(payload, adapter, r, user=user)
 
     r = _Redactor(deadline)
@@ -810,7 +812,7 @@ def _shown(value: Any) -> str:
     return text if len(text) <= 200 else text[:200] + "…"
 
 
-def _dropped(adapter: str, payload: Mapping[str, Any], r: _Redactor) -> dict[str, Any] | None:
+def _dropped(adapter: str, payload: Mapping[str, Any], r: _Redactor) -> InboxEvent | None:
     """The event whose content could not be checked in time: only what is known safe (its
     kind, and the ids already redacted), and ``metadata.dropped``."""
     kept = r.kept
@@ -1060,7 +1062,7 @@ def _run(
                 log.write(f"could not start `lexmem serve`: {exc}")
 
 
-def _write(inbox: Inbox, event: dict[str, Any]) -> None:
+def _write(inbox: Inbox, event: InboxEvent) -> None:
     """Write one event (every text in it is redacted already)."""
     try:
         inbox.write(event)

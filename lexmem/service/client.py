@@ -25,6 +25,7 @@ from lexmem.store.journal import Journal
 
 if TYPE_CHECKING:
     from lexmem.api import Lexmem
+    from lexmem.capture.inbox import InboxEvent
 
 from lexmem.service.writer import CaptureService, ServiceBusyError, redacted_event
 
@@ -143,13 +144,13 @@ class InboxWriter:
         return self._changes(self._run("unsupersede", old=old, drop=drop))
 
 
-def enqueue(lm: Lexmem, event: dict[str, Any]) -> None:
+def enqueue(lm: Lexmem, event: InboxEvent) -> None:
     """Write one event for the single writer; a full or read-only disk is one clear line
     (and the inbox holds no half-written event). Every field is redacted first, so what
     a person passes to the CLI or an agent to MCP (a project name, a search it confirms)
     reaches the inbox only as the store will keep it; ``event`` itself is not changed."""
     try:
-        Inbox(lm.paths.inbox).write(redacted_event(dict(event)))
+        Inbox(lm.paths.inbox).write(redacted_event(event.copy()))
     except OSError as exc:
         raise DataFolderError(
             f"cannot write to the inbox, so nothing was done ({exc.strerror or exc})",

@@ -34,6 +34,7 @@ from datetime import datetime
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from lexmem.base import atomic_write
 from lexmem.capture.policy import optout_rules, project_opted_out
 from lexmem.config import digest_path, secure_umask
 from lexmem.models import MemoryType, utcnow
@@ -270,14 +271,7 @@ def write_digest(lm: Lexmem, project: str | None) -> Path | None:
         return None
     with secure_umask():
         path.parent.mkdir(parents=True, exist_ok=True)
-        tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
-        try:
-            with open(tmp, "w", encoding="utf-8", newline="\n") as fh:
-                fh.write(text)
-            os.replace(tmp, path)
-        except BaseException:
-            tmp.unlink(missing_ok=True)
-            raise
+    atomic_write(path, text)
     return path
 
 

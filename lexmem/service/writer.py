@@ -29,7 +29,7 @@ import threading
 import time
 import uuid
 from collections import Counter
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 from typing import TYPE_CHECKING, Any
@@ -77,6 +77,7 @@ from lexmem.store.lance import MemoryFilter, q
 
 if TYPE_CHECKING:
     from lexmem.api import Lexmem
+    from lexmem.capture.inbox import InboxEvent
     from lexmem.llm import LlmClient
 
 __all__ = [
@@ -90,7 +91,7 @@ __all__ = [
 log = logging.getLogger("lexmem.capture")
 
 
-def redacted_event(event: dict[str, Any]) -> dict[str, Any]:
+def redacted_event(event: InboxEvent) -> InboxEvent:
     """The event with its content and metadata redacted again. Producers redact before
     they write, but any program that can write the inbox is a producer: the service,
     the one writer of the store, does not take their word for it. Every field is
@@ -98,7 +99,7 @@ def redacted_event(event: dict[str, Any]) -> dict[str, Any]:
     except ids, types and times (memory ids derive from event ids)."""
     for key, value in event.items():
         if key not in _EVENT_IDS:
-            event[key] = redact_obj(value)[0]
+            event[key] = redact_obj(value)[0]  # type: ignore[literal-required]
     return event
 
 
@@ -154,7 +155,7 @@ _MODEL_FREE = frozenset({"probe", "show_app", "search_confirmation", "memory_op"
 _MODEL_OPS = frozenset({"edit", "supersede"})
 
 
-def _needs_model(event: dict[str, Any]) -> bool:
+def _needs_model(event: InboxEvent) -> bool:
     if event["event_type"] not in _MODEL_FREE:
         return True
     op = (event.get("metadata") or {}).get("op")
@@ -359,7 +360,7 @@ class CaptureService:
     def _batch(self, files: Sequence[Any]) -> DrainReport:
         report = DrainReport()
         self._rejected = None  # reviews recorded since the last batch apply from this one on
-        parsed: list[tuple[Any, dict[str, Any]]] = []
+        parsed: list[tuple[Any, InboxEvent]] = []
         for path in files:
             try:
                 parsed.append((path, redacted_event(self.inbox.read(path))))
@@ -373,7 +374,7 @@ class CaptureService:
         if not parsed:
             return report
         seen = self.journal.seen([e["event_id"] for _, e in parsed])
-        fresh: list[dict[str, Any]] = []
+        fresh: list[InboxEvent] = []
         ids: set[str] = set()
         for path, event in parsed:
             if event["event_id"] in seen or event["event_id"] in ids:
@@ -427,14 +428,14 @@ class CaptureService:
         return optout_rules(self.lm.paths, self.settings)
 
     def _drop_opted_out(
-        self, parsed: list[tuple[Any, dict[str, Any]]]
-    ) -> tuple[list[tuple[Any, dict[str, Any]]], int]:
+        self, parsed: list[tuple[Any, InboxEvent]]
+    ) -> tuple[list[tuple[Any, InboxEvent]], int]:
         """Events of a repository opted out since they were queued (or a tool call on a
         file inside one) leave nothing: no memory, buffer row, session or digest line;
         their files go, and the audit says how many, never what or where."""
         rules = self.optout_rules()
-        keep: list[tuple[Any, dict[str, Any]]] = []
-        gone: list[tuple[Any, dict[str, Any]]] = []
+        keep: list[tuple[Any, InboxEvent]] = []
+        gone: list[tuple[Any, InboxEvent]] = []
         for item in parsed:
             (gone if opted_out_event(item[1], rules) else keep).append(item)
         if gone:
@@ -445,7 +446,7 @@ class CaptureService:
             self.digests.mark(e.get("project") for _, e in gone if e.get("project"))
         return keep, len(gone)
 
-    def _audit_opted_out(self, events: Sequence[dict[str, Any]]) -> None:
+    def _audit_opted_out(self, events: Sequence[Mapping[str, Any]]) -> None:
         by_session: dict[str, list[str]] = {}
         for e in events:
             by_session.setdefault(e["session_id"], []).append(e["event_id"])
@@ -460,7 +461,7 @@ class CaptureService:
         ])  # fmt: skip
         log.info("[MEM:CAPTURE] Dropped %d events of opted-out repositories", len(events))
 
-    def _gate(self, events: Sequence[dict[str, Any]]) -> list[dict[str, Any]]:
+    def _gate(self, events: Sequence[InboxEvent]) -> list[InboxEvent]:
         """The capture gate, asked once per batch: under Core, automatic events are
         skipped, with one audit entry per session rather than one per event."""
         automatic = [e for e in events if e["event_type"] in AUTOMATIC]
@@ -478,7 +479,7 @@ class CaptureService:
         self.journal.audit([a for sid, a in entries.items() if sid not in known])
         return automatic
 
-    def _audit_dropped(self, events: Sequence[dict[str, Any]]) -> None:
+    def _audit_dropped(self, events: Sequence[InboxEvent]) -> None:
         """Events whose content the hook could not check for secrets in time, and so never
         wrote (``metadata.dropped``): the audit says what was lost, and why."""
         self.journal.audit([
@@ -504,7 +505,7 @@ class CaptureService:
         )  # fmt: skip
         log.warning("[MEM:CAPTURE] Quarantined %s: %s", path.name, reason)
 
-    def _sessions(self, events: Sequence[dict[str, Any]]) -> dict[str, set[str]]:
+    def _sessions(self, events: Sequence[InboxEvent]) -> dict[str, set[str]]:
         """Start, touch and end sessions (seed 002 SessionManager); returns types seen per session."""
         touched: dict[str, set[str]] = {}
         changed: dict[str, Session] = {}
@@ -534,7 +535,7 @@ class CaptureService:
 
     # -- direct events ----------------------------------------------------------------
 
-    def _direct(self, event: dict[str, Any]) -> DrainReport:
+    def _direct(self, event: InboxEvent) -> DrainReport:
         kind = event["event_type"]
         meta = event.get("metadata") or {}
         if kind == "search_confirmation":
@@ -573,7 +574,7 @@ class CaptureService:
             )
         return DrainReport()
 
-    def _explicit(self, events: Sequence[dict[str, Any]]) -> DrainReport:
+    def _explicit(self, events: Sequence[InboxEvent]) -> DrainReport:
         """ "Remember this" from the CLI, MCP or tray: always kept, one memory per event id.
 
         A batch's explicit events are encoded together (the model is the cost).
@@ -645,7 +646,7 @@ class CaptureService:
         self.bus.publish(MemoryCaptured(None, MemorySource.EXPLICIT, tuple(report.memory_ids)))
         return report
 
-    def _audit_explicit_done(self, events: Sequence[dict[str, Any]]) -> None:
+    def _audit_explicit_done(self, events: Sequence[InboxEvent]) -> None:
         """Memories stored before a crash that came before their audit entry: the entry
         now (the audit write keeps an entry that exists as it is)."""
         if not events:
@@ -658,9 +659,7 @@ class CaptureService:
             kind="explicit", memory_id=mid, title=titles.get(mid, ""), project=e.get("project"),
         ) for e, mid in zip(events, ids, strict=True)])  # fmt: skip
 
-    def _storage_gate(
-        self, events: list[dict[str, Any]]
-    ) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
+    def _storage_gate(self, events: list[InboxEvent]) -> tuple[list[InboxEvent], list[InboxEvent]]:
         """Core keeps up to 1,000 active memories: the rest are set aside, their text kept
         in the audit log so they can be remembered once there is room."""
         from lexmem.licence import LicenceRequiredError
@@ -683,7 +682,7 @@ class CaptureService:
         ])  # fmt: skip
         return kept, over
 
-    def _memory_op(self, event: dict[str, Any]) -> DrainReport:
+    def _memory_op(self, event: InboxEvent) -> DrainReport:
         """A change a client asked for (pin, archive, edit, …), applied by the single writer.
 
         The outcome goes to the audit log under an id derived from the event, where the

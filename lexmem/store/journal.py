@@ -23,7 +23,7 @@ from __future__ import annotations
 import contextlib
 import json
 import re
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
 from typing import TYPE_CHECKING, Any
@@ -254,7 +254,9 @@ class Journal:
             found.update(r["event_id"] for r in self._rows(PROCESSED, where, limit=len(part)))
         return found
 
-    def take_in(self, events: Sequence[dict[str, Any]], buffered: Sequence[dict[str, Any]]) -> None:
+    def take_in(
+        self, events: Sequence[Mapping[str, Any]], buffered: Sequence[Mapping[str, Any]]
+    ) -> None:
         """Record events as processed and buffer the ones that wait for a window (one lock)."""
         import pyarrow as pa
 

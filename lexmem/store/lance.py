@@ -38,7 +38,6 @@ from __future__ import annotations
 
 import json
 import logging
-import os
 import re
 import threading
 import warnings
@@ -49,6 +48,7 @@ from datetime import datetime, timedelta
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, TypeVar
 
+from lexmem.base import atomic_write
 from lexmem.config import Paths, secure_umask
 from lexmem.errors import InvalidInputError, NotFoundError, StoreError, StoreLockedError
 from lexmem.locks import FileLock, LockTimeout
@@ -438,13 +438,7 @@ class MemoryStore:
             raise StoreError(f"cannot read {self.meta_path} ({exc})") from exc
 
     def _write_meta(self, meta: dict[str, Any]) -> None:
-        tmp = self.meta_path.with_name(f".meta.{os.getpid()}.tmp")
-        with secure_umask():
-            with open(tmp, "w", encoding="utf-8") as fh:
-                json.dump(meta, fh, indent=2, sort_keys=True)
-                fh.flush()
-                os.fsync(fh.fileno())
-            os.replace(tmp, self.meta_path)
+        atomic_write(self.meta_path, json.dumps(meta, indent=2, sort_keys=True))
         self._meta = meta
         self._tables.pop("memories", None)
 
