@@ -31,7 +31,9 @@ def _declared() -> tuple[set[str], set[str]]:
 
 def test_make_event_writes_every_declared_key_but_the_writers() -> None:
     required, optional = _declared()
-    assert set(make_event("prompt", "hi")) == (required | optional) - {"_seq"}
+    # ``speaker`` is written only when given (old events have none).
+    assert set(make_event("prompt", "hi")) == (required | optional) - {"_seq", "speaker"}
+    assert set(make_event("prompt", "hi", speaker="Ann")) == (required | optional) - {"_seq"}
 
 
 def test_validate_event_returns_the_required_keys_of_a_minimal_event() -> None:
