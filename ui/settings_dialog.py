@@ -519,6 +519,7 @@ class SettingsDialog(QDialog):
         llm, r, a, d = self.llm_tab, self.retention_tab, self.appearance_tab, self.data_tab
         self.mode, self.pause_status, self.project_modes = c.mode, c.pause_status, c.project_modes
         self.pause_button, self.resume_button = c.pause_button, c.resume_button
+        self.user_name = c.user_name
         self.optout, self.allow = p.optout, p.allow
         self.watch, self.watch_bar, self.watch_status = w.watch, w.watch_bar, w.watch_status
         self.reembed_bar, self.reembed_status = e.reembed_bar, e.reembed_status

@@ -11,6 +11,7 @@ from PySide6.QtWidgets import (
     QHBoxLayout,
     QHeaderView,
     QLabel,
+    QLineEdit,
     QPushButton,
     QTableWidget,
     QTableWidgetItem,
@@ -32,6 +33,16 @@ MODE_HELP = {
     "assist": "Only high-confidence, durable facts: decisions, conventions, corrections.",
     "full": "Broader capture: workflows, configuration and more of each session.",
 }
+
+
+def _login_name() -> str:
+    """The login name the hook falls back to when no name is set."""
+    import getpass
+
+    try:
+        return getpass.getuser()
+    except (KeyError, OSError):
+        return ""
 
 
 class CaptureTab(SettingsTab):
@@ -58,6 +69,13 @@ class CaptureTab(SettingsTab):
         pause_row.addWidget(self.pause_button)
         pause_row.addWidget(self.resume_button)
         form.addRow("Status", pause_row)
+        self.user_name = QLineEdit()
+        self.user_name.setPlaceholderText(_login_name() or "your name")
+        self.user_name.setToolTip(
+            "Who said your prompts in agent sessions; a search that names you finds them."
+        )
+        self.user_name.editingFinished.connect(self._user_name_edited)
+        form.addRow("Your name", self.user_name)
         v.addLayout(form)
         v.addSpacing(10)
         v.addWidget(heading("Per-project modes"))
@@ -92,6 +110,8 @@ class CaptureTab(SettingsTab):
         with QSignalBlocker(self.mode):
             self.mode.setCurrentIndex(max(0, self.mode.findData(s.capture.mode)))
         self.mode_help.setText(MODE_HELP.get(s.capture.mode, ""))
+        with QSignalBlocker(self.user_name):
+            self.user_name.setText(s.capture.user_name)
         self._show_pause()
         self._fill_project_modes(s.capture.project_modes)
 
@@ -141,6 +161,11 @@ class CaptureTab(SettingsTab):
         mode = str(self.mode.currentData())
         self.mode_help.setText(MODE_HELP.get(mode, ""))
         self._save(ops.set_setting, "capture", "mode", mode)
+
+    def _user_name_edited(self) -> None:
+        name = " ".join(self.user_name.text().split())
+        if name != self.ctx.settings.capture.user_name:
+            self._save(ops.set_setting, "capture", "user_name", name)
 
     def _pause_clicked(self) -> None:
         self.set_paused(timedelta(hours=1))
