@@ -37,9 +37,11 @@ from lexmem.models import (
     make_title,
 )
 from lexmem.settings import Settings, load_settings
-from lexmem.store.journal import AuditEntry, Journal, Session
-from lexmem.store.lance import MemoryFilter, MemoryStore
-from lexmem.store.search import Searcher, SearchHit, SearchResult
+from lexmem.store.backends import journal_for, make_store, searcher_for
+from lexmem.store.journal import AuditEntry, Session
+from lexmem.store.lance import MemoryFilter
+from lexmem.store.protocol import JournalBackend, MemoryBackend
+from lexmem.store.search import SearchHit, SearchResult
 
 if TYPE_CHECKING:
     from lexmem.llm import LlmClient
@@ -131,7 +133,7 @@ class Lexmem:
         self._licence = licence
         # An embedder may be shared (one loaded model serving several stores in one process).
         self.embedder = embedder or Embedder(settings.embedding, paths.models)
-        self.store = MemoryStore(
+        self.store: MemoryBackend = make_store(
             paths,
             dim=settings.embedding.dim,
             space_id=self.embedder.space_id,
@@ -151,8 +153,8 @@ class Lexmem:
                 self.embedder, options=EncoderOptions(), llm=llm, summariser=summariser
             )
             self.llm = llm if _is_client(llm) else None
-        self.searcher = Searcher(self.store, self.embedder, settings.search)
-        self._journal: Journal | None = None
+        self.searcher = searcher_for(self.store, self.embedder, settings.search)
+        self._journal: JournalBackend | None = None
 
     @classmethod
     def open(
@@ -432,7 +434,7 @@ class Lexmem:
         from lexmem.errors import NotFoundError
 
         mid = self.resolve(ident)
-        successors = self.store.ids_with(f"superseded_by = '{mid}'")
+        successors = self.store.ids_superseded_by(mid)
         if not self.erase_memories([mid]):
             raise NotFoundError("memory", mid)
         return Changes(updated=tuple(successors), deleted=(mid,), links=True, counts=True)
@@ -551,8 +553,7 @@ class Lexmem:
 
     def projects(self) -> list[str]:
         """Every project a memory names, sorted."""
-        table = self.store.scan_arrow("project IS NOT NULL", ["project"])
-        return sorted({str(p) for p in table.column("project").to_pylist() if p})
+        return self.store.project_names()
 
     def audit_entries(
         self,
@@ -572,10 +573,10 @@ class Lexmem:
         return self.journal.sessions(status, limit=limit)
 
     @property
-    def journal(self) -> Journal:
+    def journal(self) -> JournalBackend:
         """The capture journal (sessions, audit log, reviews) beside the memories."""
         if self._journal is None:
-            self._journal = Journal(self.store)
+            self._journal = journal_for(self.store)
         return self._journal
 
     def insights(self, days: int = 30) -> dict[str, Any]:
@@ -586,9 +587,7 @@ class Lexmem:
 
     def review_queue(self, limit: int | None = None) -> list[str]:
         """Ids of memories captured automatically and not reviewed yet, newest first."""
-        from lexmem.store.journal import review_queue
-
-        return review_queue(self.store, limit)
+        return self.journal.review_queue(limit)
 
     def status_counts(self) -> dict[str, int]:
         return {s.value: self.store.count(MemoryFilter(status=s)) for s in MemoryStatus}

@@ -43,14 +43,23 @@ import re
 import threading
 import warnings
 from collections.abc import Callable, Iterable, Iterator, Sequence
-from contextlib import contextmanager
+from contextlib import AbstractContextManager, contextmanager
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, TypeVar
 
 from lexmem.config import Paths, secure_umask
-from lexmem.errors import InvalidInputError, NotFoundError, StoreError, StoreLockedError
+from lexmem.errors import (
+    InvalidInputError,
+    LexmemError,
+    NotFoundError,
+    StoreDamagedError,
+    StoreError,
+    StoreIOError,
+    StoreLockedError,
+    io_failure,
+)
 from lexmem.locks import FileLock, LockTimeout
 from lexmem.models import (
     ConfidencePoint,
@@ -63,6 +72,7 @@ from lexmem.models import (
     utcnow,
 )
 from lexmem.settings import StoreSettings
+from lexmem.store.protocol import DigestColumns, MemoryBackend, Neighbour, members
 from lexmem.store.schema import (
     CONFIDENCE,
     ERASE_KEYS,
@@ -102,6 +112,11 @@ def _in_sessions(sessions: Iterable[str]) -> str:
 
 
 _CONTEXT_READ = ["id", "session_id", "created_at", "content", "source", "context"]
+# What a digest ranks by (:meth:`MemoryStore.digest_columns`).
+_DIGEST_READ = [
+    "id", "salience", "pinned", "created_at", "last_accessed_at", "access_count",
+    "last_reinforced_at", "project", "fingerprint", "source_document",
+]  # fmt: skip
 
 
 def _join_context(before: str | None, after: str | None) -> str | None:
@@ -180,13 +195,104 @@ def _retention(table: Any) -> timedelta:
     return max(KEEP_VERSIONS_FOR, age + KEEP_VERSIONS_FOR / 10)
 
 
+def _causes(exc: BaseException) -> Iterator[BaseException]:
+    """``exc``, what caused it, and what caused that (a few levels)."""
+    seen: BaseException | None = exc
+    for _ in range(8):
+        if seen is None:
+            return
+        yield seen
+        seen = seen.__cause__ or seen.__context__
+
+
 def gone_file(exc: BaseException) -> bool:
-    """Whether ``exc`` is LanceDB finding a file of an older table version missing: an
-    erasure in another process removed the version this process was reading."""
-    text = str(exc).lower()
+    """Whether ``exc`` (or what caused it) is LanceDB finding a file of an older table
+    version missing: an erasure in another process removed the version this process was
+    reading."""
     return any(
-        s in text for s in ("not found", "no such file", "does not exist", "object at location")
+        s in str(e).lower()
+        for e in _causes(exc)
+        for s in ("not found", "no such file", "does not exist", "object at location")
     )
+
+
+def store_failure(exc: BaseException, folder: Path | str | None = None) -> StoreError | None:
+    """The :class:`StoreError` that LanceDB's own failure ``exc`` is, None for anything
+    else: :class:`StoreIOError` when the machine failed a read or write (a full or
+    read-only disk), :class:`StoreDamagedError` when a table file cannot be read.
+
+    LanceDB raises untyped errors (``RuntimeError``, ``OSError``, ``ValueError``) whose
+    message starts "lance error"; this is the one place that reads their text."""
+    if isinstance(exc, LexmemError) or not isinstance(exc, Exception):
+        return None
+    text = str(exc).strip()
+    first = text.splitlines()[0] if text else ""
+    if "lance error" not in first.lower():
+        return None
+    where = str(folder) if folder is not None else None
+    reason = io_failure(exc)
+    if reason is not None:
+        return StoreIOError(reason, path=where)
+    return StoreDamagedError(first.split(", /", 1)[0], path=where)  # no Rust source location
+
+
+_F = TypeVar("_F", bound=Callable[..., Any])
+
+
+def _translated(method: _F) -> _F:
+    """``method`` with LanceDB's failures raised as :func:`store_failure` says (the
+    backend's exception kept as the cause)."""
+    import functools
+    import inspect
+
+    if inspect.isgeneratorfunction(method):
+
+        @functools.wraps(method)
+        def generating(self: Any, *args: Any, **kwargs: Any) -> Any:
+            try:
+                yield from method(self, *args, **kwargs)
+            except Exception as exc:
+                failure = store_failure(exc, _folder(self))
+                if failure is None:
+                    raise
+                raise failure from exc
+
+        return generating  # type: ignore[return-value]
+
+    @functools.wraps(method)
+    def call(self: Any, *args: Any, **kwargs: Any) -> Any:
+        try:
+            return method(self, *args, **kwargs)
+        except Exception as exc:
+            failure = store_failure(exc, _folder(self))
+            if failure is None:
+                raise
+            raise failure from exc
+
+    return call  # type: ignore[return-value]
+
+
+def _folder(owner: Any) -> Path | None:
+    paths = getattr(owner, "paths", None) or getattr(getattr(owner, "store", None), "paths", None)
+    return getattr(paths, "store", None)
+
+
+_C = TypeVar("_C", bound=type)
+
+
+def store_boundary(protocol: type) -> Callable[[_C], _C]:
+    """Class decorator: every method of ``protocol`` that the class defines raises
+    LanceDB's failures as lexmem's typed errors (:func:`store_failure`). The operations
+    call each other; an error already translated passes through unchanged."""
+
+    def decorate(cls: _C) -> _C:
+        for name, signature in members(protocol).items():
+            method = vars(cls).get(name)
+            if signature is not None and callable(method):
+                setattr(cls, name, _translated(method))
+        return cls
+
+    return decorate
 
 
 def _rewrite(table: Any, key: str) -> None:
@@ -276,8 +382,10 @@ SORT_KEYS = {
 }
 
 
+@store_boundary(MemoryBackend)
 class MemoryStore:
-    """Seed 004's ``IMemoryStore`` and the rest of a memory's life, on LanceDB.
+    """Seed 004's ``IMemoryStore`` and the rest of a memory's life, on LanceDB: the
+    LanceDB backend of :class:`~lexmem.store.protocol.MemoryBackend`.
 
     Methods are synchronous and thread-safe; callers that must not block (the UI)
     run them on an executor.
@@ -474,7 +582,7 @@ class MemoryStore:
             }
         )
 
-    def writing(self) -> Any:
+    def writing(self) -> AbstractContextManager[None]:
         """The write lock, for other tables kept in this store's folder (the journal)."""
         return self._writing()
 
@@ -558,8 +666,14 @@ class MemoryStore:
                         cached = list(self._tables.values())
                     for t in cached:
                         t.checkout_latest()
-                with secure_umask():
-                    yield
+                try:
+                    with secure_umask():
+                        yield
+                except Exception as exc:
+                    failure = store_failure(exc, self.paths.store)
+                    if failure is None:
+                        raise
+                    raise failure from exc
                 for callback in self.on_commit:
                     callback()
             finally:
@@ -1372,5 +1486,101 @@ class MemoryStore:
             lambda: self.table().search().where(cond).select(list(columns)).limit(limit).to_arrow()
         )
 
-    def ids_with(self, where: str) -> Iterable[str]:
-        return [r["id"] for r in self._scan(where, ["id"])]
+    # -- named reads for the rest of lexmem (no caller outside builds a where) ----------
+
+    def ids_superseded_by(self, memory_id: str) -> list[str]:
+        return [str(r["id"]) for r in self._scan(f"superseded_by = {q(memory_id)}", ["id"])]
+
+    def ids_in_projects(self, projects: Sequence[str]) -> list[str]:
+        wanted = sorted(set(projects))
+        ids: list[str] = []
+        for start in range(0, len(wanted), 200):
+            part = ", ".join(q(p) for p in wanted[start : start + 200])
+            ids += [str(r["id"]) for r in self._scan(f"project IN ({part})", ["id"])]
+        return ids
+
+    def project_names(self) -> list[str]:
+        table = self.scan_arrow("project IS NOT NULL", ["project"])
+        return sorted({str(p) for p in table.column("project").to_pylist() if p})
+
+    def recent_fingerprint(self, fingerprint: str, since: datetime) -> str | None:
+        where = (
+            f"status = 'active' AND fingerprint = {q(fingerprint)} AND created_at >= {_ts(since)}"
+        )
+        rows = self._scan(where, ["id"], limit=1)
+        return str(rows[0]["id"]) if rows else None
+
+    def vector_query(
+        self, vector: Any, where: str | None, depth: int, columns: Sequence[str]
+    ) -> Any:
+        """The LanceDB vector query, nearest first by cosine, ``_distance`` among the
+        columns (uses the IVF-PQ index once the store has one)."""
+        query = self.table().search(vector, vector_column_name="vector").distance_type("cosine")
+        if self.has_vector_index():
+            # Re-rank the index's candidates by exact distance: PQ alone loses recall.
+            query = query.nprobes(32).refine_factor(4)
+        if where:
+            query = query.where(where, prefilter=True)
+        return query.select([*columns, "_distance"]).limit(depth)
+
+    def nearest(self, embedding: Sequence[float], flt: MemoryFilter, k: int) -> list[Neighbour]:
+        rows = self.vector_query(embedding, flt.where(), k, ["id", "content"]).to_list()
+        return [
+            Neighbour(str(r["id"]), str(r["content"]), 1.0 - float(r["_distance"])) for r in rows
+        ]
+
+    def archived_before(self, cutoff: datetime, limit: int = 10_000) -> list[str]:
+        where = (
+            "status = 'archived' AND pinned = false AND "
+            f"coalesce(updated_at, created_at) < {_ts(cutoff)}"
+        )
+        return [str(r["id"]) for r in self._scan(where, ["id"], limit=limit)]
+
+    def digest_columns(self, project: str | None) -> DigestColumns:
+        import numpy as np
+        import pyarrow as pa
+        import pyarrow.compute as pc
+
+        where = "status = 'active'"
+        if project is not None:
+            where += f" AND (project = {q(project)} OR project IS NULL)"
+        else:
+            where += " AND project IS NULL"
+        table = self.scan_arrow(where, _DIGEST_READ)
+
+        def numbers(column: str) -> Any:
+            col = pc.fill_null(table.column(column), 0)
+            return col.to_numpy(zero_copy_only=False).astype(np.float64)
+
+        def micros(column: str) -> Any:
+            col = table.column(column).cast(pa.timestamp("us", tz="UTC")).cast(pa.int64())
+            values = pc.fill_null(col, 0).to_numpy(zero_copy_only=False).astype(np.float64)
+            return np.where(col.is_null().to_numpy(zero_copy_only=False), np.nan, values)
+
+        def keys(positions: Any) -> list[tuple[str, str | None, str | None]]:
+            rows = table.select(["id", "fingerprint", "source_document"]).take(positions)
+            return [
+                (str(r["id"]), r["fingerprint"], r["source_document"]) for r in rows.to_pylist()
+            ]
+
+        pinned = table.column("pinned").fill_null(False).to_numpy(zero_copy_only=False)
+        return DigestColumns(
+            salience=numbers("salience"),
+            pinned=pinned.astype(bool),
+            access_count=numbers("access_count"),
+            created_us=micros("created_at"),
+            last_accessed_us=micros("last_accessed_at"),
+            last_reinforced_us=micros("last_reinforced_at"),
+            general=table.column("project").is_null().to_numpy(zero_copy_only=False),
+            keys=keys,
+        )
+
+    def arrow_table(self, name: str, columns: Sequence[str] | None = None) -> pa.Table:
+        def read() -> pa.Table:
+            table = self.table(name)
+            query = table.search()
+            if columns:
+                query = query.select(list(columns))
+            return query.limit(max(int(table.count_rows()), 1)).to_arrow()
+
+        return self.reading(read)

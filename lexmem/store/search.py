@@ -333,14 +333,8 @@ class Searcher:
     def vector_query(
         self, vector: Any, where: str | None, depth: int, columns: list[str] = _RANK_COLUMNS
     ) -> Any:
-        """The vector leg's LanceDB query (uses the IVF-PQ index once the store has one)."""
-        q = self.store.table().search(vector, vector_column_name="vector").distance_type("cosine")
-        if self.store.has_vector_index():
-            # Re-rank the index's candidates by exact distance: PQ alone loses recall.
-            q = q.nprobes(32).refine_factor(4)
-        if where:
-            q = q.where(where, prefilter=True)
-        return q.select([*columns, "_distance"]).limit(depth)
+        """The vector leg's LanceDB query (:meth:`MemoryStore.vector_query`)."""
+        return self.store.vector_query(vector, where, depth, columns)
 
     def _vector(
         self, vector: Any, where: str | None, depth: int, columns: list[str] = _RANK_COLUMNS
