@@ -126,6 +126,7 @@ class Lexmem:
         llm: LlmClassifier | None = None,
         embedder: Embedder | None = None,
         licence: LicenceService | None = None,
+        backend: str = "lance",
     ) -> None:
         self.paths = paths
         self.settings = settings
@@ -138,6 +139,7 @@ class Lexmem:
             dim=settings.embedding.dim,
             space_id=self.embedder.space_id,
             settings=settings.store,
+            backend=backend,
         )
         self.encoder = MemoryEncoder(self.embedder, options=EncoderOptions(), llm=None)
         # The optional LLM (seeds 000 and 001), used only when [llm] names an endpoint and
@@ -165,15 +167,17 @@ class Lexmem:
         llm: LlmClassifier | None = None,
         embedder: Embedder | None = None,
         licence: LicenceService | None = None,
+        backend: str = "lance",
     ) -> Lexmem:
-        """Open (creating if needed) the data folder: ``home``, else ``LEXMEM_HOME``, else the platform's."""
+        """Open (creating if needed) the data folder: ``home``, else ``LEXMEM_HOME``, else the
+        platform's. ``backend`` names the storage backend (:mod:`lexmem.store.backends`)."""
         paths = Paths(Path(home).expanduser().absolute()) if home is not None else resolve_paths()
         tighten_umask()
         paths.ensure()
         # The settings file is rewritten in a newer layout only by the store's opening,
         # all or nothing with the store's own migration (lexmem.store.migrations).
         settings = settings or load_settings(paths, write_back=False)
-        lm = cls(paths, settings, llm=llm, embedder=embedder, licence=licence)
+        lm = cls(paths, settings, llm=llm, embedder=embedder, licence=licence, backend=backend)
         lm.store.open()
         return lm
 

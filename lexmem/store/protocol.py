@@ -34,17 +34,17 @@ here too; the memory types are in :mod:`lexmem.models`, the journal's in
 from __future__ import annotations
 
 import inspect
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from contextlib import AbstractContextManager
 from dataclasses import dataclass
 from datetime import datetime
-from typing import TYPE_CHECKING, Any, Protocol, TypeVar
+from typing import TYPE_CHECKING, Any, Protocol, Self, TypeVar
 
 if TYPE_CHECKING:
     import pyarrow as pa
 
     from lexmem.config import Paths
-    from lexmem.models import ConfidencePoint, Memory, MemoryLink
+    from lexmem.models import ConfidencePoint, Memory, MemoryLink, MemoryType
     from lexmem.store.journal import AuditEntry, Session
     from lexmem.store.lance import MemoryFilter
 
@@ -114,7 +114,7 @@ class MemoryBackend(Protocol):
 
     # -- opening, reading, writing --------------------------------------------------
 
-    def open(self) -> MemoryBackend:
+    def open(self) -> Self:
         """Create the tables when there are none, bring an older layout up to date (all or
         nothing) or refuse a newer one untouched; returns the store, ready."""
 
@@ -153,6 +153,12 @@ class MemoryBackend(Protocol):
 
     def get_many(self, ids: Sequence[str], *, with_embedding: bool = False) -> list[Memory]:
         """Memories in the order of ``ids``; unknown ids are skipped."""
+
+    def get_by_type(self, mtype: MemoryType, user_id: str, limit: int = 50) -> list[Memory]:
+        """Active memories of a type for a user, most salient first (seed 004)."""
+
+    def iter_all(self, *, batch: int = 512, with_embedding: bool = True) -> Iterator[list[Memory]]:
+        """Every memory (of any status), oldest first, ``batch`` at a time."""
 
     def existing_ids(self, ids: Sequence[str]) -> set[str]:
         """Which of ``ids`` are stored."""
@@ -203,6 +209,12 @@ class MemoryBackend(Protocol):
     def get_links_to(self, memory_id: str) -> list[MemoryLink]:
         """Links into a memory, oldest first."""
 
+    def all_links(self) -> list[MemoryLink]:
+        """Every link, oldest first."""
+
+    def all_confidence(self) -> list[ConfidencePoint]:
+        """Every confidence point of every memory."""
+
     def confidence_history(self, memory_id: str) -> list[ConfidencePoint]:
         """A memory's confidence trajectory, oldest first."""
 
@@ -228,6 +240,13 @@ class MemoryBackend(Protocol):
         :class:`~lexmem.errors.InvalidInputError`, an unknown id
         :class:`~lexmem.errors.NotFoundError`."""
 
+    def update_salience(self, memory_id: str, salience: float) -> None:
+        """Set salience in [0, 1] (another value is :class:`~lexmem.errors.InvalidInputError`);
+        :class:`~lexmem.errors.NotFoundError` for an unknown id."""
+
+    def record_confidence(self, memory_id: str, confidence: float) -> None:
+        """Set the memory's confidence in [0, 1] and append it to its trajectory."""
+
     def set_pinned(self, memory_id: str, pinned: bool) -> None:
         """Pin or unpin; :class:`~lexmem.errors.NotFoundError` for an unknown id."""
 
@@ -248,8 +267,16 @@ class MemoryBackend(Protocol):
         """Multiply the salience of active, unpinned memories above the floor by
         ``factor`` in (0, 1]; returns how many changed."""
 
+    def record_access(self, memory_id: str) -> None:
+        """Count one access, last accessed now (seed 004);
+        :class:`~lexmem.errors.NotFoundError` for an unknown id."""
+
     def record_access_many(self, memory_ids: Sequence[str]) -> int:
         """Count one access of each, last accessed now; returns how many were found."""
+
+    def delete(self, memory_id: str) -> None:
+        """Forget one memory as :meth:`delete_many` does, erased;
+        :class:`~lexmem.errors.NotFoundError` for an unknown id."""
 
     def delete_many(self, memory_ids: Sequence[str], *, erase: bool = True) -> list[str]:
         """Delete these memories with their links and confidence history (unknown ids
@@ -271,8 +298,9 @@ class MemoryBackend(Protocol):
     # -- the tables whole ------------------------------------------------------------
 
     def list_tables(self) -> list[str]:
-        """The names of the tables that exist (``memories``, ``links``, ``confidence``
-        and the journal's once made)."""
+        """The names of the backend's tables that exist now, the journal's among them
+        once made (under these names: ``processed``, ``buffer``, ``sessions``, ``audit``,
+        ``file_hashes``, ``reviews``)."""
 
     def arrow_table(self, name: str, columns: Sequence[str] | None = None) -> pa.Table:
         """A whole table (``memories``, ``links``, ``confidence`` or a journal table) as
