@@ -90,7 +90,7 @@ from lexmem.store.schema import (
 if TYPE_CHECKING:
     import pyarrow as pa
 
-__all__ = ["SESSION_SOURCES", "MemoryFilter", "MemoryStore"]
+__all__ = ["SESSION_SOURCES", "MemoryFilter", "MemoryStore", "store_failure"]
 
 log = logging.getLogger("lexmem.store")
 
