@@ -39,8 +39,7 @@ from lexmem.models import (
 from lexmem.settings import Settings, load_settings
 from lexmem.store.backends import journal_for, make_store, searcher_for
 from lexmem.store.journal import AuditEntry, Session
-from lexmem.store.lance import MemoryFilter
-from lexmem.store.protocol import JournalBackend, MemoryBackend
+from lexmem.store.protocol import JournalBackend, MemoryBackend, MemoryFilter
 from lexmem.store.search import SearchHit, SearchResult
 
 if TYPE_CHECKING:

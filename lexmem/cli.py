@@ -454,7 +454,7 @@ def remember(
 def _filter(project: str | None, mtype: str | None, status: str | None, source: str | None = None,
             pinned: bool | None = None, since: str | None = None, until: str | None = None) -> Any:  # fmt: skip
     from lexmem.models import MemorySource, MemoryStatus, MemoryType
-    from lexmem.store.lance import MemoryFilter
+    from lexmem.store.protocol import MemoryFilter
 
     after, before = parse_when(since, "--since"), parse_when(until, "--until")
     if after is not None and before is not None and after >= before:

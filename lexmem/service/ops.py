@@ -22,7 +22,7 @@ from lexmem.models import (
     fingerprint,
 )
 from lexmem.store.journal import under
-from lexmem.store.lance import MemoryFilter
+from lexmem.store.protocol import MemoryFilter
 
 if TYPE_CHECKING:
     from lexmem.api import Lexmem

@@ -74,7 +74,7 @@ from lexmem.service.digest import DigestKeeper
 from lexmem.service.events import EventBus, MemoryCaptured
 from lexmem.service.ops import apply_op, particulars_key, particulars_of
 from lexmem.store.journal import AuditEntry, Session, SessionStatus
-from lexmem.store.lance import MemoryFilter
+from lexmem.store.protocol import MemoryFilter
 
 if TYPE_CHECKING:
     from lexmem.api import Lexmem

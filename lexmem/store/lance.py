@@ -44,7 +44,6 @@ import threading
 import warnings
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from contextlib import AbstractContextManager, contextmanager
-from dataclasses import dataclass
 from datetime import datetime, timedelta
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, TypeVar
@@ -65,14 +64,13 @@ from lexmem.models import (
     ConfidencePoint,
     Memory,
     MemoryLink,
-    MemorySource,
     MemoryStatus,
     MemoryType,
     new_id,
     utcnow,
 )
 from lexmem.settings import StoreSettings
-from lexmem.store.protocol import DigestColumns, MemoryBackend, Neighbour, members
+from lexmem.store.protocol import DigestColumns, MemoryBackend, MemoryFilter, Neighbour, members
 from lexmem.store.schema import (
     CONFIDENCE,
     ERASE_KEYS,
@@ -328,49 +326,33 @@ def _ts(value: datetime) -> str:
     return f"CAST({q(value.isoformat())} AS TIMESTAMP)"
 
 
-@dataclass(frozen=True, slots=True)
-class MemoryFilter:
-    """Which memories a list, count or search looks at. ``None`` means any."""
-
-    project: str | None = None
-    type: MemoryType | None = None
-    status: MemoryStatus | None = MemoryStatus.ACTIVE
-    source: MemorySource | None = None
-    pinned: bool | None = None
-    session_id: str | None = None
-    user_id: str | None = None
-    created_after: datetime | None = None
-    created_before: datetime | None = None
-    source_document: str | None = None
-    # Projects left out (what an agent is never served: opted-out repositories).
-    exclude_projects: tuple[str, ...] = ()
-
-    def where(self) -> str | None:
-        parts: list[str] = []
-        if self.project is not None:
-            parts.append(f"project = {q(self.project)}")
-        if self.exclude_projects:
-            listed = ", ".join(q(p) for p in self.exclude_projects)
-            parts.append(f"(project IS NULL OR project NOT IN ({listed}))")
-        if self.type is not None:
-            parts.append(f"type = {q(self.type)}")
-        if self.status is not None:
-            parts.append(f"status = {q(self.status)}")
-        if self.source is not None:
-            parts.append(f"source = {q(self.source)}")
-        if self.pinned is not None:
-            parts.append("pinned = true" if self.pinned else "pinned = false")
-        if self.session_id is not None:
-            parts.append(f"session_id = {q(self.session_id)}")
-        if self.user_id is not None:
-            parts.append(f"user_id = {q(self.user_id)}")
-        if self.created_after is not None:
-            parts.append(f"created_at >= {_ts(self.created_after)}")
-        if self.created_before is not None:
-            parts.append(f"created_at < {_ts(self.created_before)}")
-        if self.source_document is not None:
-            parts.append(f"source_document = {q(self.source_document)}")
-        return " AND ".join(parts) if parts else None
+def filter_where(flt: MemoryFilter) -> str | None:
+    """The LanceDB ``where`` (SQL) that admits what ``flt`` admits; None for everything."""
+    parts: list[str] = []
+    if flt.project is not None:
+        parts.append(f"project = {q(flt.project)}")
+    if flt.exclude_projects:
+        listed = ", ".join(q(p) for p in flt.exclude_projects)
+        parts.append(f"(project IS NULL OR project NOT IN ({listed}))")
+    if flt.type is not None:
+        parts.append(f"type = {q(flt.type)}")
+    if flt.status is not None:
+        parts.append(f"status = {q(flt.status)}")
+    if flt.source is not None:
+        parts.append(f"source = {q(flt.source)}")
+    if flt.pinned is not None:
+        parts.append("pinned = true" if flt.pinned else "pinned = false")
+    if flt.session_id is not None:
+        parts.append(f"session_id = {q(flt.session_id)}")
+    if flt.user_id is not None:
+        parts.append(f"user_id = {q(flt.user_id)}")
+    if flt.created_after is not None:
+        parts.append(f"created_at >= {_ts(flt.created_after)}")
+    if flt.created_before is not None:
+        parts.append(f"created_at < {_ts(flt.created_before)}")
+    if flt.source_document is not None:
+        parts.append(f"source_document = {q(flt.source_document)}")
+    return " AND ".join(parts) if parts else None
 
 
 SORT_KEYS = {
@@ -1219,7 +1201,7 @@ class MemoryStore:
         import pyarrow.compute as pc
 
         column, order = SORT_KEYS.get(sort, SORT_KEYS["created"])
-        where = (flt or MemoryFilter()).where()
+        where = filter_where(flt or MemoryFilter())
         table = self.scan_arrow(where, ["id", column, "pinned"] if column != "id" else ["id"])
         if table.num_rows == 0:
             return []
@@ -1244,7 +1226,7 @@ class MemoryStore:
         return self.get_many(page)
 
     def count(self, flt: MemoryFilter | None = None) -> int:
-        where = (flt or MemoryFilter(status=None)).where()
+        where = filter_where(flt or MemoryFilter(status=None))
         return self.reading(
             lambda: int(self.table().count_rows(where) if where else self.table().count_rows())
         )
@@ -1524,7 +1506,7 @@ class MemoryStore:
         return query.select([*columns, "_distance"]).limit(depth)
 
     def nearest(self, embedding: Sequence[float], flt: MemoryFilter, k: int) -> list[Neighbour]:
-        rows = self.vector_query(embedding, flt.where(), k, ["id", "content"]).to_list()
+        rows = self.vector_query(embedding, filter_where(flt), k, ["id", "content"]).to_list()
         return [
             Neighbour(str(r["id"]), str(r["content"]), 1.0 - float(r["_distance"])) for r in rows
         ]

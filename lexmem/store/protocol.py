@@ -40,17 +40,45 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import TYPE_CHECKING, Any, Protocol, Self, TypeVar
 
+from lexmem.models import MemorySource, MemoryStatus, MemoryType
+
 if TYPE_CHECKING:
     import pyarrow as pa
 
     from lexmem.config import Paths
-    from lexmem.models import ConfidencePoint, Memory, MemoryLink, MemoryType
+    from lexmem.models import ConfidencePoint, Memory, MemoryLink
     from lexmem.store.journal import AuditEntry, Session
-    from lexmem.store.lance import MemoryFilter
 
-__all__ = ["DigestColumns", "JournalBackend", "MemoryBackend", "Neighbour", "members"]
+__all__ = [
+    "DigestColumns",
+    "JournalBackend",
+    "MemoryBackend",
+    "MemoryFilter",
+    "Neighbour",
+    "members",
+]
 
 _T = TypeVar("_T")
+
+
+@dataclass(frozen=True, slots=True)
+class MemoryFilter:
+    """Which memories a list, count or search looks at. ``None`` means any. Every field
+    given must hold (AND); a backend renders it as its own query."""
+
+    project: str | None = None
+    type: MemoryType | None = None
+    status: MemoryStatus | None = MemoryStatus.ACTIVE
+    source: MemorySource | None = None
+    pinned: bool | None = None
+    session_id: str | None = None
+    user_id: str | None = None
+    created_after: datetime | None = None  # at or after
+    created_before: datetime | None = None  # strictly before
+    source_document: str | None = None
+    # Projects left out (what an agent is never served: opted-out repositories); memories
+    # with no project stay in.
+    exclude_projects: tuple[str, ...] = ()
 
 
 @dataclass(frozen=True, slots=True)

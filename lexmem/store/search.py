@@ -25,7 +25,8 @@ from typing import TYPE_CHECKING, Any
 from lexmem.errors import InvalidInputError
 from lexmem.models import Memory, utcnow
 from lexmem.settings import SearchSettings
-from lexmem.store.lance import SESSION_SOURCES, MemoryFilter, MemoryStore
+from lexmem.store.lance import SESSION_SOURCES, MemoryStore, filter_where
+from lexmem.store.protocol import MemoryFilter
 from lexmem.store.schema import ROW_COLUMNS, memory_from_row
 
 if TYPE_CHECKING:
@@ -211,7 +212,7 @@ class Searcher:
         if not 1 <= limit <= 1000:
             raise InvalidInputError(f"limit must be between 1 and 1000, not {limit}")
         flt = flt or MemoryFilter()
-        where = flt.where()
+        where = filter_where(flt)
         # Hybrid reads whole sessions around its best hits, so its legs need not dig as
         # deep for a long result list as a single leg does.
         depth = max(limit * 4, 40) if mode != "hybrid" else max(limit, self.fusion.pool_depth)
