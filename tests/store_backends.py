@@ -33,11 +33,12 @@ def only(backend: str, name: str) -> None:
         pytest.skip(f"tests {name}'s own machinery")
 
 
-def backend_classes(backend: str) -> tuple[type, type]:
-    """The named backend's classes for the memories and for the journal."""
+def backend_classes(backend: str) -> tuple[type, type, type]:
+    """The named backend's classes for the memories, the journal and search."""
     if backend == "lance":
         from lexmem.store.journal import Journal
         from lexmem.store.lance import MemoryStore
+        from lexmem.store.search import Searcher
 
-        return MemoryStore, Journal
+        return MemoryStore, Journal, Searcher
     raise LookupError(f"no classes listed for the backend {backend!r}")

@@ -18,7 +18,7 @@ from lexmem.cli import cli
 from lexmem.embedder import Embedder
 from lexmem.errors import LexmemError, StoreDamagedError, StoreError, StoreIOError
 from lexmem.store.lance import store_failure
-from lexmem.store.protocol import JournalBackend, MemoryBackend, members
+from lexmem.store.protocol import JournalBackend, MemoryBackend, SearchBackend, members
 
 
 def mismatches(cls: type, protocol: type) -> list[str]:
@@ -54,9 +54,10 @@ def _shape(p: inspect.Parameter) -> tuple[str, Any, Any, str]:
 
 
 def test_each_backend_has_every_operation_of_the_protocol(backend: str) -> None:
-    memories, journal = backend_classes(backend)
+    memories, journal, search = backend_classes(backend)
     assert mismatches(memories, MemoryBackend) == []
     assert mismatches(journal, JournalBackend) == []
+    assert mismatches(search, SearchBackend) == []
 
 
 def test_each_backend_has_the_protocols_properties(
@@ -71,7 +72,7 @@ def test_each_backend_has_the_protocols_properties(
 
 
 def test_a_backend_missing_an_operation_or_changing_a_signature_fails() -> None:
-    memories, _ = backend_classes("lance")
+    memories, _, _ = backend_classes("lance")
 
     class Lacking(memories):  # type: ignore[misc,valid-type]
         nearest = None

@@ -17,7 +17,7 @@ if TYPE_CHECKING:
     from lexmem.config import Paths
     from lexmem.embedder import Embedder
     from lexmem.settings import SearchSettings, StoreSettings
-    from lexmem.store.protocol import JournalBackend, MemoryBackend
+    from lexmem.store.protocol import JournalBackend, MemoryBackend, SearchBackend
 
 __all__ = ["BACKENDS", "journal_for", "make_store", "searcher_for"]
 
@@ -52,6 +52,6 @@ def journal_for(store: MemoryBackend) -> JournalBackend:
 
 def searcher_for(
     store: MemoryBackend, embedder: Embedder, settings: SearchSettings | None = None
-) -> Searcher:
+) -> SearchBackend:
     """Hybrid search over ``store`` (its own queries: LanceDB's BM25 and vector search)."""
     return Searcher(_lance(store), embedder, settings)

@@ -1,9 +1,9 @@
 """The store's boundary: every operation the rest of lexmem asks of a storage backend.
 
-Two protocols: :class:`MemoryBackend` (the memories, their links and confidence history,
-and the maintenance of their tables) and :class:`JournalBackend` (the capture journal:
+Three protocols: :class:`MemoryBackend` (the memories, their links and confidence history,
+and the maintenance of their tables), :class:`JournalBackend` (the capture journal:
 processed events and the event buffer, sessions, the audit log, reviews and watched
-files' hashes). Code outside :mod:`lexmem.store` types against these, never against a
+files' hashes) and :class:`SearchBackend` (hybrid search). Code outside :mod:`lexmem.store` types against these, never against a
 backend's class, and never builds a backend's query: what it needs is a named operation
 here. :mod:`lexmem.store.backends` makes a backend by name.
 
@@ -48,6 +48,7 @@ if TYPE_CHECKING:
     from lexmem.config import Paths
     from lexmem.models import ConfidencePoint, Memory, MemoryLink
     from lexmem.store.journal import AuditEntry, Session
+    from lexmem.store.search import SearchResult
 
 __all__ = [
     "DigestColumns",
@@ -55,6 +56,7 @@ __all__ = [
     "MemoryBackend",
     "MemoryFilter",
     "Neighbour",
+    "SearchBackend",
     "members",
 ]
 
@@ -486,6 +488,28 @@ class JournalBackend(Protocol):
 
     def counts(self) -> dict[str, int]:
         """Rows per journal table."""
+
+
+class SearchBackend(Protocol):
+    """Hybrid search over a store: its keyword and vector legs are the backend's own
+    queries; fusion and ranking are :mod:`lexmem.store.search`'s."""
+
+    def search(
+        self,
+        query: str,
+        flt: MemoryFilter | None = None,
+        *,
+        limit: int = 10,
+        mode: str = "hybrid",
+        record_access: bool = True,
+        now: datetime | None = None,
+    ) -> SearchResult:
+        """The best ``limit`` (1 to 1000) memories for ``query`` under ``flt`` (active ones
+        by default), in ``mode`` (hybrid, bm25 or vector), each with why it ranked there;
+        their access is recorded unless ``record_access`` is False."""
+
+    def close(self) -> None:
+        """Let go of the worker threads."""
 
 
 def members(protocol: type) -> dict[str, inspect.Signature | None]:
