@@ -106,12 +106,16 @@ def test_lance_failures_become_typed_store_errors() -> None:
     assert str(io) == "the store could not be read or written (No space left on device)"
     assert io.path == "/data/store"
 
-    broken = OSError("lance error: Corrupt file /data/x.manifest: bad magic, /rust/src/a.rs:3")
+    broken = OSError(
+        "lance error: Corrupt file /data/store/links.lance/_versions/3.manifest: bad magic, "
+        "/rust/src/a.rs:3"
+    )
     damaged = store_failure(broken, "/data/store")
-    assert isinstance(damaged, StoreDamagedError)
-    assert damaged.cause == "lance error: Corrupt file /data/x.manifest: bad magic"
+    assert isinstance(damaged, StoreDamagedError) and damaged.table == "links"
+    cause = "lance error: Corrupt file /data/store/links.lance/_versions/3.manifest: bad magic"
+    assert damaged.cause == cause and damaged.path == "/data/store"
     assert str(damaged) == (
-        "the store cannot be read (lance error: Corrupt file /data/x.manifest: bad magic): "
+        f"the store cannot be read ({cause}): "
         "run `lexmem doctor` to check it and `lexmem doctor --repair` to repair it"
     )
     assert store_failure(ValueError("not ours")) is None

@@ -231,7 +231,9 @@ def store_failure(exc: BaseException, folder: Path | str | None = None) -> Store
     reason = io_failure(exc)
     if reason is not None:
         return StoreIOError(reason, path=where)
-    return StoreDamagedError(first.split(", /", 1)[0], path=where)  # no Rust source location
+    named = re.search(r"([\w-]+)\.lance\b", first)  # the table's folder, when the text has it
+    cause = first.split(", /", 1)[0]  # no Rust source location
+    return StoreDamagedError(cause, path=where, table=named.group(1) if named else None)
 
 
 _F = TypeVar("_F", bound=Callable[..., Any])
