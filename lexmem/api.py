@@ -67,9 +67,10 @@ from lexmem.service.client import InboxWriter, remember_through_inbox
 from lexmem.service.ops import memories_under
 from lexmem.service.writer import CaptureService, DrainReport, ServiceBusyError
 from lexmem.settings import Settings, load_settings, save_settings
-from lexmem.store.journal import AuditEntry, Journal, Session
-from lexmem.store.lance import MemoryFilter, MemoryStore
-from lexmem.store.search import Searcher, SearchHit, SearchResult
+from lexmem.store.backends import journal_for, make_store, searcher_for
+from lexmem.store.journal import AuditEntry, Session
+from lexmem.store.protocol import JournalBackend, MemoryBackend, MemoryFilter
+from lexmem.store.search import SearchHit, SearchResult
 
 if TYPE_CHECKING:
     from lexmem.llm import LlmClient
@@ -193,6 +194,7 @@ class Lexmem:
         llm: LlmClassifier | None = None,
         embedder: Embedder | None = None,
         licence: LicenceService | None = None,
+        backend: str = "lance",
     ) -> None:
         self.paths = paths
         self.settings = settings
@@ -200,11 +202,12 @@ class Lexmem:
         self._licence = licence
         # An embedder may be shared (one loaded model serving several stores in one process).
         self.embedder = embedder or Embedder(settings.embedding, paths.models)
-        self.store = MemoryStore(
+        self.store: MemoryBackend = make_store(
             paths,
             dim=settings.embedding.dim,
             space_id=self.embedder.space_id,
             settings=settings.store,
+            backend=backend,
         )
         self.encoder = MemoryEncoder(self.embedder, options=EncoderOptions(), llm=None)
         # The optional LLM (seeds 000 and 001), used only when [llm] names an endpoint and
@@ -220,8 +223,8 @@ class Lexmem:
                 self.embedder, options=EncoderOptions(), llm=llm, summariser=summariser
             )
             self.llm = llm if _is_client(llm) else None
-        self.searcher = Searcher(self.store, self.embedder, settings.search)
-        self._journal: Journal | None = None
+        self.searcher = searcher_for(self.store, self.embedder, settings.search)
+        self._journal: JournalBackend | None = None
 
     @classmethod
     def open(
@@ -232,15 +235,17 @@ class Lexmem:
         llm: LlmClassifier | None = None,
         embedder: Embedder | None = None,
         licence: LicenceService | None = None,
+        backend: str = "lance",
     ) -> Lexmem:
-        """Open (creating if needed) the data folder: ``home``, else ``LEXMEM_HOME``, else the platform's."""
+        """Open (creating if needed) the data folder: ``home``, else ``LEXMEM_HOME``, else the
+        platform's. ``backend`` names the storage backend (:mod:`lexmem.store.backends`)."""
         paths = Paths(Path(home).expanduser().absolute()) if home is not None else resolve_paths()
         tighten_umask()
         paths.ensure()
         # The settings file is rewritten in a newer layout only by the store's opening,
         # all or nothing with the store's own migration (lexmem.store.migrations).
         settings = settings or load_settings(paths, write_back=False)
-        lm = cls(paths, settings, llm=llm, embedder=embedder, licence=licence)
+        lm = cls(paths, settings, llm=llm, embedder=embedder, licence=licence, backend=backend)
         lm.store.open()
         return lm
 
@@ -501,7 +506,7 @@ class Lexmem:
         from lexmem.errors import NotFoundError
 
         mid = self.resolve(ident)
-        successors = self.store.ids_with(f"superseded_by = '{mid}'")
+        successors = self.store.ids_superseded_by(mid)
         if not self.erase_memories([mid]):
             raise NotFoundError("memory", mid)
         return Changes(updated=tuple(successors), deleted=(mid,), links=True, counts=True)
@@ -620,8 +625,7 @@ class Lexmem:
 
     def projects(self) -> list[str]:
         """Every project a memory names, sorted."""
-        table = self.store.scan_arrow("project IS NOT NULL", ["project"])
-        return sorted({str(p) for p in table.column("project").to_pylist() if p})
+        return self.store.project_names()
 
     def audit_entries(
         self,
@@ -641,10 +645,10 @@ class Lexmem:
         return self.journal.sessions(status, limit=limit)
 
     @property
-    def journal(self) -> Journal:
+    def journal(self) -> JournalBackend:
         """The capture journal (sessions, audit log, reviews) beside the memories."""
         if self._journal is None:
-            self._journal = Journal(self.store)
+            self._journal = journal_for(self.store)
         return self._journal
 
     def insights(self, days: int = 30) -> dict[str, Any]:
@@ -655,9 +659,7 @@ class Lexmem:
 
     def review_queue(self, limit: int | None = None) -> list[str]:
         """Ids of memories captured automatically and not reviewed yet, newest first."""
-        from lexmem.store.journal import review_queue
-
-        return review_queue(self.store, limit)
+        return self.journal.review_queue(limit)
 
     def status_counts(self) -> dict[str, int]:
         return {s.value: self.store.count(MemoryFilter(status=s)) for s in MemoryStatus}

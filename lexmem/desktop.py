@@ -728,20 +728,11 @@ def markdown_files(folder: Path) -> list[Path]:
 def scan_progress(lm: Lexmem, folder: Path) -> tuple[int, int]:
     """How many of ``folder``'s notes a service has read (a file hash in the journal), of
     how many there are: what a service in another process did, measured from outside."""
-    from lexmem.store.journal import Journal
-    from lexmem.store.lance import q
-
     notes = markdown_files(folder)
     if not notes:
         return 0, 0
     lm.refresh()
-    if "file_hashes" not in lm.store.list_tables():
-        return 0, len(notes)
-    root = str(folder.expanduser().resolve())
-    table = Journal(lm.store).t("file_hashes")
-    where = f"path LIKE {q(root + os.sep + '%')}"
-    rows = table.search().where(where).select(["path"]).limit(max(1, table.count_rows(where)))
-    seen = {str(r["path"]) for r in rows.to_list()}
+    seen = lm.journal.file_hashes_under(str(folder.expanduser().resolve()))
     return sum(1 for n in notes if str(n) in seen), len(notes)
 
 

@@ -872,11 +872,9 @@ def _processed(
     paths: Paths, open_core: Callable[[], Any], event_id: str, wait: float
 ) -> bool | None:
     """True once the service recorded the event as processed; None if not in time."""
-    from lexmem.store.journal import Journal
-
     lm = open_core()
     try:
-        return _processed_by(lm, Journal(lm.store), paths, event_id, wait)
+        return _processed_by(lm, lm.journal, paths, event_id, wait)
     finally:
         lm.close()
 

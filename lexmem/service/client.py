@@ -21,7 +21,6 @@ from lexmem.models import (
     Changes,
     Memory,
 )
-from lexmem.store.journal import Journal
 
 if TYPE_CHECKING:
     from lexmem.api import Lexmem
@@ -71,7 +70,7 @@ class InboxWriter:
         if self.notify is not None:
             self.notify()
         drain_if_no_service(self.lm)
-        journal = Journal(self.lm.store)
+        journal = self.lm.journal
         entry_id = derived_id("op", event["event_id"])
         deadline = time.monotonic() + self.wait
         while True:

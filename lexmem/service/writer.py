@@ -54,7 +54,9 @@ from lexmem.errors import (
     LexmemError,
     ModelError,
     NotFoundError,
+    StoreDamagedError,
     StoreError,
+    StoreIOError,
     io_failure,
 )
 from lexmem.licence import CAPTURE, CORE_ACTIVE_LIMIT, STORAGE
@@ -72,8 +74,8 @@ from lexmem.models import (
 from lexmem.service.digest import DigestKeeper
 from lexmem.service.events import EventBus, MemoryCaptured
 from lexmem.service.ops import apply_op, particulars_key, particulars_of
-from lexmem.store.journal import AuditEntry, Journal, Session, SessionStatus
-from lexmem.store.lance import MemoryFilter, q
+from lexmem.store.journal import AuditEntry, Session, SessionStatus
+from lexmem.store.protocol import MemoryFilter
 
 if TYPE_CHECKING:
     from lexmem.api import Lexmem
@@ -135,7 +137,8 @@ def environmental(exc: BaseException) -> bool:
     event being processed: retried later, never a reason to quarantine anything."""
     if isinstance(exc, (ModelError, DataFolderError, ConfigError)):
         return True
-    if isinstance(exc, StoreError) and not isinstance(exc, NotFoundError):
+    # A damaged table is no more the machine's than it was before the store named it.
+    if isinstance(exc, StoreError) and not isinstance(exc, (NotFoundError, StoreDamagedError)):
         return True
     return io_failure(exc) is not None
 
@@ -196,7 +199,7 @@ class CaptureService:
     def __init__(self, lm: Lexmem, *, extractor: Extractor | None = None) -> None:
         self.lm = lm
         self.settings = lm.settings.capture
-        self.journal = Journal(lm.store)
+        self.journal = lm.journal
         self.inbox = Inbox(lm.paths.inbox)
         self.extractor = extractor or Extractor()
         self.bus = EventBus()
@@ -300,6 +303,10 @@ class CaptureService:
             for start in range(0, len(files), batch):
                 report.add(self._take(files[start : start + batch]))
             self.digests.flush()
+        except StoreIOError as exc:  # the machine: where it failed, as for any other file
+            raise self._still_queued(
+                StoreError(f"cannot write to {self.lm.paths.home} ({exc.reason})")
+            ) from exc
         except LexmemError as exc:
             self._still_queued(exc)
             raise
@@ -697,7 +704,7 @@ class CaptureService:
             candidate_id=event["event_id"], decision="applied", reason=op, confidence=1.0, rule=f"op.{op}",
             kind="memory_op",
         )  # fmt: skip
-        if self.journal.has_audit(f"id = {q(entry.id)}"):
+        if self.journal.has_audit_entry(entry.id):
             return DrainReport()  # applied before a crash
         try:
             entry.metadata = {"result": apply_op(self.lm, op, kwargs, event["event_id"])}
@@ -1101,19 +1108,17 @@ class CaptureService:
         store = self.lm.store
         since = utcnow() - DEDUPE_WINDOW
         fp = fingerprint(m.title, m.content, project, m.type)
-        where = f"status = 'active' AND fingerprint = {q(fp)} AND created_at >= CAST({q(since.isoformat())} AS TIMESTAMP)"
-        rows = store.table().search().where(where).select(["id"]).limit(1).to_list()
-        if rows:
-            return str(rows[0]["id"])
+        if (same := store.recent_fingerprint(fp, since)) is not None:
+            return same
         flt = MemoryFilter(project=project) if project else MemoryFilter()
-        hits = self.lm.searcher.vector_query(m.embedding, flt.where(), 3).to_list()
+        hits = store.nearest(m.embedding, flt, 3) if m.embedding is not None else []
         for hit in hits:
-            if 1.0 - float(hit["_distance"]) < NEAR_DUPLICATE.get(mode, 0.9):
+            if hit.similarity < NEAR_DUPLICATE.get(mode, 0.9):
                 break
             # Close in meaning is not enough when the particulars differ: "port 5433" and
             # "port 5434" embed almost alike but are different facts.
-            if particulars_of(str(hit["content"])) == particulars_of(m.content):
-                return str(hit["id"])
+            if particulars_of(hit.content) == particulars_of(m.content):
+                return hit.id
         return None
 
     def _was_rejected(self, m: Memory, project: str | None) -> bool:
@@ -1172,15 +1177,7 @@ class CaptureService:
         if days <= 0:
             return 0
         cutoff = (now or utcnow()) - timedelta(days=days)
-        store = self.lm.store
-        where = (
-            f"status = 'archived' AND pinned = false AND "
-            f"coalesce(updated_at, created_at) < CAST({q(cutoff.isoformat())} AS TIMESTAMP)"
-        )
-        ids = [
-            str(r["id"])
-            for r in store.table().search().where(where).select(["id"]).limit(10_000).to_list()
-        ]
+        ids = self.lm.store.archived_before(cutoff)
         if ids:
             # One erasure for the lot: text, audit texts, older versions, digests.
             self.lm.erase_memories(ids)
