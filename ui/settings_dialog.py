@@ -525,6 +525,12 @@ class SettingsDialog(QDialog):
         self.reembed_bar, self.reembed_status = e.reembed_bar, e.reembed_status
         self.llm_url, self.llm_model, self.llm_licence_note = llm.llm_url, llm.llm_model, llm.llm_licence_note  # fmt: skip
         self.api_key, self.key_remove, self.key_status = llm.api_key, llm.key_remove, llm.key_status
+        self.llm_timeout, self.llm_calls, self.llm_tokens = (
+            llm.llm_timeout,
+            llm.llm_calls,
+            llm.llm_tokens,
+        )
+        self.llm_usage = llm.llm_usage
         self.retention, self.digest = r.retention, r.digest
         self.theme, self.autostart = a.theme, a.autostart
         self.move_button, self.move_status = d.move_button, d.move_status
