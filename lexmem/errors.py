@@ -6,7 +6,8 @@
     ├── ModelError              the embedding model cannot be found, verified or loaded
     ├── StoreError              the store cannot be read or written
     │   ├── NotFoundError       no memory (or link) with that id
-    │   └── StoreLockedError    another process holds the write lock for too long
+    │   ├── StoreLockedError    another process holds the write lock for too long
+    │   └── WriterElsewhereError  a write outside the single writer (a service elsewhere)
     ├── InvalidInputError       a value a user or caller gave is unusable
     │   ├── ChunkerError        (lexmem.capture.chunker) empty text, invalid UTF-8, bad chunk sizes
     │   └── BadEvent            (lexmem.capture.inbox) an inbox file that is not a valid event
@@ -32,6 +33,7 @@ __all__ = [
     "NotFoundError",
     "StoreError",
     "StoreLockedError",
+    "WriterElsewhereError",
     "io_failure",
 ]
 
@@ -79,6 +81,11 @@ class StoreLockedError(StoreError):
             f"the store is busy (another lexmem process held {path} for {waited:.0f}s)"
         )
         self.path = path
+
+
+class WriterElsewhereError(StoreError):
+    """A commit from a process that is not the store's single writer while another
+    process is: a write that should have gone through the service."""
 
 
 class InvalidInputError(LexmemError):

@@ -937,30 +937,15 @@ class SettingsDialog(QDialog):
         self._fail(_one_line(exc))
 
     def _first_scan(self, folder: Path) -> None:
-        from lexmem.locks import service_running
-
         self.watch_bar.setRange(0, 0)
         self.watch_bar.show()
-        service = self.ctx.service
-        if service is None and service_running(self.ctx.paths):
-            # Another process's service owns the watcher: measure what it has read.
-            self.watch_status.setText(
-                f"Watching {folder}. The lexmem service running in another process reads "
-                "new folders when it restarts; progress shows here as it reads them."
-            )
-            self._polled = folder
-            self._watch_poll.start()
-            self._poll_watch()
-            return
         self.watch_status.setText(f"Reading the notes in {folder}…")
         lm = self.ctx.lm
 
         def work() -> Any:
-            # Constraint: on the read pool, not the write thread: a large folder must not
-            # hold up a quick remember. The store's write lock orders the writes.
-            return desktop.first_scan(
-                lm, folder, service=service, progress=lambda d, t: self._report("watch", d, t)
-            )
+            # The single writer reads them, wherever it runs (this app's service, the one
+            # in another process, or this process for the scan); this thread waits for it.
+            return lm.scan_notes(folder, lambda d, t: self._report("watch", d, t))
 
         def done(report: Any) -> None:
             if not shiboken6.isValid(self):
@@ -987,17 +972,17 @@ class SettingsDialog(QDialog):
             return
         lm = self.ctx.lm
 
-        def done(counts: tuple[int, int]) -> None:
+        def done(counts: tuple[int, int] | None) -> None:
             if not shiboken6.isValid(self):
+                return
+            if counts is None:  # the writer's scan of it has ended
+                self._watch_poll.stop()
+                self._polled = None
                 return
             read, total = counts
             self._report_to_bar(self.watch_bar, read, total)
-            if read >= total:
-                self._watch_poll.stop()
-                self._polled = None
-                self.watch_status.setText(f"The service has read all {total} notes in {folder}.")
 
-        self.ctx.read(lambda: desktop.scan_progress(lm, folder), on_done=done)
+        self.ctx.read(lambda: lm.notes_progress(folder), on_done=done)
 
     # -- embedding model -------------------------------------------------------------------
 
@@ -1029,25 +1014,17 @@ class SettingsDialog(QDialog):
         self._clear_error()
         wanted = copy.deepcopy(self.ctx.settings)
         wanted.embedding.model, wanted.embedding.path, wanted.embedding.dim = model, path, dim
-        home = self.ctx.paths.home
         self._set_busy("re-embedding")
         self.reembed_bar.setRange(0, 0)
         self.reembed_bar.show()
         self.reembed_status.setText(f"Loading {model}…")
 
         def work() -> int:
-            from lexmem.api import Lexmem
-
-            # Constraint: the app's own core keeps its loaded model until it reopens, so
-            # the re-embed runs on a second core built with the new settings; the store's
-            # write lock keeps the two apart.
-            other = Lexmem.open(home, settings=wanted)
-            try:
-                other.embedder.embed_one("lexmem checks the model")  # load it, check its size
-                self._report("reembed", 0, other.count())
-                return other.reembed(lambda d, t: self._report("reembed", d, t))
-            finally:
-                other.close()
+            # The single writer re-embeds, loading the new model; the app's own core keeps
+            # its model until lexmem restarts. Searches keep working meanwhile.
+            return self.ctx.lm.reembed(
+                lambda d, t: self._report("reembed", d, t), embedding=wanted.embedding
+            )
 
         def done(count: int) -> None:
             def apply(s: Settings) -> None:
