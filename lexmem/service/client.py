@@ -22,7 +22,7 @@ from lexmem.models import (
     Changes,
     Memory,
 )
-from lexmem.store.journal import Journal
+from lexmem.store.journal import AuditEntry, Journal
 
 if TYPE_CHECKING:
     from lexmem.api import Lexmem
@@ -94,7 +94,7 @@ class InboxWriter:
         retry = time.monotonic() + 0.5
         while True:
             self.lm.store.refresh()
-            found = journal.audit_entry(entry_id)
+            found = _outcome(journal, entry_id)
             if found is not None:
                 break
             if time.monotonic() >= deadline:
@@ -163,6 +163,18 @@ class InboxWriter:
 
     def unsupersede(self, old: str, drop: str | None = None) -> Changes:
         return self._changes(self._run("unsupersede", old=old, drop=drop))
+
+
+def _outcome(journal: Journal, entry_id: str) -> AuditEntry | None:
+    """The writer's audit entry for a request, if it is there yet. A journal whose tables
+    a service that just started has not made yet holds no outcome (a reader never makes
+    them: only the writer writes)."""
+    from lexmem.errors import WriterElsewhereError
+
+    try:
+        return journal.audit_entry(entry_id)
+    except WriterElsewhereError:
+        return None
 
 
 def enqueue(lm: Lexmem, event: dict[str, Any]) -> None:
@@ -261,7 +273,7 @@ def _maintain_through_inbox(
                             progress(*now)
             if time.monotonic() >= check:  # the audit log: a few reads a second at most
                 lm.store.refresh()
-                found = journal.audit_entry(entry_id)
+                found = _outcome(journal, entry_id)
                 if found is not None:
                     break
                 if not service_running(lm.paths):  # the service stopped: run it here
