@@ -435,6 +435,10 @@ class CaptureService:
         Raises a :class:`~lexmem.errors.LexmemError` whose one line says what is wrong
         when the machine is (see :func:`environmental`); the events stay in the inbox.
         """
+        with self._exclusive:  # a maintenance job of another thread waits, and vice versa
+            return self._drain(batch, max_events)
+
+    def _drain(self, batch: int, max_events: int | None) -> DrainReport:
         report = DrainReport()
         try:
             if self._recover_pending:
