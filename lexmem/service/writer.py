@@ -201,7 +201,9 @@ class _Publisher:
         tmp = self.path.with_name(f".{self.path.name}.tmp")
         try:
             self.folder.mkdir(mode=0o700, exist_ok=True)
-            tmp.write_text(data, encoding="utf-8")
+            fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+            with os.fdopen(fd, "w", encoding="utf-8") as fh:
+                fh.write(data)
             os.replace(tmp, self.path)
         except OSError:  # progress is a courtesy: the job goes on without it
             pass
