@@ -41,7 +41,7 @@ if TYPE_CHECKING:  # what ``__getattr__`` loads, for type checkers
         MemoryType,
         TypeClassification,
     )
-    from lexmem.store.lance import MemoryFilter
+    from lexmem.store.protocol import MemoryFilter
 
 _LAZY = {
     "Lexmem": "api",

@@ -18,12 +18,39 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, TypeGuard
 
-from lexmem.capture.policy import refuse_opted_out, scrub
-from lexmem.config import Paths, resolve_paths, secure_umask, tighten_umask
+from lexmem.capture.inbox import Inbox, make_event
+from lexmem.capture.policy import is_paused, refuse_opted_out, scrub
+from lexmem.config import (
+    CAPTURE_MODES,
+    DEFAULT_MODEL,
+    Paths,
+    llm_url_problem,
+    resolve_paths,
+    secure_umask,
+    tighten_umask,
+)
 from lexmem.embedder import Embedder
 from lexmem.encoder import EncoderOptions, LlmClassifier, LlmSummariser, MemoryEncoder
 from lexmem.errors import InvalidInputError
-from lexmem.licence import ENCODER, LicenceService
+from lexmem.keystore import LLM_API_KEY, get_secret, set_secret
+from lexmem.keystore import backend_available as keyring_available
+from lexmem.licence import (
+    CAPTURE,
+    CORE_ACTIVE_LIMIT,
+    ENCODER,
+    GATES,
+    STORAGE,
+    TIER_NAMES,
+    TRIAL_DAYS,
+    Licence,
+    LicenceError,
+    LicenceRequiredError,
+    LicenceService,
+    LicenceStatus,
+    verify_token,
+)
+from lexmem.llm import status_line as llm_status_line
+from lexmem.locks import FileLock, LockTimeout
 from lexmem.models import (
     Changes,
     ConfidencePoint,
@@ -37,10 +64,14 @@ from lexmem.models import (
     fingerprint,
     make_title,
 )
-from lexmem.settings import Settings, load_settings
-from lexmem.store.journal import AuditEntry, Journal, Session
-from lexmem.store.lance import MemoryFilter, MemoryStore
-from lexmem.store.search import Searcher, SearchHit, SearchResult
+from lexmem.service.client import InboxWriter, remember_through_inbox
+from lexmem.service.ops import memories_under
+from lexmem.service.writer import CaptureService, DrainReport, ServiceBusyError
+from lexmem.settings import Settings, load_settings, save_settings
+from lexmem.store.backends import journal_for, make_store, searcher_for
+from lexmem.store.journal import AuditEntry, Session
+from lexmem.store.protocol import JournalBackend, MemoryBackend, MemoryFilter
+from lexmem.store.search import SearchHit, SearchResult
 
 if TYPE_CHECKING:
     from lexmem.llm import LlmClient
@@ -48,18 +79,47 @@ if TYPE_CHECKING:
     from lexmem.settings import EmbeddingSettings
 
 # The facade's own names, and the types its methods take and return (re-exported, so that
-# the desktop layer needs nothing below the facade to name them).
+# the desktop layer needs nothing below the facade to name them). The desktop app may import
+# nothing below the facade (pyproject's import-linter contract), so the writer it runs
+# in-process and its client side, the licence's tiers and gates, the OS keyring's state and
+# a few constants and checks of the settings are re-exported here too.
 __all__ = [
+    "CAPTURE",
+    "CAPTURE_MODES",
+    "CORE_ACTIVE_LIMIT",
+    "DEFAULT_MODEL",
+    "ENCODER",
+    "GATES",
+    "STORAGE",
+    "TIER_NAMES",
+    "TRIAL_DAYS",
     "AuditEntry",
+    "CaptureService",
+    "DrainReport",
+    "FileLock",
+    "InboxWriter",
     "Lexmem",
+    "Licence",
+    "LicenceError",
+    "LicenceRequiredError",
+    "LicenceStatus",
+    "LockTimeout",
     "MemoryDetail",
     "MemoryFilter",
     "RememberResult",
     "SearchHit",
     "SearchResult",
+    "ServiceBusyError",
     "Session",
     "Settings",
+    "is_paused",
+    "keyring_available",
+    "llm_api_key_stored",
+    "llm_status_line",
+    "llm_url_problem",
     "normalise_link_type",
+    "remember_through_inbox",
+    "set_llm_api_key",
 ]
 
 log = logging.getLogger("lexmem")
@@ -116,6 +176,16 @@ def normalise_link_type(text: str) -> str:
     return kind
 
 
+def llm_api_key_stored() -> bool:
+    """Whether the OS keyring holds an API key for the LLM (never the settings file)."""
+    return get_secret(LLM_API_KEY) is not None
+
+
+def set_llm_api_key(key: str) -> None:
+    """Keep the LLM's API key in the OS keyring; an empty key removes it."""
+    set_secret(LLM_API_KEY, key)
+
+
 class Lexmem:
     """The core, opened on one data folder."""
 
@@ -127,6 +197,7 @@ class Lexmem:
         llm: LlmClassifier | None = None,
         embedder: Embedder | None = None,
         licence: LicenceService | None = None,
+        backend: str = "lance",
     ) -> None:
         self.paths = paths
         self.settings = settings
@@ -134,11 +205,12 @@ class Lexmem:
         self._licence = licence
         # An embedder may be shared (one loaded model serving several stores in one process).
         self.embedder = embedder or Embedder(settings.embedding, paths.models)
-        self.store = MemoryStore(
+        self.store: MemoryBackend = make_store(
             paths,
             dim=settings.embedding.dim,
             space_id=self.embedder.space_id,
             settings=settings.store,
+            backend=backend,
         )
         self.encoder = MemoryEncoder(self.embedder, options=EncoderOptions(), llm=None)
         # The optional LLM (seeds 000 and 001), used only when [llm] names an endpoint and
@@ -154,8 +226,8 @@ class Lexmem:
                 self.embedder, options=EncoderOptions(), llm=llm, summariser=summariser
             )
             self.llm = llm if _is_client(llm) else None
-        self.searcher = Searcher(self.store, self.embedder, settings.search)
-        self._journal: Journal | None = None
+        self.searcher = searcher_for(self.store, self.embedder, settings.search)
+        self._journal: JournalBackend | None = None
         self._access_queued = False
 
     @classmethod
@@ -167,15 +239,17 @@ class Lexmem:
         llm: LlmClassifier | None = None,
         embedder: Embedder | None = None,
         licence: LicenceService | None = None,
+        backend: str = "lance",
     ) -> Lexmem:
-        """Open (creating if needed) the data folder: ``home``, else ``LEXMEM_HOME``, else the platform's."""
+        """Open (creating if needed) the data folder: ``home``, else ``LEXMEM_HOME``, else the
+        platform's. ``backend`` names the storage backend (:mod:`lexmem.store.backends`)."""
         paths = Paths(Path(home).expanduser().absolute()) if home is not None else resolve_paths()
         tighten_umask()
         paths.ensure()
         # The settings file is rewritten in a newer layout only by the store's opening,
         # all or nothing with the store's own migration (lexmem.store.migrations).
         settings = settings or load_settings(paths, write_back=False)
-        lm = cls(paths, settings, llm=llm, embedder=embedder, licence=licence)
+        lm = cls(paths, settings, llm=llm, embedder=embedder, licence=licence, backend=backend)
         lm.store.open()
         return lm
 
@@ -460,7 +534,7 @@ class Lexmem:
         from lexmem.errors import NotFoundError
 
         mid = self.resolve(ident)
-        successors = self.store.ids_with(f"superseded_by = '{mid}'")
+        successors = self.store.ids_superseded_by(mid)
         if not self.erase_memories([mid]):
             raise NotFoundError("memory", mid)
         return Changes(updated=tuple(successors), deleted=(mid,), links=True, counts=True)
@@ -651,8 +725,7 @@ class Lexmem:
 
     def projects(self) -> list[str]:
         """Every project a memory names, sorted."""
-        table = self.store.scan_arrow("project IS NOT NULL", ["project"])
-        return sorted({str(p) for p in table.column("project").to_pylist() if p})
+        return self.store.project_names()
 
     def audit_entries(
         self,
@@ -672,10 +745,10 @@ class Lexmem:
         return self.journal.sessions(status, limit=limit)
 
     @property
-    def journal(self) -> Journal:
+    def journal(self) -> JournalBackend:
         """The capture journal (sessions, audit log, reviews) beside the memories."""
         if self._journal is None:
-            self._journal = Journal(self.store)
+            self._journal = journal_for(self.store)
         return self._journal
 
     def insights(self, days: int = 30) -> dict[str, Any]:
@@ -686,9 +759,46 @@ class Lexmem:
 
     def review_queue(self, limit: int | None = None) -> list[str]:
         """Ids of memories captured automatically and not reviewed yet, newest first."""
-        from lexmem.store.journal import review_queue
-
-        return review_queue(self.store, limit)
+        return self.journal.review_queue(limit)
 
     def status_counts(self) -> dict[str, int]:
         return {s.value: self.store.count(MemoryFilter(status=s)) for s in MemoryStatus}
+
+    # -- for the desktop app (it imports nothing below the facade) ------------------------
+
+    def capture_service(self) -> CaptureService:
+        """The single writer of this data folder, built on this core, for a process that
+        runs it itself (the desktop app, on its own thread)."""
+        return CaptureService(self)
+
+    def save_settings(self, settings: Settings) -> None:
+        """Write ``settings`` to this data folder's settings file (the hook and other
+        processes read it there); the object this core uses is the caller's to update."""
+        save_settings(self.paths, settings)
+
+    def post_event(
+        self,
+        event_type: str,
+        content: str = "",
+        *,
+        session_id: str,
+        agent: str,
+        metadata: dict[str, Any] | None = None,
+    ) -> Path:
+        """Leave an event for the writer in the inbox (a configuration change, a request
+        to show the app); returns the event's file."""
+        event = make_event(
+            event_type, content, session_id=session_id, agent=agent, metadata=metadata
+        )
+        return Inbox(self.paths.inbox).write(event)
+
+    def memories_under(self, root: str) -> int:
+        """How many memories (of any status) the repository ``root`` has: its project or one
+        inside it (what an opt-out's purge would erase)."""
+        return memories_under(self, root)
+
+    def verify_licence_key(self, text: str) -> Licence:
+        """Check a pasted licence key against this core's trust roots and clock, without
+        activating it; raises :class:`LicenceError` when it is not a valid key."""
+        svc = self.licence
+        return verify_token(text, svc.public_keys, svc.clock())

@@ -25,7 +25,7 @@ import click
 
 from lexmem import __version__
 from lexmem.config import tighten_umask
-from lexmem.errors import InvalidInputError, LexmemError, io_failure
+from lexmem.errors import InvalidInputError, LexmemError
 
 __all__ = ["Ctx", "cli", "has_display", "main"]
 
@@ -281,20 +281,6 @@ class LexmemGroup(click.Group):
             if os.environ.get("LEXMEM_DEBUG"):
                 raise
             first = str(exc).strip().splitlines()[0] if str(exc).strip() else ""
-            if "lance error" in first.lower() and (reason := io_failure(exc)):
-                click.echo(
-                    f"lexmem: error: the store could not be read or written ({reason})", err=True
-                )
-                ctx.exit(1)
-            if "lance error" in first.lower():
-                # LanceDB could not read a table file: damage, not a bug to report.
-                cause = first.split(", /", 1)[0]  # drop the Rust source location
-                click.echo(
-                    f"lexmem: error: the store cannot be read ({cause}): "
-                    "run `lexmem doctor` to check it and `lexmem doctor --repair` to repair it",
-                    err=True,
-                )
-                ctx.exit(1)
             click.echo(
                 f"lexmem: internal error: {type(exc).__name__}: {first} (set LEXMEM_DEBUG=1 for the traceback)",
                 err=True,
@@ -468,7 +454,7 @@ def remember(
 def _filter(project: str | None, mtype: str | None, status: str | None, source: str | None = None,
             pinned: bool | None = None, since: str | None = None, until: str | None = None) -> Any:  # fmt: skip
     from lexmem.models import MemorySource, MemoryStatus, MemoryType
-    from lexmem.store.lance import MemoryFilter
+    from lexmem.store.protocol import MemoryFilter
 
     after, before = parse_when(since, "--since"), parse_when(until, "--until")
     if after is not None and before is not None and after >= before:
@@ -1177,11 +1163,7 @@ def digest(c: Ctx, project: str | None, max_bytes: int | None, as_json: bool) ->
 @pass_ctx
 def audit(c: Ctx, decision: str | None, session_id: str | None, limit: int, as_json: bool) -> None:
     """Every capture candidate saved or skipped, with the reason and the rule."""
-    from lexmem.store.journal import Journal
-
-    entries = Journal(c.lm().store).audit_entries(
-        decision=decision, session_id=session_id, limit=limit
-    )
+    entries = c.lm().journal.audit_entries(decision=decision, session_id=session_id, limit=limit)
     if as_json:
         emit_json([e.to_dict() for e in entries])
         return
@@ -1200,9 +1182,7 @@ def audit(c: Ctx, decision: str | None, session_id: str | None, limit: int, as_j
 @pass_ctx
 def sessions(c: Ctx, status: str | None, limit: int, as_json: bool) -> None:
     """Captured agent sessions, most recent first, with their memory counts."""
-    from lexmem.store.journal import Journal
-
-    found = Journal(c.lm().store).sessions(status, limit=limit)
+    found = c.lm().journal.sessions(status, limit=limit)
     if as_json:
         emit_json([s.to_dict() for s in found])
         return

@@ -20,6 +20,7 @@ import stat
 import sys
 from pathlib import Path
 
+from lexmem.base import Frozen, atomic_write
 from lexmem.errors import ConfigError, DataFolderError
 
 # The hook imports this module on every call, so it imports nothing slow at module
@@ -56,12 +57,11 @@ DIR_MODE = 0o700
 FILE_MODE = 0o600
 
 
-class Paths:
+class Paths(Frozen):
     """Every place lexmem reads or writes, derived from one data folder.
 
-    A frozen value class with one field, ``home``, written by hand with the surface
-    of ``@dataclass(frozen=True, slots=True)`` (equality, hash, repr, ``match``,
-    copy and pickle) so that the hook need not import ``dataclasses``.
+    A frozen value class with one field, ``home`` (:class:`~lexmem.base.Frozen`: the
+    surface of ``@dataclass(frozen=True, slots=True)`` without importing ``dataclasses``).
     """
 
     __slots__ = ("home",)
@@ -70,28 +70,7 @@ class Paths:
     home: Path
 
     def __init__(self, home: Path) -> None:
-        object.__setattr__(self, "home", home)
-
-    def __setattr__(self, name: str, value: object) -> None:
-        raise AttributeError(f"cannot assign to field {name!r}: Paths is frozen")
-
-    def __delattr__(self, name: str) -> None:
-        raise AttributeError(f"cannot delete field {name!r}: Paths is frozen")
-
-    def __eq__(self, other: object) -> bool:
-        if other.__class__ is not self.__class__:
-            return NotImplemented
-        assert isinstance(other, Paths)
-        return self.home == other.home
-
-    def __hash__(self) -> int:
-        return hash((self.home,))
-
-    def __repr__(self) -> str:
-        return f"Paths(home={self.home!r})"
-
-    def __reduce__(self) -> tuple[type[Paths], tuple[Path]]:
-        return (Paths, (self.home,))
+        super().__init__(home)
 
     @property
     def settings(self) -> Path:
@@ -228,7 +207,7 @@ def read_location(environ: Mapping[str, str] | None = None) -> Path | None:
 
 
 def write_location(home: Path | None, environ: Mapping[str, str] | None = None) -> None:
-    """Point lexmem at ``home`` (atomically: temporary file, fsync, rename), or remove the
+    """Point lexmem at ``home`` (atomically: :func:`~lexmem.base.atomic_write`), or remove the
     pointer (``None``: the platform folder again)."""
     target = location_file(environ)
     if home is None:
@@ -239,17 +218,11 @@ def write_location(home: Path | None, environ: Mapping[str, str] | None = None) 
         return
     if not home.is_absolute():
         raise ConfigError(f"the data folder must be an absolute path, not {home}", path=str(target))
-    tmp = target.with_name(f".{target.name}.{os.getpid()}.tmp")
     with secure_umask():
         try:
             target.parent.mkdir(mode=DIR_MODE, parents=True, exist_ok=True)
-            with open(tmp, "w", encoding="utf-8") as fh:
-                fh.write(f"{home}\n")
-                fh.flush()
-                os.fsync(fh.fileno())
-            os.replace(tmp, target)
+            atomic_write(target, f"{home}\n", mode=FILE_MODE)
         except OSError as exc:
-            tmp.unlink(missing_ok=True)
             raise ConfigError(f"cannot write ({exc.strerror})", path=str(target)) from exc
 
 
@@ -301,6 +274,7 @@ _SECTIONS: dict[str, dict[str, Any]] = {
     "capture": {
         "mode": "assist", "project_modes": {}, "optout": [], "allow_paths": [],
         "window_turns": 6, "abandon_after_minutes": 120, "watch": [], "paused_until": "",
+        "user_name": "",
     },
     "context": {"digest_bytes": 6144},
     "llm": {
@@ -311,16 +285,18 @@ _SECTIONS: dict[str, dict[str, Any]] = {
 
 
 class CaptureRules:
-    """What the hook applies of ``[capture]``: the mode, per-project modes, opt-outs and
-    allowed paths (the same names and meaning as in :class:`CaptureSettings`)."""
+    """What the hook applies of ``[capture]``: the mode, per-project modes, opt-outs,
+    allowed paths and the user's name (the same names and meaning as in
+    :class:`CaptureSettings`)."""
 
-    __slots__ = ("allow_paths", "mode", "optout", "paused_until", "project_modes")
+    __slots__ = ("allow_paths", "mode", "optout", "paused_until", "project_modes", "user_name")
 
     mode: str
     project_modes: dict[str, str]
     optout: list[str]
     allow_paths: list[str]
     paused_until: str
+    user_name: str
 
     def __init__(
         self,
@@ -329,8 +305,10 @@ class CaptureRules:
         optout: list[str] | None = None,
         allow_paths: list[str] | None = None,
         paused_until: str = "",
+        user_name: str = "",
     ) -> None:
         self.paused_until = paused_until
+        self.user_name = user_name
         self.mode = mode
         self.project_modes = {} if project_modes is None else project_modes
         self.optout = [] if optout is None else optout
@@ -340,7 +318,7 @@ class CaptureRules:
         return (
             f"CaptureRules(mode={self.mode!r}, project_modes={self.project_modes!r}, "
             f"optout={self.optout!r}, allow_paths={self.allow_paths!r}, "
-            f"paused_until={self.paused_until!r})"
+            f"paused_until={self.paused_until!r}, user_name={self.user_name!r})"
         )
 
 
@@ -490,6 +468,7 @@ def load_capture_rules(paths: Paths) -> CaptureRules:
         optout=capture.get("optout"),
         allow_paths=capture.get("allow_paths"),
         paused_until=capture.get("paused_until", ""),
+        user_name=capture.get("user_name", ""),
     )
 
 

@@ -32,6 +32,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from lexmem.agents.integrations import CREATED_RECORD
+from lexmem.base import atomic_write
 from lexmem.config import (
     DIR_MODE,
     FILE_MODE,
@@ -190,21 +191,10 @@ def _icon_path() -> str:
 
 
 def _write_private(target: Path, data: bytes) -> None:
-    """Write ``data`` owner-only through a temporary file and a rename (0600 in 0700)."""
-    tmp = target.with_name(f".{target.name}.{os.getpid()}.tmp")
-    try:
-        with secure_umask():
-            target.parent.mkdir(mode=DIR_MODE, parents=True, exist_ok=True)
-        fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, FILE_MODE)
-        with os.fdopen(fd, "wb") as fh:
-            fh.write(data)
-            fh.flush()
-            os.fsync(fh.fileno())
-        os.chmod(tmp, FILE_MODE)
-        os.replace(tmp, target)
-    except OSError:
-        tmp.unlink(missing_ok=True)
-        raise
+    """Write ``data`` owner-only and atomically (0600 in 0700)."""
+    with secure_umask():
+        target.parent.mkdir(mode=DIR_MODE, parents=True, exist_ok=True)
+    atomic_write(target, data, mode=FILE_MODE)
 
 
 def set_autostart(
@@ -561,9 +551,13 @@ def _sync_inbox(source: Path, target: Path) -> int:
         dest = new / event.name
         if not dest.exists():
             new.mkdir(mode=DIR_MODE, parents=True, exist_ok=True)
-            tmp = new / f".{event.name}.moving"
-            shutil.copy2(event, tmp)
-            os.replace(tmp, dest)
+            # Hidden while written (".tmp-", as the inbox's own), so no drain reads it early.
+            atomic_write(
+                dest,
+                event.read_bytes(),
+                mode=stat.S_IMODE(event.stat().st_mode),
+                tmp_prefix=f".tmp-{event.name}-",
+            )
             n += 1
     return n
 
@@ -734,20 +728,11 @@ def markdown_files(folder: Path) -> list[Path]:
 def scan_progress(lm: Lexmem, folder: Path) -> tuple[int, int]:
     """How many of ``folder``'s notes a service has read (a file hash in the journal), of
     how many there are: what a service in another process did, measured from outside."""
-    from lexmem.store.journal import Journal
-    from lexmem.store.lance import q
-
     notes = markdown_files(folder)
     if not notes:
         return 0, 0
     lm.refresh()
-    if "file_hashes" not in lm.store.list_tables():
-        return 0, len(notes)
-    root = str(folder.expanduser().resolve())
-    table = Journal(lm.store).t("file_hashes")
-    where = f"path LIKE {q(root + os.sep + '%')}"
-    rows = table.search().where(where).select(["path"]).limit(max(1, table.count_rows(where)))
-    seen = {str(r["path"]) for r in rows.to_list()}
+    seen = lm.journal.file_hashes_under(str(folder.expanduser().resolve()))
     return sum(1 for n in notes if str(n) in seen), len(notes)
 
 

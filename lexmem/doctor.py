@@ -16,7 +16,7 @@ from pathlib import Path
 from typing import Any
 
 from lexmem.config import Paths, resolve_paths
-from lexmem.errors import LexmemError
+from lexmem.errors import LexmemError, StoreDamagedError, StoreIOError
 from lexmem.settings import load_settings
 from lexmem.store.repair import Check, check_tables, repair_store, table_names
 
@@ -124,12 +124,12 @@ def run_checks(home: str | None = None, *, fix: bool = False, repair: bool = Fal
     except LexmemError as exc:
         checks.append(Check("model", "fail", str(exc)))
 
-    from lexmem.store.lance import MemoryStore
+    from lexmem.store.backends import make_store
 
     try:
         if tables.state == "fail":
             raise _Damaged(tables.detail)
-        store = MemoryStore(
+        store = make_store(
             paths, dim=settings.embedding.dim, space_id=embedder.space_id, settings=settings.store
         ).open()
         n = store.count()
@@ -155,6 +155,11 @@ def run_checks(home: str | None = None, *, fix: bool = False, repair: bool = Fal
         else:
             checks.append(Check("store", "ok", detail))
         store.close()
+    except (StoreDamagedError, StoreIOError) as exc:  # the engine's own words, as before
+        raw = exc.__cause__ or exc
+        checks.append(
+            Check("store", "fail", f"cannot open the store ({type(raw).__name__}: {raw})")
+        )
     except (LexmemError, _Damaged) as exc:
         checks.append(Check("store", "fail", str(exc)))
     except Exception as exc:  # noqa: BLE001 - a damaged store must still produce a report

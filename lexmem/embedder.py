@@ -23,6 +23,7 @@ from importlib import resources
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, cast
 
+from lexmem.base import atomic_write
 from lexmem.config import DEFAULT_MODEL, secure_umask
 from lexmem.errors import ModelError
 from lexmem.settings import EmbeddingSettings
@@ -247,7 +248,7 @@ class Embedder:
                 data = (source / name).read_bytes()
                 dest = folder / name
                 if not dest.exists() or dest.read_bytes() != data:
-                    dest.write_bytes(data)
+                    atomic_write(dest, data)
         return folder
 
     def _verify(self, onnx: Path) -> None:
@@ -269,7 +270,7 @@ class Embedder:
             )
         with secure_umask():
             self.models_dir.mkdir(parents=True, exist_ok=True, mode=0o700)
-            record.write_text(json.dumps(stamp))
+            atomic_write(record, json.dumps(stamp))
 
     # -- embedding --------------------------------------------------------
 

@@ -7,6 +7,8 @@
     ├── StoreError              the store cannot be read or written
     │   ├── NotFoundError       no memory (or link) with that id
     │   ├── StoreLockedError    another process holds the write lock for too long
+    │   ├── StoreIOError        the machine failed a read or write of the store (disk full, ...)
+    │   ├── StoreDamagedError   a table of the store cannot be read: `lexmem doctor` repairs it
     │   └── WriterElsewhereError  a write outside the single writer (a service elsewhere)
     ├── InvalidInputError       a value a user or caller gave is unusable
     │   ├── ChunkerError        (lexmem.capture.chunker) empty text, invalid UTF-8, bad chunk sizes
@@ -31,7 +33,9 @@ __all__ = [
     "LexmemError",
     "ModelError",
     "NotFoundError",
+    "StoreDamagedError",
     "StoreError",
+    "StoreIOError",
     "StoreLockedError",
     "WriterElsewhereError",
     "io_failure",
@@ -81,6 +85,32 @@ class StoreLockedError(StoreError):
             f"the store is busy (another lexmem process held {path} for {waited:.0f}s)"
         )
         self.path = path
+
+
+class StoreIOError(StoreError):
+    """The machine failed a read or write of the store (full, read-only, failing disk):
+    ``reason`` is the operating system's (:func:`io_failure`). The backend's own error is
+    the ``__cause__``."""
+
+    def __init__(self, reason: str, *, path: str | None = None) -> None:
+        super().__init__(f"the store could not be read or written ({reason})")
+        self.reason = reason
+        self.path = path
+
+
+class StoreDamagedError(StoreError):
+    """A table of the store cannot be read (a damaged or missing file): damage, not a bug
+    to report. ``cause`` is the backend's one-line reason, ``path`` the store's folder and
+    ``table`` the table when the backend knows it; the backend's error is the ``__cause__``."""
+
+    def __init__(self, cause: str, *, path: str | None = None, table: str | None = None) -> None:
+        super().__init__(
+            f"the store cannot be read ({cause}): "
+            "run `lexmem doctor` to check it and `lexmem doctor --repair` to repair it"
+        )
+        self.cause = cause
+        self.path = path
+        self.table = table
 
 
 class WriterElsewhereError(StoreError):

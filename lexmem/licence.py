@@ -30,7 +30,6 @@ away: search, browse, export and forget need no licence.
 from __future__ import annotations
 
 import base64
-import contextlib
 import hashlib
 import hmac
 import json
@@ -47,7 +46,8 @@ from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
 
-from lexmem.config import DIR_MODE, Paths, secure_umask
+from lexmem.base import atomic_write
+from lexmem.config import DIR_MODE, FILE_MODE, Paths, secure_umask
 from lexmem.errors import LexmemError
 from lexmem.locks import FileLock
 
@@ -551,19 +551,11 @@ def _private_dir(folder: Path) -> None:
 
 def _write_private(path: Path, text: str) -> bool:
     """Write ``text`` atomically, owner-only (0600); False when the place is read-only."""
-    tmp = path.with_name(f".{path.name}.{os.getpid()}.{threading.get_ident()}.tmp")
     try:
-        with secure_umask():
-            with open(tmp, "w", encoding="utf-8") as fh:
-                fh.write(text)
-                fh.flush()
-                os.fsync(fh.fileno())
-            os.replace(tmp, path)
+        atomic_write(path, text, mode=FILE_MODE)
         return True
     except OSError as exc:
         log.info("[MEM:LICENCE] Could not keep the trial's record in %s: %s", path, exc)
-        with contextlib.suppress(OSError):
-            tmp.unlink(missing_ok=True)
         return False
 
 

@@ -27,7 +27,6 @@ from __future__ import annotations
 
 import json
 import logging
-import os
 import re
 import threading
 import time
@@ -269,13 +268,10 @@ class LlmClient:
         return data
 
     def _write(self, data: dict[str, Any]) -> None:
-        from lexmem.config import secure_umask
+        from lexmem.base import atomic_write
 
-        tmp = self.state_file.with_name(f".{STATE_FILE}.{os.getpid()}.tmp")
         try:
-            with secure_umask():
-                tmp.write_text(json.dumps(data, sort_keys=True), encoding="utf-8")
-                tmp.replace(self.state_file)
+            atomic_write(self.state_file, json.dumps(data, sort_keys=True))
         except OSError as exc:
             # The counters are a guard, not data: a read-only folder must not stop capture.
             log.warning("[MEM:LLM] cannot save the LLM counters (%s)", exc.strerror)

@@ -10,12 +10,13 @@ every call. ``config`` validates a file against the same fields and defaults (it
 
 from __future__ import annotations
 
-import os
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
+from lexmem.base import atomic_write
 from lexmem.config import (
     DEFAULT_MODEL,
+    FILE_MODE,
     SCHEMA_VERSION,
     Paths,
     llm_url_problem,
@@ -90,6 +91,8 @@ class CaptureSettings:
     watch: list[str] = field(default_factory=list)
     # Automatic capture paused until this UTC time ("YYYY-MM-DDTHH:MM:SSZ"; "" = not paused).
     paused_until: str = ""
+    # Your name as the speaker of your turns in agent sessions ("" = your login name).
+    user_name: str = ""
 
 
 @dataclass(slots=True)
@@ -158,7 +161,7 @@ def load_settings(paths: Paths, *, write_back: bool = True) -> Settings:
 
 
 def save_settings(paths: Paths, settings: Settings) -> None:
-    """Write settings.toml atomically (temporary file, fsync, rename), mode 0600."""
+    """Write settings.toml atomically (:func:`~lexmem.base.atomic_write`), mode 0600."""
     import tomli_w
 
     problem = llm_url_problem(settings.llm.url)
@@ -166,15 +169,9 @@ def save_settings(paths: Paths, settings: Settings) -> None:
         raise ConfigError(problem, path=str(paths.settings))
     paths.ensure()
     target = paths.settings
-    tmp = target.with_name(f".{target.name}.{os.getpid()}.tmp")
     text = tomli_w.dumps(settings.to_dict())
     with secure_umask():
         try:
-            with open(tmp, "w", encoding="utf-8") as fh:
-                fh.write(text)
-                fh.flush()
-                os.fsync(fh.fileno())
-            os.replace(tmp, target)
+            atomic_write(target, text, mode=FILE_MODE)
         except OSError as exc:
-            tmp.unlink(missing_ok=True)
             raise ConfigError(f"cannot write settings ({exc.strerror})", path=str(target)) from exc

@@ -15,6 +15,7 @@ import keyring
 import pytest
 from keyring.backend import KeyringBackend
 from keyring.errors import PasswordDeleteError
+from store_backends import BACKENDS
 
 from lexmem.api import Lexmem
 from lexmem.config import Paths, secure_umask
@@ -100,6 +101,13 @@ def lm(data_home: Path, embedder: Embedder) -> Iterator[Lexmem]:
     core = Lexmem.open(data_home, embedder=embedder)
     yield core
     core.close()
+
+
+@pytest.fixture(params=BACKENDS)
+def backend(request: pytest.FixtureRequest) -> str:
+    """The storage backend a conformance test runs on: each test taking it runs once per
+    backend (``tests/store_backends.py``)."""
+    return str(request.param)
 
 
 @pytest.fixture

@@ -150,7 +150,7 @@ def test_purge_project_erases_everything_of_the_repository(service: CaptureServi
 
     assert_nowhere(lm.paths.home, ["zqxmarker8h", "zqxmarker9i", "zqxmarker1k"])
     assert lm.projects() == [other]
-    assert lm.get(lm.store.ids_with(f"project = '{other}'")[0]).content.endswith("payments.")
+    assert lm.get(lm.store.ids_in_projects([other])[0]).content.endswith("payments.")
     assert all(s.project != repo for s in lm.sessions())
     assert Journal(lm.store).buffered("r2") == []
     assert find_markers(lm.paths.home, ["zqxmarker0j"])  # the other project is untouched

@@ -1342,3 +1342,21 @@ def test_project_facts_the_user_mentions_are_full_only() -> None:
     assert c.text == "We use Datadog for alerts."
     assert c.rule == "project-fact" and FULL <= c.confidence < ASSIST
     assert c.event_ids == (said,)
+
+
+def test_a_candidate_names_its_speaker_only_when_one_speaker_said_its_turns() -> None:
+    """``metadata["speaker"]``: who said the turns a candidate was drawn from (the hook
+    records it per event); none when the turns have different speakers, or none."""
+    ex = Extractor()
+    s = Session()
+    s.prompt("Never push directly to main.")
+    s.events[-1]["speaker"] = "Ada"
+    s.response("I'd suggest using Redis Streams for the job queue, because it is already deployed.")
+    s.events[-1]["speaker"] = "Claude"
+    s.prompt("yes please")
+    s.events[-1]["speaker"] = "Ada"
+    s.prompt("From now on always run the linter before committing.")  # an old event: no speaker
+    found = {c.kind: c for c in ex.extract(s.events)}
+    assert found[CandidateKind.CONSTRAINT].metadata["speaker"] == "Ada"
+    assert "speaker" not in found[CandidateKind.DECISION].metadata  # Claude's, confirmed by Ada
+    assert "speaker" not in found[CandidateKind.PREFERENCE].metadata

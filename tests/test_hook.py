@@ -41,6 +41,7 @@ TOOL_USE_ID = "toolu_01H8xQ4a9pLkN2sT7vW3yZ5b"
 MODEL = "claude-sonnet-4-5-20250929"
 LIGHT_LEXMEM_MODULES = {
     "lexmem",
+    "lexmem.base",  # atomic_write (the inbox) and the frozen value base
     "lexmem.capture",  # an empty package
     "lexmem.capture.hook",
     "lexmem.capture.inbox",
@@ -776,6 +777,101 @@ def test_an_invalid_generic_event_is_logged_and_not_written(
     (line,) = log_lines(data_home)
     assert "invalid event" in line
     assert reason in line
+
+
+# -- 5b. who said it: the speaker of a conversation turn --------------------------------------
+
+
+def test_a_prompt_is_the_persons_and_a_response_the_agents(
+    repo: Path, data_home: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("LOGNAME", "ada")
+    monkeypatch.setenv("USER", "ada")
+    for event, fields in (
+        ("UserPromptSubmit", {"prompt": "Never deploy on Fridays."}),
+        ("PreToolUse", {"tool_name": "Bash", "tool_input": BASH_INPUT, "tool_use_id": "t1"}),
+        (
+            "Stop",
+            {"stop_hook_active": False, "last_assistant_message": "Noted: no Friday deploys."},
+        ),
+    ):
+        ok(run_hook("claude", payload=claude_payload(event, repo, **fields), cwd=repo))
+    ok(
+        run_hook(
+            "codex", payload=codex_payload("Stop", repo, last_assistant_message="Done."), cwd=repo
+        )
+    )
+    events = inbox_events(data_home)
+    assert [(e["event_type"], e.get("speaker")) for e in events] == [
+        ("prompt", "ada"),
+        ("tool_call", None),  # tool activity is said by no one: no field at all
+        ("response", "Claude"),
+        ("response", "Codex"),
+    ]
+    assert "speaker" not in events[1]
+    inbox = Inbox(data_home / "inbox")
+    assert [inbox.read(p).get("speaker") for p in inbox_files(data_home)] == [
+        "ada", None, "Claude", "Codex",
+    ]  # fmt: skip
+
+
+def test_the_configured_user_name_is_the_speaker_of_prompts(
+    repo: Path, data_home: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("LOGNAME", "ada")
+    save_settings(Paths(data_home), Settings(capture=CaptureSettings(user_name="Ada Lovelace")))
+    ok(
+        run_hook(
+            "claude", payload=claude_payload("UserPromptSubmit", repo, prompt="Use tabs."), cwd=repo
+        )
+    )
+    notify = {"type": "agent-turn-complete", "thread-id": "t-1", "cwd": str(repo),
+              "input-messages": ["Use spaces."], "last-assistant-message": "Switched to spaces."}  # fmt: skip
+    ok(run_hook("codex", json.dumps(notify), cwd=repo))
+    assert [(e["event_type"], e["speaker"]) for e in inbox_events(data_home)] == [
+        ("prompt", "Ada Lovelace"),
+        ("prompt", "Ada Lovelace"),
+        ("response", "Codex"),
+    ]
+
+
+def test_a_generic_event_keeps_the_speaker_it_names_redacted(data_home: Path) -> None:
+    token = "ghp_" + "A1b2C3d4E5f6G7h8I9j0K1l2M3n4O5p6Q7r8"
+    sends = [
+        generic_event(event_type="prompt", content="We meet on Tuesdays.", speaker="Caroline"),
+        generic_event(
+            event_id="7c2a6d0f-3e4b-4f9c-8a81-2b3c4d5e6f70",
+            event_type="response",
+            content="Noted.",
+            speaker=f"bot {token}",
+        ),
+        generic_event(event_id="8d3b7e1a-4f5c-4a0d-9b92-3c4d5e6f7081"),  # no speaker: none
+    ]
+    for event in sends:
+        ok(run_hook("event", payload=event))
+    events = inbox_events(data_home)
+    assert events[0]["speaker"] == "Caroline"
+    assert token not in json.dumps(events[1]) and events[1]["speaker"].startswith("bot [REDACTED")
+    assert "speaker" not in events[2]
+
+
+def test_a_generic_event_whose_speaker_is_not_a_string_is_refused(data_home: Path) -> None:
+    ok(run_hook("event", payload=generic_event(event_type="prompt", speaker=["Caroline"])))
+    assert inbox_files(data_home) == []
+    (line,) = log_lines(data_home)
+    assert "field 'speaker' must be a string or null" in line
+
+
+def test_old_events_without_a_speaker_stay_valid() -> None:
+    from lexmem.capture.inbox import BadEvent, make_event, validate_event
+
+    old = make_event("prompt", "hi", session_id="s")
+    assert "speaker" not in old
+    assert "speaker" not in validate_event(dict(old))
+    assert validate_event(make_event("prompt", "hi", speaker="Ada"))["speaker"] == "Ada"
+    assert validate_event({**old, "speaker": None})["speaker"] is None
+    with pytest.raises(BadEvent, match="speaker"):
+        validate_event({**old, "speaker": 7})
 
 
 # -- 6. the hook never fails ------------------------------------------------------------------

@@ -15,10 +15,12 @@ import pytest
 
 from lexmem.api import Lexmem
 from lexmem.capture.inbox import Inbox, make_event
+from lexmem.config import Paths
 from lexmem.embedder import Embedder
 from lexmem.models import MemorySource, MemoryStatus, utcnow
 from lexmem.service.events import MemoryCaptured
 from lexmem.service.writer import CaptureService, ServiceBusyError
+from lexmem.settings import CaptureSettings, Settings, save_settings
 from lexmem.store.journal import Journal
 from lexmem.store.lance import MemoryFilter
 
@@ -639,3 +641,40 @@ def test_what_the_cli_and_mcp_enqueue_reaches_the_inbox_redacted(
     assert SECRETS[0] not in written and SECRETS[1] not in written
     assert "deploy token [REDACTED:" in written
     assert event["metadata"]["query"].endswith(SECRETS[0])  # the caller's event is untouched
+
+
+def test_a_memory_keeps_who_said_it_and_a_search_naming_them_ranks_it_first(
+    service: CaptureService, data_home: Path, tmp_path: Path
+) -> None:
+    """The hook records each turn's speaker (the person's configured name), the writer keeps
+    it on a memory drawn from that person's turns, and a query naming the speaker ranks
+    their memory first among memories that are otherwise the same (two repositories, so
+    neither is a duplicate of the other)."""
+    said = "Never deploy the billing service on a Friday afternoon."
+    sessions: dict[str, str] = {}
+    for name in ("Alice", "Bob"):
+        repo = tmp_path / f"{name.lower()}-repo"
+        (repo / ".git").mkdir(parents=True)
+        save_settings(Paths(data_home), Settings(capture=CaptureSettings(user_name=name)))
+        a = Agent(repo)
+        a.prompt(said)
+        a.reply("Understood.")
+        a.end()
+        sessions[a.session] = name
+    service.drain()
+    lm = service.lm
+    memories = lm.list_memories(limit=None)
+    assert sorted((sessions[m.session_id], m.content) for m in memories) == [
+        ("Alice", said),
+        ("Bob", said),
+    ]
+    for m in memories:
+        assert m.metadata["speaker"] == sessions[m.session_id]
+    for name in ("Alice", "Bob"):  # each order, so the tie is not broken by recency
+        hits = lm.search(
+            f"What did {name} say about deploying the billing service?", record_access=False
+        ).hits
+        assert [sessions[h.memory.session_id] for h in hits[:2]] == [
+            name,
+            "Bob" if name == "Alice" else "Alice",
+        ]

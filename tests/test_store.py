@@ -1,14 +1,22 @@
-"""Seed 004 (MEM-02) on the real LanceDB store: every operation, criterion and scenario."""
+"""Seed 004 (MEM-02) on the real store: every operation, criterion and scenario.
+
+The store's conformance suite: every test runs once per storage backend (the ``backend``
+fixture, ``tests/store_backends.py``) on a real store in a temporary folder; a test of
+LanceDB's own machinery says so (:func:`only`).
+"""
 
 from __future__ import annotations
 
 import multiprocessing as mp
+from collections.abc import Iterator
 from datetime import timedelta
 from pathlib import Path
 
 import pytest
+from store_backends import only, open_core
 
 from lexmem.api import Lexmem
+from lexmem.embedder import Embedder
 from lexmem.errors import InvalidInputError, NotFoundError
 from lexmem.models import (
     ChunkMetadata,
@@ -19,7 +27,8 @@ from lexmem.models import (
     MemoryType,
     utcnow,
 )
-from lexmem.store.lance import MemoryFilter, MemoryStore
+from lexmem.store.lance import MemoryFilter
+from lexmem.store.protocol import MemoryBackend
 
 
 def make(lm: Lexmem, content: str, **fields: object) -> Memory:
@@ -28,7 +37,15 @@ def make(lm: Lexmem, content: str, **fields: object) -> Memory:
 
 
 @pytest.fixture
-def store(lm: Lexmem) -> MemoryStore:
+def lm(data_home: Path, embedder: Embedder, backend: str) -> Iterator[Lexmem]:
+    """A real core on a fresh data folder whose store is of the backend under test."""
+    core = open_core(data_home, embedder, backend)
+    yield core
+    core.close()
+
+
+@pytest.fixture
+def store(lm: Lexmem) -> MemoryBackend:
     return lm.store
 
 
@@ -36,7 +53,7 @@ def store(lm: Lexmem) -> MemoryStore:
 
 
 def test_store_and_retrieve_preserves_every_field_and_the_exact_embedding(
-    lm: Lexmem, store: MemoryStore
+    lm: Lexmem, store: MemoryBackend
 ) -> None:
     now = utcnow()
     m = make(
@@ -73,13 +90,13 @@ def test_store_and_retrieve_preserves_every_field_and_the_exact_embedding(
         assert getattr(got, field) == getattr(m, field), field
 
 
-def test_get_unknown_id_raises_not_found(store: MemoryStore) -> None:
+def test_get_unknown_id_raises_not_found(store: MemoryBackend) -> None:
     with pytest.raises(NotFoundError):
         store.get("00000000-0000-0000-0000-000000000000")
     assert store.get_optional("00000000-0000-0000-0000-000000000000") is None
 
 
-def test_storing_the_same_id_twice_is_refused(lm: Lexmem, store: MemoryStore) -> None:
+def test_storing_the_same_id_twice_is_refused(lm: Lexmem, store: MemoryBackend) -> None:
     m = make(lm, "A fact")
     store.store(m)
     with pytest.raises(InvalidInputError, match="already exists"):
@@ -87,7 +104,7 @@ def test_storing_the_same_id_twice_is_refused(lm: Lexmem, store: MemoryStore) ->
     assert store.count() == 1
 
 
-def test_store_refuses_a_vector_of_the_wrong_size(store: MemoryStore) -> None:
+def test_store_refuses_a_vector_of_the_wrong_size(store: MemoryBackend) -> None:
     with pytest.raises(InvalidInputError, match="384"):
         store.store(Memory(content="x", embedding=[0.1, 0.2]))
     with pytest.raises(InvalidInputError, match="no embedding"):
@@ -98,7 +115,7 @@ def test_store_refuses_a_vector_of_the_wrong_size(store: MemoryStore) -> None:
 
 
 def test_record_access_increments_count_and_updates_last_accessed(
-    lm: Lexmem, store: MemoryStore
+    lm: Lexmem, store: MemoryBackend
 ) -> None:
     m = make(lm, "The API listens on port 8080", last_accessed_at=utcnow() - timedelta(days=10))
     store.store(m)
@@ -117,7 +134,7 @@ def test_record_access_increments_count_and_updates_last_accessed(
 # --- Scenario: Archive memory ------------------------------------------------------
 
 
-def test_archive_sets_status_and_leaves_active_queries(lm: Lexmem, store: MemoryStore) -> None:
+def test_archive_sets_status_and_leaves_active_queries(lm: Lexmem, store: MemoryBackend) -> None:
     a = make(lm, "Old build server is jenkins-1")
     b = make(lm, "The build server is jenkins-2")
     store.store_many([a, b])
@@ -135,7 +152,7 @@ def test_archive_sets_status_and_leaves_active_queries(lm: Lexmem, store: Memory
 
 
 def test_supersede_links_old_to_replacement_and_chain_is_navigable_both_ways(
-    lm: Lexmem, store: MemoryStore
+    lm: Lexmem, store: MemoryBackend
 ) -> None:
     v1, v2, v3 = (make(lm, f"The staging URL is staging{i}.example.com") for i in (1, 2, 3))
     store.store_many([v1, v2, v3])
@@ -159,7 +176,7 @@ def test_supersede_links_old_to_replacement_and_chain_is_navigable_both_ways(
 # --- Links -------------------------------------------------------------------------
 
 
-def test_links_are_unique_per_from_to_type(lm: Lexmem, store: MemoryStore) -> None:
+def test_links_are_unique_per_from_to_type(lm: Lexmem, store: MemoryBackend) -> None:
     a, b = make(lm, "Service A calls service B"), make(lm, "Service B owns the orders table")
     store.store_many([a, b])
     store.store_link(MemoryLink(a.id, b.id, "depends_on", 0.4))
@@ -182,7 +199,7 @@ def test_links_are_unique_per_from_to_type(lm: Lexmem, store: MemoryStore) -> No
 # --- Confidence trajectory ---------------------------------------------------------
 
 
-def test_confidence_trajectory_is_kept_in_order(lm: Lexmem, store: MemoryStore) -> None:
+def test_confidence_trajectory_is_kept_in_order(lm: Lexmem, store: MemoryBackend) -> None:
     m = make(lm, "Tests run with pytest", confidence=0.6)
     store.store(m)
     for value in (0.7, 0.85, 0.5):
@@ -197,7 +214,7 @@ def test_confidence_trajectory_is_kept_in_order(lm: Lexmem, store: MemoryStore) 
 # --- Scenario: Salience decay ------------------------------------------------------
 
 
-def test_decay_multiplies_all_salience_values(lm: Lexmem, store: MemoryStore) -> None:
+def test_decay_multiplies_all_salience_values(lm: Lexmem, store: MemoryBackend) -> None:
     vec = [float(x) for x in lm.embedder.embed_one("memory")]
     memories = [
         Memory(content=f"memory number {i}", embedding=vec, salience=1.0) for i in range(100)
@@ -207,7 +224,7 @@ def test_decay_multiplies_all_salience_values(lm: Lexmem, store: MemoryStore) ->
     assert {round(m.salience, 6) for m in store.list_memories(limit=None)} == {0.9}
 
 
-def test_decay_skips_pinned_archived_and_below_floor(lm: Lexmem, store: MemoryStore) -> None:
+def test_decay_skips_pinned_archived_and_below_floor(lm: Lexmem, store: MemoryBackend) -> None:
     pinned = make(lm, "Pinned", salience=1.0, pinned=True)
     archived = make(lm, "Archived", salience=1.0)
     floor = make(lm, "Faded", salience=0.005)
@@ -226,7 +243,7 @@ def test_decay_skips_pinned_archived_and_below_floor(lm: Lexmem, store: MemorySt
 # --- The rest of a memory's life ------------------------------------------------------
 
 
-def test_pin_edit_salience_and_reinforce(lm: Lexmem, store: MemoryStore) -> None:
+def test_pin_edit_salience_and_reinforce(lm: Lexmem, store: MemoryBackend) -> None:
     m = make(lm, "Use ruff for linting")
     store.store(m)
     store.set_pinned(m.id, True)
@@ -244,7 +261,7 @@ def test_pin_edit_salience_and_reinforce(lm: Lexmem, store: MemoryStore) -> None
         store.update_salience(m.id, 2.0)
 
 
-def test_hard_delete_removes_row_links_and_history(lm: Lexmem, store: MemoryStore) -> None:
+def test_hard_delete_removes_row_links_and_history(lm: Lexmem, store: MemoryBackend) -> None:
     a, b, c = make(lm, "Alpha fact"), make(lm, "Beta fact"), make(lm, "Gamma fact")
     store.store_many([a, b, c])
     store.store_link(MemoryLink(a.id, b.id, "relates_to"))
@@ -261,7 +278,7 @@ def test_hard_delete_removes_row_links_and_history(lm: Lexmem, store: MemoryStor
         store.delete(a.id)
 
 
-def test_list_filters_sorting_paging_and_count(lm: Lexmem, store: MemoryStore) -> None:
+def test_list_filters_sorting_paging_and_count(lm: Lexmem, store: MemoryBackend) -> None:
     base = utcnow() - timedelta(days=30)
     items = []
     for i in range(12):
@@ -297,7 +314,7 @@ def test_list_filters_sorting_paging_and_count(lm: Lexmem, store: MemoryStore) -
         store.list_memories(sort="nonsense")
 
 
-def test_resolve_id_by_unique_prefix(lm: Lexmem, store: MemoryStore) -> None:
+def test_resolve_id_by_unique_prefix(lm: Lexmem, store: MemoryBackend) -> None:
     m = make(lm, "prefix me")
     store.store(m)
     assert store.resolve_id(m.id[:8]) == m.id
@@ -308,7 +325,7 @@ def test_resolve_id_by_unique_prefix(lm: Lexmem, store: MemoryStore) -> None:
         store.resolve_id("ffffffff")
 
 
-def test_quotes_in_values_are_safe_in_filters(lm: Lexmem, store: MemoryStore) -> None:
+def test_quotes_in_values_are_safe_in_filters(lm: Lexmem, store: MemoryBackend) -> None:
     m = make(lm, "O'Reilly's book", project="it's a project")
     store.store(m)
     assert store.count(MemoryFilter(project="it's a project")) == 1
@@ -319,7 +336,10 @@ def test_quotes_in_values_are_safe_in_filters(lm: Lexmem, store: MemoryStore) ->
 
 
 @pytest.mark.filterwarnings("ignore:optimize")
-def test_full_text_index_exists_and_versions_are_pruned(lm: Lexmem, store: MemoryStore) -> None:
+def test_full_text_index_exists_and_versions_are_pruned(
+    lm: Lexmem, store: MemoryBackend, backend: str
+) -> None:
+    only(backend, "lance")
     indices = store.table().list_indices()
     assert any(i.index_type == "FTS" for i in indices)
     m = make(lm, "version growth")
@@ -339,7 +359,8 @@ def test_full_text_index_exists_and_versions_are_pruned(lm: Lexmem, store: Memor
     assert store.get(m.id).access_count == 70
 
 
-def test_vector_index_is_built_once_the_table_is_large(lm: Lexmem, data_home: Path) -> None:
+def test_vector_index_is_built_once_the_table_is_large(lm: Lexmem, backend: str) -> None:
+    only(backend, "lance")
     import numpy as np
 
     lm.store.settings.vector_index_min_rows = 300
@@ -362,17 +383,22 @@ def test_vector_index_is_built_once_the_table_is_large(lm: Lexmem, data_home: Pa
     assert query.to_list()[0]["id"] == target.id
 
 
-def _writer(home: str, n: int, tag: str) -> None:
-    core = Lexmem.open(home)
+def _writer(home: str, n: int, tag: str, backend: str) -> None:
+    core = Lexmem.open(home, backend=backend)
     vec = [0.05] * 384
     for i in range(n):
         core.store.store(Memory(content=f"{tag} {i}", embedding=vec))
     core.close()
 
 
-def test_writers_in_several_processes_never_lose_a_commit(lm: Lexmem, data_home: Path) -> None:
+def test_writers_in_several_processes_never_lose_a_commit(
+    lm: Lexmem, data_home: Path, backend: str
+) -> None:
     ctx = mp.get_context("spawn")  # LanceDB is not fork-safe
-    procs = [ctx.Process(target=_writer, args=(str(data_home), 15, f"writer{k}")) for k in range(3)]
+    procs = [
+        ctx.Process(target=_writer, args=(str(data_home), 15, f"writer{k}", backend))
+        for k in range(3)
+    ]
     for p in procs:
         p.start()
     for p in procs:
@@ -383,7 +409,7 @@ def test_writers_in_several_processes_never_lose_a_commit(lm: Lexmem, data_home:
 
 
 def test_superseding_an_already_superseded_memory_is_refused(
-    lm: Lexmem, store: MemoryStore
+    lm: Lexmem, store: MemoryBackend
 ) -> None:
     old, new, newest = (make(lm, f"The release branch is release-{i}") for i in (1, 2, 3))
     store.store_many([old, new, newest])
@@ -410,8 +436,8 @@ def test_api_link_types_have_one_spelling_and_noop_edits_change_nothing(lm: Lexm
 # --- The session context column ----------------------------------------------
 
 
-def _contexts(store: MemoryStore) -> dict[str, str | None]:
-    rows = store.table().search().select(["id", "context"]).limit(None).to_list()
+def _contexts(store: MemoryBackend) -> dict[str, str | None]:
+    rows = store.arrow_table("memories", ["id", "context"]).to_pylist()
     return {r["id"]: r["context"] for r in rows}
 
 
@@ -422,7 +448,7 @@ def _said(lm: Lexmem, text: str, at: int, session: str = "s1", **kw: object) -> 
 
 
 def test_context_is_the_neighbouring_conversation_memories_and_kept_current(
-    lm: Lexmem, store: MemoryStore
+    lm: Lexmem, store: MemoryBackend
 ) -> None:
     a, b = _said(lm, "Which broker for billing?", 0), _said(lm, "NATS JetStream.", 2)
     store.store_many([b, a])  # a batch in any order
@@ -457,8 +483,9 @@ def test_context_is_the_neighbouring_conversation_memories_and_kept_current(
 
 
 def test_a_store_from_before_the_context_column_is_migrated_on_open(
-    lm: Lexmem, data_home: Path
+    lm: Lexmem, data_home: Path, backend: str
 ) -> None:
+    only(backend, "lance")
     question = _said(lm, "Which message broker should the billing service use?", 0)
     answer = _said(lm, "We settled on NATS JetStream after the load test.", 1)
     lm.store.store_many([question, answer])
@@ -468,7 +495,7 @@ def test_a_store_from_before_the_context_column_is_migrated_on_open(
     lm.store.write_meta(dict(lm.store.read_meta(), schema_version=1))  # and its layout number
     lm.close()
 
-    again = Lexmem.open(data_home, embedder=lm.embedder)
+    again = open_core(data_home, lm.embedder, backend)
     try:
         table = again.store.table()
         assert "context" in table.schema.names
@@ -482,16 +509,117 @@ def test_a_store_from_before_the_context_column_is_migrated_on_open(
 
 
 def test_memories_left_without_a_confidence_point_get_their_first_back(
-    lm: Lexmem, store: MemoryStore
+    lm: Lexmem, store: MemoryBackend, backend: str
 ) -> None:
     """A process killed between store_many's two commits leaves memories with no
     history; add_missing_confidence (run when the service starts) mends exactly those."""
     a, b = make(lm, "Billing uses NATS"), make(lm, "Deploys on Tuesdays")
     store.store_many([a, b])
-    store.table("confidence").delete(f"memory_id = '{b.id}'")  # as if killed in between
+    only(backend, "lance")  # the kill is staged in LanceDB's table
+    store.table("confidence").delete(f"memory_id = '{b.id}'")  # type: ignore[attr-defined]
     assert store.confidence_history(b.id) == []
     assert store.add_missing_confidence() == 1
     (point,) = store.confidence_history(b.id)
     assert point.confidence == pytest.approx(b.confidence)
     assert len(store.confidence_history(a.id)) == 1  # untouched
     assert store.add_missing_confidence() == 0
+
+
+# --- Named reads: what the rest of lexmem asks of the store, by name ----------------
+
+
+def test_project_names_ids_in_projects_and_ids_superseded_by(
+    lm: Lexmem, store: MemoryBackend
+) -> None:
+    shop = make(lm, "Shop deploys on Fridays", project="/w/shop")
+    quoted = make(lm, "Quoted project", project="/w/it's")
+    general = make(lm, "Prefers short answers")
+    newer = make(lm, "Shop deploys on Tuesdays", project="/w/shop")
+    store.store_many([shop, quoted, general, newer])
+    store.supersede(shop.id, newer.id)
+    assert store.project_names() == ["/w/it's", "/w/shop"]
+    assert sorted(store.ids_in_projects(["/w/shop"])) == sorted([shop.id, newer.id])
+    assert store.ids_in_projects(["/w/it's", "/w/none"]) == [quoted.id]
+    assert store.ids_in_projects([]) == []
+    assert store.ids_superseded_by(newer.id) == [shop.id]
+    assert store.ids_superseded_by(shop.id) == []
+
+
+def test_recent_fingerprint_finds_an_active_repeat_within_the_window(
+    lm: Lexmem, store: MemoryBackend
+) -> None:
+    m = make(lm, "The staging database is on port 5433", created_at=utcnow() - timedelta(days=2))
+    store.store(m)
+    assert store.recent_fingerprint(m.fingerprint, utcnow() - timedelta(days=30)) == m.id
+    assert store.recent_fingerprint(m.fingerprint, utcnow() - timedelta(days=1)) is None
+    assert store.recent_fingerprint("no such fingerprint", utcnow() - timedelta(days=30)) is None
+    store.archive(m.id)
+    assert store.recent_fingerprint(m.fingerprint, utcnow() - timedelta(days=30)) is None
+
+
+def test_nearest_ranks_by_cosine_within_the_filter(lm: Lexmem, store: MemoryBackend) -> None:
+    a = make(lm, "The billing service publishes to NATS JetStream", project="/w/shop")
+    b = make(lm, "Gardening tips for tomatoes", project="/w/shop")
+    c = make(lm, "The billing service publishes to NATS JetStream", project="/w/other")
+    store.store_many([a, b, c])
+    assert a.embedding is not None
+    hits = store.nearest(a.embedding, MemoryFilter(project="/w/shop"), 2)
+    assert [h.id for h in hits] == [a.id, b.id]
+    assert hits[0].similarity == pytest.approx(1.0, abs=1e-3)
+    assert hits[0].similarity > hits[1].similarity
+    assert hits[0].content == a.content
+    assert {h.id for h in store.nearest(a.embedding, MemoryFilter(), 3)} == {a.id, b.id, c.id}
+
+
+def test_archived_before_is_what_retention_forgets(lm: Lexmem, store: MemoryBackend) -> None:
+    old, pinned, active = (make(lm, f"retention case {i}") for i in range(3))
+    store.store_many([old, pinned, active])
+    store.archive(old.id)
+    store.archive(pinned.id)
+    store.set_pinned(pinned.id, True)
+    assert store.archived_before(utcnow() + timedelta(days=1)) == [old.id]
+    assert store.archived_before(utcnow() - timedelta(days=1)) == []
+
+
+def test_digest_columns_hold_the_project_and_the_general_memories(
+    lm: Lexmem, store: MemoryBackend
+) -> None:
+    import numpy as np
+
+    own = make(lm, "Shop uses PostgreSQL", project="/w/shop", pinned=True, salience=0.9)
+    general = make(lm, "Prefers short answers", source_document="notes/me.md")
+    other = make(lm, "Other project", project="/w/other")
+    gone = make(lm, "Archived one", project="/w/shop")
+    store.store_many([own, general, other, gone])
+    store.archive(gone.id)
+    store.record_access(general.id)
+
+    cols = store.digest_columns("/w/shop")
+    assert len(cols) == 2
+    keys = cols.keys(np.arange(len(cols)))
+    at = {mid: k for k, (mid, _, _) in enumerate(keys)}
+    assert set(at) == {own.id, general.id}
+    assert keys[at[general.id]] == (general.id, general.fingerprint, "notes/me.md")
+    assert bool(cols.pinned[at[own.id]]) and not bool(cols.pinned[at[general.id]])
+    assert bool(cols.general[at[general.id]]) and not bool(cols.general[at[own.id]])
+    assert cols.salience[at[own.id]] == pytest.approx(0.9)
+    assert cols.access_count[at[general.id]] == 1
+    assert np.isnan(cols.last_reinforced_us[at[own.id]])
+    assert cols.created_us[at[own.id]] == pytest.approx(own.created_at.timestamp() * 1e6, abs=1)
+
+    only_general = store.digest_columns(None)
+    assert [k[0] for k in only_general.keys([0])] == [general.id] and len(only_general) == 1
+
+
+def test_arrow_table_is_a_whole_table_for_the_lens(lm: Lexmem, store: MemoryBackend) -> None:
+    a, b = make(lm, "Service A"), make(lm, "Service B")
+    store.store_many([a, b])
+    store.store_link(MemoryLink(a.id, b.id, "depends_on", 0.5))
+    assert store.arrow_table("memories", ["id"]).column_names == ["id"]
+    assert sorted(store.arrow_table("memories", ["id"]).column("id").to_pylist()) == sorted(
+        [a.id, b.id]
+    )
+    assert store.arrow_table("links").num_rows == 1
+    assert {"memories", "links", "confidence"} <= {
+        n if not n.startswith("memories_v") else "memories" for n in store.list_tables()
+    }

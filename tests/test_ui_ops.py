@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import threading
 from collections.abc import Iterator
+from datetime import timedelta
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -169,3 +171,35 @@ def test_review_reject_erases_and_is_not_undoable(qtbot: Any, ctx: AppContext) -
     assert ctx.lm.review_queue() == []
     assert ctx.lm.store.get_optional(queue[0]) is None
     assert ctx.undo_entry is None  # erased: nothing is left to bring back
+
+
+def test_the_settings_windows_operations_refuse_what_cannot_be_used_before_saving(
+    qtbot: Any, ctx: AppContext, tmp_path: Path
+) -> None:
+    from lexmem.errors import InvalidInputError
+    from lexmem.settings import load_settings
+
+    saved: list[Any] = []
+    ops.edit_folders(ctx, "optout", [str(tmp_path / "private")], True, on_done=saved.append)
+    qtbot.waitUntil(lambda: bool(saved), timeout=10_000)
+    assert load_settings(ctx.paths).capture.optout == [str((tmp_path / "private").resolve())]
+    with pytest.raises(InvalidInputError, match="already in the list"):
+        ops.edit_folders(ctx, "optout", [str(tmp_path / "private")], True)
+    with pytest.raises(InvalidInputError, match="not an absolute folder path"):
+        ops.edit_folders(ctx, "allow_paths", ["relative/path"], True)
+    with pytest.raises(ValueError, match="not a folder list"):
+        ops.edit_folders(ctx, "projects", [str(tmp_path)], True)
+    with pytest.raises(InvalidInputError, match="capture mode must be one of"):
+        ops.set_project_mode(ctx, str(tmp_path), "sometimes")
+    with pytest.raises(InvalidInputError, match="is not a folder"):
+        ops.watch_folder(ctx, str(tmp_path / "missing"), on_done=print, on_refused=print)
+    assert ctx.runner.pending == 0  # nothing refused was sent to be saved
+
+    saved.clear()
+    ops.set_paused(ctx, timedelta(hours=1), on_done=saved.append)
+    qtbot.waitUntil(lambda: bool(saved), timeout=10_000)
+    assert saved[0][0][0] == "capture.paused_until" and ctx.settings.capture.paused_until > "2000"
+    saved.clear()
+    ops.set_paused(ctx, None, on_done=saved.append)
+    qtbot.waitUntil(lambda: bool(saved), timeout=10_000)
+    assert load_settings(ctx.paths).capture.paused_until == ""

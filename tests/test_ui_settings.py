@@ -355,3 +355,20 @@ def test_moving_the_data_folder_from_the_dialog_round_trip(
     assert location_file().read_text() == f"{first}\n" and not second.exists()
     with Lexmem.open(embedder=embedder) as lm3:
         assert lm3.paths.home == first and lm3.get(mid).content.startswith("The staging")
+
+
+def test_your_name_is_the_speaker_setting(
+    qtbot: Any, ctx: AppContext, dialog: SettingsDialog
+) -> None:
+    """The Capture tab's "Your name" is ``[capture] user_name``, the speaker of the
+    person's prompts; spaces are folded and an empty field means the login name."""
+    saved = lambda: load_settings(ctx.paths)  # noqa: E731
+    assert dialog.user_name.text() == "" and dialog.user_name.placeholderText()
+    dialog.user_name.setText("  Ada   Lovelace ")
+    dialog.user_name.editingFinished.emit()
+    qtbot.waitUntil(lambda: saved().capture.user_name == "Ada Lovelace", timeout=WAIT)
+    assert ctx.settings.capture.user_name == "Ada Lovelace"
+    qtbot.waitUntil(lambda: dialog.user_name.text() == "Ada Lovelace", timeout=WAIT)
+    dialog.user_name.clear()
+    dialog.user_name.editingFinished.emit()
+    qtbot.waitUntil(lambda: saved().capture.user_name == "", timeout=WAIT)

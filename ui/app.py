@@ -37,13 +37,17 @@ from PySide6.QtWidgets import (
 )
 
 from lexmem import __version__
-from lexmem.api import Lexmem
-from lexmem.capture.policy import is_paused
-from lexmem.licence import CAPTURE, LicenceStatus
-from lexmem.locks import FileLock, LockTimeout
+from lexmem.api import (
+    CAPTURE,
+    DrainReport,
+    FileLock,
+    Lexmem,
+    LicenceStatus,
+    LockTimeout,
+    ServiceBusyError,
+    is_paused,
+)
 from lexmem.models import Changes
-from lexmem.service.ops import memories_under
-from lexmem.service.writer import CaptureService, DrainReport, ServiceBusyError
 
 from .context import AppContext, UiChanges
 from .licence_dialog import open_licence_dialog, tier_text, upgrade_prompt
@@ -81,7 +85,7 @@ class ServiceThread(QObject):
     def __init__(self, lm: Lexmem, parent: QObject | None = None) -> None:
         super().__init__(parent)
         self.lm = lm
-        self.service = CaptureService(lm)
+        self.service = lm.capture_service()
         self.service.on_show = self.show_requested.emit  # emitted from the thread: queued
         self.state = "stopped"
         self._stop = threading.Event()
@@ -314,7 +318,7 @@ class CaptureMenu(QObject):
             if choice == "erase":
                 self.purge_repository(repo)
 
-        self.ctx.read(lambda: memories_under(self.ctx.lm, repo), asked)
+        self.ctx.read(lambda: self.ctx.lm.memories_under(repo), asked)
 
     def _save_repository(self, repo: str, capture: bool) -> None:
         def mutate(s: Any) -> None:
@@ -770,9 +774,7 @@ def app_lock(lm_home: Path) -> FileLock:
 
 def send_show(lm: Lexmem) -> None:
     """Ask the running app to raise its browser (through the inbox, like every request)."""
-    from lexmem.capture.inbox import Inbox, make_event
-
-    Inbox(lm.paths.inbox).write(make_event("show_app", "", session_id="app", agent="app"))
+    lm.post_event("show_app", session_id="app", agent="app")
 
 
 def main(

@@ -16,15 +16,13 @@ from typing import TYPE_CHECKING, Any
 
 from PySide6.QtCore import QObject, Signal
 
+from lexmem.api import InboxWriter, Settings
 from lexmem.models import Changes
-from lexmem.service.client import InboxWriter
-from lexmem.settings import Settings, save_settings
 
 from .runner import Runner
 
 if TYPE_CHECKING:
-    from lexmem.api import Lexmem
-    from lexmem.service.writer import CaptureService
+    from lexmem.api import CaptureService, Lexmem
 
 __all__ = ["AppContext", "Hub", "UiChanges", "UndoEntry", "settings_diff"]
 
@@ -152,27 +150,23 @@ class AppContext:
         configuration-change events (seed 000)."""
 
         def work() -> list[tuple[str, Any, Any]]:
-            from lexmem.capture.inbox import Inbox, make_event
-
             before = copy.deepcopy(self.lm.settings)
             after = copy.deepcopy(before)
             mutate(after)
             diff = settings_diff(before, after)
             if not diff:
                 return []
-            save_settings(self.paths, after)
+            self.lm.save_settings(after)
             current = self.lm.settings
             for section in after.to_dict():
                 if section != "schema_version":  # same objects: the service sees new values
                     _assign(getattr(current, section), getattr(after, section))
-            inbox = Inbox(self.paths.inbox)
             for key, old, new in diff:
                 if key in PREFERENCE_KEYS:
                     meta = {"key": key, "old": old, "new": new}
-                    event = make_event(
+                    self.lm.post_event(
                         "config_change", "", session_id="app-settings", agent="app", metadata=meta
                     )
-                    inbox.write(event)
             self.wake()
             return diff
 

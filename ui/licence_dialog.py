@@ -37,8 +37,7 @@ from PySide6.QtWidgets import (
     QWidget,
 )
 
-from lexmem import keystore
-from lexmem.licence import (
+from lexmem.api import (
     CAPTURE,
     CORE_ACTIVE_LIMIT,
     ENCODER,
@@ -49,7 +48,7 @@ from lexmem.licence import (
     Licence,
     LicenceError,
     LicenceStatus,
-    verify_token,
+    keyring_available,
 )
 
 from .context import AppContext, UiChanges
@@ -278,7 +277,7 @@ class LicenceDialog(QDialog):
         svc = self.ctx.lm.licence
 
         def work() -> tuple[LicenceStatus, bool, str]:
-            ok, why = keystore.backend_available()
+            ok, why = keyring_available()
             return svc.status(), ok, why
 
         self.ctx.read(work, on_done=weakly(self._show), on_error=weakly(self._unreadable))
@@ -374,11 +373,11 @@ class LicenceDialog(QDialog):
         text = self.key.toPlainText().strip()
         if not text:
             return
-        svc = self.ctx.lm.licence
+        lm = self.ctx.lm
         generation = self._generation
 
         def work() -> Licence:
-            return verify_token(text, svc.public_keys, svc.clock())
+            return lm.verify_licence_key(text)
 
         self.ctx.read(
             work,

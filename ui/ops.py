@@ -4,35 +4,66 @@ Each operation runs its write on the runner's write thread through the inbox (th
 in-process service is the single writer), records how to undo it, and on the UI
 thread announces what changed with one :attr:`Hub.changed` emission. Widgets call
 these and never touch the store.
+
+The settings window's actions are here too: a settings edit goes through
+:meth:`AppContext.update_settings` (saved, applied to the object the in-process service
+reads, announced); a value that cannot be used raises :class:`InvalidInputError` at once,
+before anything runs, and the window shows it.
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
+from datetime import UTC, datetime, timedelta
+from pathlib import Path
 from typing import Any
 
+from lexmem.api import (
+    CAPTURE,
+    CAPTURE_MODES,
+    Settings,
+    keyring_available,
+    llm_api_key_stored,
+    remember_through_inbox,
+    set_llm_api_key,
+)
+from lexmem.errors import InvalidInputError
 from lexmem.models import Changes, Memory, MemoryStatus, MemoryType
-from lexmem.service.client import remember_through_inbox
 
 from .context import AppContext, UiChanges, UndoEntry
 
 __all__ = [
+    "FOLDER_LISTS",
+    "add_project_mode",
     "archive",
     "capture_anyway",
     "edit",
+    "edit_folders",
+    "export",
     "forget",
+    "keyring_state",
     "link",
     "pin",
     "remember",
     "restore",
     "review",
+    "set_paused",
+    "set_project_mode",
+    "set_setting",
     "set_type",
+    "store_api_key",
     "supersede",
     "undo",
+    "watch_folder",
 ]
 
 Done = Callable[[Changes], None] | None
 Failed = Callable[[BaseException], None] | None
+#: Called with what a settings edit changed: ("section.key", old, new) for each setting.
+Saved = Callable[[list[tuple[str, Any, Any]]], None] | None
+
+#: The ``[capture]`` lists of folders the settings window edits.
+FOLDER_LISTS = ("optout", "allow_paths", "watch")
 
 
 def _run(
@@ -327,3 +358,154 @@ def undo(ctx: AppContext, *, on_done: Done = None, on_error: Failed = None) -> b
 
     _run(ctx, work, flags=entry.flags or None, on_done=on_done, on_error=on_error, keeps_undo=True)
     return True
+
+
+# -- settings ------------------------------------------------------------------------------
+
+
+def _folder(path: str) -> Path:
+    folder = Path(path).expanduser()
+    if not folder.is_absolute():
+        raise InvalidInputError(f"{path!r} is not an absolute folder path")
+    return folder.resolve()
+
+
+def _stamp(moment: datetime) -> str:
+    return moment.astimezone(UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
+
+
+def set_setting(
+    ctx: AppContext, section: str, key: str, value: Any, *, on_done: Saved = None
+) -> None:
+    """Change one setting, ``[section] key``: saved, applied at once, announced."""
+    ctx.update_settings(lambda s: setattr(getattr(s, section), key, value), on_done=on_done)
+
+
+def set_paused(ctx: AppContext, duration: timedelta | None, *, on_done: Saved = None) -> None:
+    """Pause automatic capture for ``duration``, or resume it (None)."""
+    until = _stamp(datetime.now(UTC) + duration) if duration else ""
+    set_setting(ctx, "capture", "paused_until", until, on_done=on_done)
+
+
+def set_project_mode(
+    ctx: AppContext, project: str, mode: str | None, *, on_done: Saved = None
+) -> None:
+    """Give ``project`` its own capture mode, or remove its override (None)."""
+    if mode is not None and mode not in CAPTURE_MODES:
+        raise InvalidInputError(
+            f"capture mode must be one of {', '.join(CAPTURE_MODES)}, not {mode!r}"
+        )
+
+    def mutate(s: Settings) -> None:
+        modes = dict(s.capture.project_modes)
+        if mode is None:
+            modes.pop(project, None)
+        else:
+            modes[project] = mode
+        s.capture.project_modes = modes
+
+    ctx.update_settings(mutate, on_done=on_done)
+
+
+def add_project_mode(ctx: AppContext, path: str, *, on_done: Saved = None) -> None:
+    """A project folder with its own capture mode, "off" to begin with."""
+    folder = _folder(path)
+    if str(folder) in ctx.settings.capture.project_modes:
+        raise InvalidInputError(f"{folder} already has its own mode")
+    set_project_mode(ctx, str(folder), "off", on_done=on_done)
+
+
+def edit_folders(
+    ctx: AppContext, key: str, paths: Sequence[str], add: bool, *, on_done: Saved = None
+) -> None:
+    """Add or remove folders in a ``[capture]`` list: optout, allow_paths or watch."""
+    if key not in FOLDER_LISTS:
+        raise ValueError(f"not a folder list: {key}")
+    # Removal takes the stored strings as they are: a folder that has since moved or
+    # vanished must still be removable.
+    folders = [str(_folder(p)) for p in paths] if add else list(paths)
+    if add:
+        current = getattr(ctx.settings.capture, key)
+        known = [f for f in folders if f in current]
+        if known:
+            raise InvalidInputError(f"{known[0]} is already in the list")
+
+    def mutate(s: Settings) -> None:
+        current = [f for f in getattr(s.capture, key) if f not in folders]
+        setattr(s.capture, key, sorted(current + folders) if add else current)
+
+    ctx.update_settings(mutate, on_done=on_done)
+
+
+def watch_folder(
+    ctx: AppContext,
+    path: str,
+    *,
+    on_done: Callable[[Path], None],
+    on_refused: Callable[[Path], None],
+    on_error: Failed = None,
+) -> None:
+    """Watch the folder of notes at ``path``, if the tier includes automatic capture:
+    ``on_done(folder)`` once it is saved (its first scan is the caller's), else
+    ``on_refused(folder)`` and nothing is added."""
+    folder = _folder(path)
+    if not folder.is_dir():
+        raise InvalidInputError(f"{folder} is not a folder")
+    if str(folder) in ctx.settings.capture.watch:
+        raise InvalidInputError(f"{folder} is already watched")
+    lm = ctx.lm
+
+    def gated(enabled: bool) -> None:
+        if not enabled:  # watched Markdown folders are automatic capture: add nothing
+            on_refused(folder)
+            return
+
+        def mutate(s: Settings) -> None:
+            s.capture.watch = sorted([*s.capture.watch, str(folder)])
+
+        ctx.update_settings(mutate, on_done=lambda _diff: on_done(folder))
+
+    # The gate is asked off the UI thread: the status may read the keyring and a file.
+    ctx.read(lambda: lm.licence.is_enabled(CAPTURE), on_done=gated, on_error=on_error)
+
+
+def keyring_state(
+    ctx: AppContext,
+    *,
+    on_done: Callable[[tuple[bool, str, bool]], None],
+    on_error: Failed = None,
+) -> None:
+    """Whether the OS keyring can keep the LLM's API key, the backend (or why not), and
+    whether a key is kept there now."""
+
+    def probe() -> tuple[bool, str, bool]:
+        ok, why = keyring_available()
+        stored = ok and llm_api_key_stored()
+        return ok, why, stored
+
+    ctx.read(probe, on_done=on_done, on_error=on_error)
+
+
+def store_api_key(
+    ctx: AppContext,
+    key: str,
+    *,
+    on_done: Callable[[None], None] | None = None,
+    on_error: Failed = None,
+) -> None:
+    """Keep the LLM's API key in the OS keyring (an empty key removes it); never in the
+    settings file."""
+    ctx.read(lambda: set_llm_api_key(key), on_done=on_done, on_error=on_error)
+
+
+def export(
+    ctx: AppContext,
+    out: Path,
+    fmt: str = "jsonl",
+    *,
+    on_done: Callable[[dict[str, int]], None] | None = None,
+    on_error: Failed = None,
+) -> None:
+    """Export every memory, link and confidence point to a new (or empty) folder."""
+    lm = ctx.lm
+    ctx.read(lambda: lm.export(out, fmt), on_done=on_done, on_error=on_error)

@@ -29,7 +29,7 @@ from PySide6.QtWidgets import (
     QWidget,
 )
 
-from lexmem.licence import LicenceRequiredError
+from lexmem.api import LicenceRequiredError
 from lexmem.models import Changes, TypeClassification
 
 from . import ops

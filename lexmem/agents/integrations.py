@@ -35,7 +35,6 @@ import shlex
 import shutil
 import stat
 import sys
-import tempfile
 import time
 import tomllib
 import uuid
@@ -44,6 +43,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from lexmem.base import atomic_write
 from lexmem.capture.policy import capture_mode, is_paused, project_root
 from lexmem.config import Paths, load_capture_rules
 from lexmem.errors import InvalidInputError, LexmemError
@@ -625,21 +625,6 @@ def _backup(target: Path) -> Path:
     return backup
 
 
-def _write_atomic(target: Path, text: str, mode: int) -> None:
-    target.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(prefix=f".{target.name}.", suffix=".tmp", dir=target.parent)
-    try:
-        with os.fdopen(fd, "w", encoding="utf-8", newline="") as fh:
-            fh.write(text)
-            fh.flush()
-            os.fsync(fh.fileno())
-        os.chmod(tmp, mode)
-        os.replace(tmp, target)
-    except BaseException:
-        Path(tmp).unlink(missing_ok=True)
-        raise
-
-
 def apply_plan(result: Plan, paths: Paths) -> list[str]:
     """Write a plan's changes; returns one line per file said to the user."""
     lines = []
@@ -660,12 +645,13 @@ def apply_plan(result: Plan, paths: Paths) -> list[str]:
             # New files: a project's files are shared (committed); the user's are theirs alone.
             mode = 0o644 if result.scope == "project" else 0o600
             created.add(str(change.path))
-        _write_atomic(target, change.after, mode)
+        target.parent.mkdir(parents=True, exist_ok=True)
+        atomic_write(target, change.after, mode=mode)
         lines.append(f"{'wrote' if backup else 'created'} {change.path}{note}")
     record = paths.home / CREATED_RECORD
     if created != _created(paths):
         paths.ensure()
-        _write_atomic(record, json.dumps({"created": sorted(created)}, indent=2) + "\n", 0o600)
+        atomic_write(record, json.dumps({"created": sorted(created)}, indent=2) + "\n")
     return lines
 
 
@@ -886,11 +872,9 @@ def _processed(
     paths: Paths, open_core: Callable[[], Any], event_id: str, wait: float
 ) -> bool | None:
     """True once the service recorded the event as processed; None if not in time."""
-    from lexmem.store.journal import Journal
-
     lm = open_core()
     try:
-        return _processed_by(lm, Journal(lm.store), paths, event_id, wait)
+        return _processed_by(lm, lm.journal, paths, event_id, wait)
     finally:
         lm.close()
 

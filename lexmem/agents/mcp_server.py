@@ -234,7 +234,7 @@ class MemoryTools:
         self, query: str, *, project: str | None = None, type: str | None = None, limit: int = 10
     ) -> dict[str, Any]:
         from lexmem.models import MemoryType
-        from lexmem.store.lance import MemoryFilter
+        from lexmem.store.protocol import MemoryFilter
 
         if not query.strip():
             raise InvalidInputError("the search query is empty")
@@ -268,7 +268,7 @@ class MemoryTools:
         return {"memories": [_out(found[f]) for f in full]}
 
     def recent(self, *, project: str | None = None, limit: int = 10) -> dict[str, Any]:
-        from lexmem.store.lance import MemoryFilter
+        from lexmem.store.protocol import MemoryFilter
 
         _check_limit(limit)
         with self._lock:
@@ -294,7 +294,7 @@ class MemoryTools:
         at its first memory (it reads the session from the start), and any other
         timeline ends now (the latest memories).
         """
-        from lexmem.store.lance import MemoryFilter
+        from lexmem.store.protocol import MemoryFilter
 
         for name, n in (("before", before), ("after", after)):
             if not 0 <= n <= 50:

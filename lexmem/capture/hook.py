@@ -5,8 +5,11 @@
                                   ``notify`` form with one JSON argument
     lexmem-hook event             seed 003's generic event contract on stdin
 
-It turns the payload into inbox events and returns. It never fails or stalls the
-agent: whatever goes wrong, it exits 0 and writes one line to ``logs/hook.log``.
+It turns the payload into inbox events and returns. A conversation turn records who said
+it (``speaker``): a prompt is the person's (``[capture] user_name``, else the login name),
+a response the agent's ("Claude", "Codex"); a generic event keeps the speaker it names.
+It never fails or stalls the agent: whatever goes wrong, it exits 0 and writes one line
+to ``logs/hook.log``.
 Before anything touches disk it honours opt-out (a ``.lexmem-optout`` file in the
 repository or any parent, or the repository in the settings' opt-out list), the
 capture mode and the allowed paths, and it redacts secrets. On SessionStart it
@@ -63,6 +66,7 @@ if TYPE_CHECKING:
     from collections.abc import Mapping, Sequence
     from typing import Any
 
+    from lexmem.capture.inbox import InboxEvent
     from lexmem.settings import CaptureSettings
 
     # What the hook applies: the full settings' section, or the rules it reads itself.
@@ -114,6 +118,8 @@ _META_KEYS = ("permission_mode", "turn_id", "model", "source", "reason", "trigge
 _DESCRIBE_KEYS = ("command", "file_path", "path", "notebook_path", "url", "pattern", "query",
                   "prompt")  # fmt: skip
 _STATUS_KEYS = ("exit_code", "exitCode", "returncode", "interrupted", "is_error", "success")
+# Who says an agent's responses (the ``speaker`` of its response events).
+AGENT_NAMES = {"claude": "Claude", "codex": "Codex"}
 
 
 def _payload_paths(adapter: str, payload: Mapping[str, Any], cwd: str | None) -> list[str]:
@@ -555,9 +561,14 @@ _GENERIC_ID_NAMESPACE = "5c1d0b3e-3f0e-4b5e-9a59-6c65786d656d"  # uuid5 namespac
 
 
 def events_from_hook(
-    payload: Mapping[str, Any], agent: str, redactor: _Redactor | None = None
-) -> list[dict[str, Any]]:
-    """Claude Code (and Codex hook) payloads to inbox events, redacted."""
+    payload: Mapping[str, Any],
+    agent: str,
+    redactor: _Redactor | None = None,
+    *,
+    user: str | None = None,
+) -> list[InboxEvent]:
+    """Claude Code (and Codex hook) payloads to inbox events, redacted. ``user``: the
+    person's name, the speaker of their prompts (None: their login name)."""
     r = redactor if redactor is not None else _Redactor()
     name = payload.get("hook_event_name")
     event_type = CLAUDE_EVENTS.get(name) if isinstance(name, str) else None
@@ -565,6 +576,7 @@ def events_from_hook(
         return []
     session = r.ident("session_id", payload.get("session_id")) or f"{agent}-unknown"
     cwd = r.ident("cwd", payload.get("cwd"))
+    speaker = _speaker(event_type, agent, user, r)
     raw: dict[str, Any] = {key: payload[key] for key in _META_KEYS if payload.get(key) is not None}
     if event_type in ("tool_call", "tool_result"):
         raw["tool_name"] = str(payload.get("tool_name") or "tool")
@@ -627,14 +639,42 @@ def events_from_hook(
             agent=agent,
             cwd=cwd,
             metadata=meta,
+            speaker=speaker,
         )
     ]
 
 
+def _speaker(event_type: str, agent: str, user: str | None, r: _Redactor) -> str | None:
+    """Who said a conversation turn, redacted: the person for a prompt, the agent by name
+    for a response; None for any other event."""
+    if event_type == "prompt":
+        return r.ident("speaker", user or _login_name())
+    if event_type == "response":
+        return r.ident("speaker", AGENT_NAMES.get(agent, agent))
+    return None
+
+
+def _login_name() -> str:
+    """The user's login name, found as ``getpass.getuser()`` finds it (the environment,
+    then the password database), without importing ``getpass`` (it loads ``contextlib``
+    and ``warnings``); "" when there is none."""
+    for key in ("LOGNAME", "USER", "LNAME", "USERNAME"):
+        name = os.environ.get(key)
+        if name:
+            return name
+    try:
+        import pwd  # not on Windows, where USERNAME is set
+
+        return pwd.getpwuid(os.getuid()).pw_name
+    except (ImportError, KeyError, OSError):
+        return ""
+
+
 def events_from_codex_notify(
-    payload: Mapping[str, Any], redactor: _Redactor | None = None
-) -> list[dict[str, Any]]:
-    """The older Codex ``notify`` program form: one agent-turn-complete object."""
+    payload: Mapping[str, Any], redactor: _Redactor | None = None, *, user: str | None = None
+) -> list[InboxEvent]:
+    """The older Codex ``notify`` program form: one agent-turn-complete object. ``user``:
+    as for :func:`events_from_hook`."""
     r = redactor if redactor is not None else _Redactor()
     if payload.get("type") != "agent-turn-complete":
         return []
@@ -652,13 +692,14 @@ def events_from_codex_notify(
     for event_type, text in (("prompt", prompt), ("response", answer)):
         if text.strip():
             out.append(make_event(event_type, _clip(text, MAX_CONTENT_CHARS), session_id=session,
-                                  agent="codex", cwd=cwd, metadata=meta))  # fmt: skip
+                                  agent="codex", cwd=cwd, metadata=meta,
+                                  speaker=_speaker(event_type, "codex", user, r)))  # fmt: skip
     return out
 
 
 def events_from_generic(
     payload: Mapping[str, Any], redactor: _Redactor | None = None
-) -> list[dict[str, Any]]:
+) -> list[InboxEvent]:
     """Seed 003's event contract, as any wrapper would send it; :class:`BadEvent` if invalid.
 
     An ``event_id`` that is not a UUID (``"e1"``) becomes a UUID derived from it and the
@@ -705,11 +746,14 @@ def events_from_generic(
     clean["agent"] = r.ident("agent", event["agent"]) or "generic"
     clean["project"] = r.ident("project", event.get("project"))
     clean["cwd"] = r.ident("cwd", event.get("cwd"))
+    if event.get("speaker") is not None:  # who said it, when the wrapper knows
+        clean["speaker"] = r.ident("speaker", event["speaker"])
     clean["content"] = r.text(event["content"], MAX_CONTENT_CHARS)
     clean["metadata"] = r.obj(event["metadata"], MAX_META_CHARS, each=True, key="metadata")
     rest = {k: v for k, v in event.items() if k not in clean}  # "v", and what else was sent
     clean.update(r.obj(rest, MAX_META_CHARS, each=True))
-    return [clean]
+    event_out: Any = clean  # an InboxEvent, and what else was sent
+    return [event_out]
 
 
 def _events(
@@ -717,22 +761,27 @@ def _events(
     payload: Mapping[str, Any],
     project: str | None = None,
     deadline: float | None = None,
-) -> tuple[list[dict[str, Any]], str | None]:
+    user: str | None = None,
+) -> tuple[list[InboxEvent], str | None]:
     """The events a payload makes, redacted by ``deadline``, and the problem to log when it
-    makes none it should, or when what it holds could not be checked in time."""
+    makes none it should, or when what it holds could not be checked in time. ``user``:
+    the person's name, the speaker of their prompts (None: their login name)."""
     name = payload.get("hook_event_name")
     if adapter == "event":
         build: Any = events_from_generic
     elif adapter == "codex" and "hook_event_name" not in payload and "type" in payload:
-        build = events_from_codex_notify  # other notify types carry no turn
+
+        def build(payload: Mapping[str, Any], r: _Redactor) -> list[InboxEvent]:
+            return events_from_codex_notify(payload, r, user=user)  # other types carry no turn
+
     elif isinstance(name, str) and name in IGNORED_EVENTS:
         return [], None
     elif not (isinstance(name, str) and name in CLAUDE_EVENTS):
         return [], f"{adapter}: unknown hook_event_name {_shown(name)}, nothing captured"
     else:
 
-        def build(payload: Mapping[str, Any], r: _Redactor) -> list[dict[str, Any]]:
-            return events_from_hook(payload, adapter, r)
+        def build(payload: Mapping[str, Any], r: _Redactor) -> list[InboxEvent]:
+            return events_from_hook(payload, adapter, r, user=user)
 
     r = _Redactor(deadline)
     armed = _arm(deadline - time.monotonic()) if deadline is not None else None
@@ -763,7 +812,7 @@ def _shown(value: Any) -> str:
     return text if len(text) <= 200 else text[:200] + "…"
 
 
-def _dropped(adapter: str, payload: Mapping[str, Any], r: _Redactor) -> dict[str, Any] | None:
+def _dropped(adapter: str, payload: Mapping[str, Any], r: _Redactor) -> InboxEvent | None:
     """The event whose content could not be checked in time: only what is known safe (its
     kind, and the ids already redacted), and ``metadata.dropped``."""
     kept = r.kept
@@ -789,6 +838,7 @@ def _dropped(adapter: str, payload: Mapping[str, Any], r: _Redactor) -> dict[str
         metadata=meta,
         event_id=kept.get("event_id"),
         timestamp=kept.get("timestamp"),
+        speaker=kept.get("speaker"),
     )
     event["project"] = kept.get("project")
     return event
@@ -979,7 +1029,9 @@ def _run(
     if capture is None:
         log.write(f"settings unreadable, nothing captured: {settings_error}")
         return
-    events, problem = _events(adapter, payload, project, started + HOOK_BUDGET_SECONDS)
+    events, problem = _events(
+        adapter, payload, project, started + HOOK_BUDGET_SECONDS, capture.user_name or None
+    )
     for note in [*notes, problem]:
         if note:
             log.write(note)
@@ -1010,7 +1062,7 @@ def _run(
                 log.write(f"could not start `lexmem serve`: {exc}")
 
 
-def _write(inbox: Inbox, event: dict[str, Any]) -> None:
+def _write(inbox: Inbox, event: InboxEvent) -> None:
     """Write one event (every text in it is redacted already)."""
     try:
         inbox.write(event)

@@ -53,7 +53,7 @@ deliberate heuristics rather than "anything after ``password``":
 Standard library only (the hook imports this module) and cheap to import (~1-2 ms): no
 ``typing`` or ``dataclasses`` at run time -- ``dataclasses`` alone pulls in ``inspect``
 (~8 ms), more than the hook's whole import budget -- so :class:`Finding` and
-:class:`Redaction` are small hand-written frozen value classes with the dataclass
+:class:`Redaction` are frozen value classes on :class:`lexmem.base.Frozen`, with the dataclass
 surface (fields, ``==``, ``hash``, ``repr``, immutability, ``match``). Each pattern is
 compiled once, when a rule first needs it (compiling all of them at import would cost
 ~15 ms; a rule whose literal "needles" are absent from the text never compiles), and
@@ -67,6 +67,8 @@ import functools
 import itertools
 import re
 from _thread import get_ident  # a C module: costs the hook nothing to import
+
+from lexmem.base import Frozen
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:  # annotations only: importing typing would cost ~3 ms in the hook
@@ -83,11 +85,11 @@ __all__ = ["RULES", "Finding", "Redaction", "contains_secret", "redact", "redact
 # Results
 
 
-class Finding:
+class Finding(Frozen):
     """One secret found: its kind and where it was in the ORIGINAL text.
 
     Deliberately holds no copy of the secret, so a finding can be logged or audited.
-    Behaves like ``@dataclass(frozen=True)`` with fields ``kind``, ``start``, ``end``.
+    A frozen value (:class:`~lexmem.base.Frozen`) with fields ``kind``, ``start``, ``end``.
     """
 
     __slots__ = ("end", "kind", "start")
@@ -98,30 +100,10 @@ class Finding:
     end: int
 
     def __init__(self, kind: str, start: int, end: int) -> None:
-        object.__setattr__(self, "kind", kind)
-        object.__setattr__(self, "start", start)
-        object.__setattr__(self, "end", end)
-
-    def __setattr__(self, name: str, value: object) -> None:
-        raise AttributeError(f"cannot assign to field {name!r}: Finding is frozen")
-
-    def __delattr__(self, name: str) -> None:
-        raise AttributeError(f"cannot delete field {name!r}: Finding is frozen")
-
-    def __eq__(self, other: object) -> bool:
-        if other.__class__ is not self.__class__:
-            return NotImplemented
-        assert isinstance(other, Finding)
-        return (self.kind, self.start, self.end) == (other.kind, other.start, other.end)
-
-    def __hash__(self) -> int:
-        return hash((self.kind, self.start, self.end))
-
-    def __repr__(self) -> str:
-        return f"Finding(kind={self.kind!r}, start={self.start!r}, end={self.end!r})"
+        super().__init__(kind, start, end)
 
 
-class Redaction:
+class Redaction(Frozen):
     """The redacted text and what was removed from it (positions refer to the input)."""
 
     __slots__ = ("findings", "text")
@@ -131,26 +113,7 @@ class Redaction:
     findings: tuple[Finding, ...]
 
     def __init__(self, text: str, findings: tuple[Finding, ...]) -> None:
-        object.__setattr__(self, "text", text)
-        object.__setattr__(self, "findings", findings)
-
-    def __setattr__(self, name: str, value: object) -> None:
-        raise AttributeError(f"cannot assign to field {name!r}: Redaction is frozen")
-
-    def __delattr__(self, name: str) -> None:
-        raise AttributeError(f"cannot delete field {name!r}: Redaction is frozen")
-
-    def __eq__(self, other: object) -> bool:
-        if other.__class__ is not self.__class__:
-            return NotImplemented
-        assert isinstance(other, Redaction)
-        return (self.text, self.findings) == (other.text, other.findings)
-
-    def __hash__(self) -> int:
-        return hash((self.text, self.findings))
-
-    def __repr__(self) -> str:
-        return f"Redaction(text={self.text!r}, findings={self.findings!r})"
+        super().__init__(text, findings)
 
     @property
     def count(self) -> int:

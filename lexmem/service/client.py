@@ -22,10 +22,12 @@ from lexmem.models import (
     Changes,
     Memory,
 )
-from lexmem.store.journal import AuditEntry, Journal
 
 if TYPE_CHECKING:
     from lexmem.api import Lexmem
+    from lexmem.capture.inbox import InboxEvent
+    from lexmem.store.journal import AuditEntry
+    from lexmem.store.protocol import JournalBackend
 
 from lexmem.service.writer import (
     CaptureService,
@@ -88,7 +90,7 @@ class InboxWriter:
         if self.notify is not None:
             self.notify()
         drain_if_no_service(self.lm)
-        journal = Journal(self.lm.store)
+        journal = self.lm.journal
         entry_id = derived_id("op", event["event_id"])
         deadline = time.monotonic() + self.wait
         retry = time.monotonic() + 0.5
@@ -165,7 +167,7 @@ class InboxWriter:
         return self._changes(self._run("unsupersede", old=old, drop=drop))
 
 
-def _outcome(journal: Journal, entry_id: str) -> AuditEntry | None:
+def _outcome(journal: JournalBackend, entry_id: str) -> AuditEntry | None:
     """The writer's audit entry for a request, if it is there yet. A journal whose tables
     a service that just started has not made yet holds no outcome (a reader never makes
     them: only the writer writes)."""
@@ -177,13 +179,13 @@ def _outcome(journal: Journal, entry_id: str) -> AuditEntry | None:
         return None
 
 
-def enqueue(lm: Lexmem, event: dict[str, Any]) -> None:
+def enqueue(lm: Lexmem, event: InboxEvent) -> None:
     """Write one event for the single writer; a full or read-only disk is one clear line
     (and the inbox holds no half-written event). Every field is redacted first, so what
     a person passes to the CLI or an agent to MCP (a project name, a search it confirms)
     reaches the inbox only as the store will keep it; ``event`` itself is not changed."""
     try:
-        Inbox(lm.paths.inbox).write(redacted_event(dict(event)))
+        Inbox(lm.paths.inbox).write(redacted_event(event.copy()))
     except OSError as exc:
         raise DataFolderError(
             f"cannot write to the inbox, so nothing was done ({exc.strerror or exc})",
@@ -258,7 +260,7 @@ def _maintain_through_inbox(
     event_id = event["event_id"]
     enqueue(lm, event)
     progress_sink(event_id, progress)  # if this process ends up running it (below)
-    journal = Journal(lm.store)
+    journal = lm.journal
     entry_id = derived_id("op", event_id)
     seen: tuple[str, int, int] | None = None
     check = 0.0

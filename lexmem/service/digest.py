@@ -34,13 +34,14 @@ from datetime import datetime
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from lexmem.base import atomic_write
 from lexmem.capture.policy import optout_rules, project_opted_out
 from lexmem.config import digest_path, secure_umask
 from lexmem.models import MemoryType, utcnow
-from lexmem.store.lance import q
 
 if TYPE_CHECKING:
     from lexmem.api import Lexmem
+    from lexmem.store.protocol import DigestColumns
 
 __all__ = [
     "DEFAULT_DIGEST_BYTES",
@@ -66,10 +67,6 @@ SECTIONS = (
     (MemoryType.PROCEDURAL.value, "Procedures"),
     (MemoryType.EPISODIC.value, "Recent events"),
 )
-_RANK_COLUMNS = (
-    "id", "type", "salience", "pinned", "created_at", "last_accessed_at", "access_count",
-    "last_reinforced_at", "project", "fingerprint", "source_document",
-)  # fmt: skip
 _SPACE = re.compile(r"\s+")
 
 
@@ -86,43 +83,31 @@ class DigestLine:
         return f"- [{self.id[:8]}] {self.text}\n"
 
 
-def _micros(table: Any, column: str, fallback: Any) -> Any:
-    """A timestamp column as microseconds since the epoch (numpy), nulls from ``fallback``."""
+def _or(values: Any, fallback: Any) -> Any:
+    """Microseconds since the epoch (numpy, NaN where unset), the unset from ``fallback``."""
     import numpy as np
-    import pyarrow as pa
-    import pyarrow.compute as pc
 
-    col = table.column(column).cast(pa.timestamp("us", tz="UTC")).cast(pa.int64())
-    values = pc.fill_null(col, 0).to_numpy(zero_copy_only=False).astype(np.int64)
-    if fallback is None:
-        return values
-    return np.where(col.is_null().to_numpy(zero_copy_only=False), fallback, values)
+    return np.where(np.isnan(values), fallback, values)
 
 
-def _scores(table: Any, project: str | None, now: datetime) -> Any:
+def _scores(cols: DigestColumns, project: str | None, now: datetime) -> Any:
     """Usefulness of every row at once: salience, then how recently it was used or
     reinforced, then how often. Vectorised: a project may hold 100,000 memories, and
     the service renders a digest after every batch it takes in (per row in Python this
     took ~0.8 s at 50,000 memories)."""
     import numpy as np
-    import pyarrow.compute as pc
 
-    def numbers(column: str) -> Any:
-        col = pc.fill_null(table.column(column), 0)
-        return col.to_numpy(zero_copy_only=False).astype(np.float64)
-
-    created = _micros(table, "created_at", int(now.timestamp() * 1e6))
-    reinforced = _micros(table, "last_reinforced_at", created)
-    access = numbers("access_count")
-    accessed = np.where(access > 0, _micros(table, "last_accessed_at", created), created)
+    created = _or(cols.created_us, int(now.timestamp() * 1e6))
+    reinforced = _or(cols.last_reinforced_us, created)
+    access = cols.access_count
+    accessed = np.where(access > 0, _or(cols.last_accessed_us, created), created)
     latest = np.maximum(np.maximum(created, reinforced), accessed)
     days = np.maximum(0.0, (now.timestamp() * 1e6 - latest) / 86_400e6)
     recency = 0.5 ** (days / RECENCY_HALF_LIFE_DAYS)
     use = np.minimum(1.0, np.log1p(access) / math.log(10))
-    score = 0.5 * numbers("salience") + 0.3 * recency + 0.2 * use
+    score = 0.5 * cols.salience + 0.3 * recency + 0.2 * use
     if project is not None:
-        general = table.column("project").is_null().to_numpy(zero_copy_only=False)
-        score = np.where(general, score * GENERAL_WEIGHT, score)
+        score = np.where(cols.general, score * GENERAL_WEIGHT, score)
     return score
 
 
@@ -148,24 +133,22 @@ def rank_for_digest(
     ):
         return []
     now = now or utcnow()
-    where = "status = 'active'"
-    if project is not None:
-        where += f" AND (project = {q(project)} OR project IS NULL)"
-    else:
-        where += " AND project IS NULL"
-    table = lm.store.scan_arrow(where, list(_RANK_COLUMNS))
-    if table.num_rows == 0:
+    cols = lm.store.digest_columns(project)
+    if len(cols) == 0:
         return []
     import numpy as np
 
-    scores = _scores(table, project, now)
-    pinned = table.column("pinned").fill_null(False).to_numpy(zero_copy_only=False)
+    scores = _scores(cols, project, now)
     # Only the best few can reach the digest: rank those in Python, where the id breaks
     # ties (pinned first, then by score) so equal inputs give equal digests.
-    order = np.lexsort((-scores, ~pinned.astype(bool)))[: POOL * 4]
-    rows = table.take(order).to_pylist()
-    for row, score in zip(rows, scores[order], strict=True):
-        row["_score"] = float(score)
+    order = np.lexsort((-scores, ~cols.pinned))[: POOL * 4]
+    rows: list[dict[str, Any]] = [
+        {"id": mid, "pinned": bool(pinned), "fingerprint": fp, "source_document": doc,
+         "_score": float(score)}
+        for (mid, fp, doc), pinned, score in zip(
+            cols.keys(order), cols.pinned[order], scores[order], strict=True
+        )
+    ]  # fmt: skip
     rows.sort(key=lambda r: (not r["pinned"], -r["_score"], r["id"]))
     seen_fp: set[str] = set()
     seen_doc: set[str] = set()
@@ -270,14 +253,7 @@ def write_digest(lm: Lexmem, project: str | None) -> Path | None:
         return None
     with secure_umask():
         path.parent.mkdir(parents=True, exist_ok=True)
-        tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
-        try:
-            with open(tmp, "w", encoding="utf-8", newline="\n") as fh:
-                fh.write(text)
-            os.replace(tmp, path)
-        except BaseException:
-            tmp.unlink(missing_ok=True)
-            raise
+    atomic_write(path, text)
     return path
 
 

@@ -21,8 +21,8 @@ from lexmem.models import (
     Changes,
     fingerprint,
 )
-from lexmem.store.journal import Journal, under
-from lexmem.store.lance import MemoryFilter, q
+from lexmem.store.journal import under
+from lexmem.store.protocol import MemoryFilter
 
 if TYPE_CHECKING:
     from lexmem.api import Lexmem
@@ -96,7 +96,7 @@ def review(lm: Lexmem, ids: Sequence[str], decision: str) -> Changes:
             f"a review decision is accepted, rejected or pending, not {decision!r}"
         )
     resolved = [lm.resolve(i) for i in ids]
-    journal = Journal(lm.store)
+    journal = lm.journal
     if decision == "pending":
         rejected = {r["memory_id"] for r in journal.rejected()}
         for mid in resolved:
@@ -142,11 +142,8 @@ def purge_project(lm: Lexmem, root: str) -> Changes:
         raise InvalidInputError("purge needs the repository's folder")
     root = root.rstrip("/\\") or root
     projects = [p for p in lm.projects() if under(p, root)]
-    ids: list[str] = []
-    for start in range(0, len(projects), 200):
-        part = ", ".join(q(p) for p in projects[start : start + 200])
-        ids += list(lm.store.ids_with(f"project IN ({part})"))
-    journal = Journal(lm.store)
+    ids = lm.store.ids_in_projects(projects)
+    journal = lm.journal
     journal.ensure()
     with lm.store.writing():
         journal.purge_sessions(root)

@@ -269,7 +269,7 @@ class MarkdownWatcher:
 
 
 def _doc_filter(key: str) -> Any:
-    from lexmem.store.lance import MemoryFilter
+    from lexmem.store.protocol import MemoryFilter
 
     return MemoryFilter(source_document=key, status=None)
 

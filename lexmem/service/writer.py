@@ -31,12 +31,13 @@ import threading
 import time
 import uuid
 from collections import Counter, deque
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 from typing import TYPE_CHECKING, Any
 
 from lexmem.capture.extract import Candidate, Extractor, confirmations
+from lexmem.capture.extract.thresholds import MODE_THRESHOLDS
 from lexmem.capture.inbox import BadEvent, Inbox, derived_id, queued_access
 from lexmem.capture.policy import (
     DROPPED,
@@ -55,7 +56,9 @@ from lexmem.errors import (
     LexmemError,
     ModelError,
     NotFoundError,
+    StoreDamagedError,
     StoreError,
+    StoreIOError,
     io_failure,
 )
 from lexmem.licence import CAPTURE, CORE_ACTIVE_LIMIT, STORAGE
@@ -73,11 +76,12 @@ from lexmem.models import (
 from lexmem.service.digest import DigestKeeper
 from lexmem.service.events import EventBus, MemoryCaptured
 from lexmem.service.ops import apply_op, particulars_key, particulars_of
-from lexmem.store.journal import AuditEntry, Journal, Session, SessionStatus
-from lexmem.store.lance import MemoryFilter, q
+from lexmem.store.journal import AuditEntry, Session, SessionStatus
+from lexmem.store.protocol import MemoryFilter
 
 if TYPE_CHECKING:
     from lexmem.api import Lexmem
+    from lexmem.capture.inbox import InboxEvent
     from lexmem.config import Paths
     from lexmem.llm import LlmClient
 
@@ -97,7 +101,7 @@ __all__ = [
 log = logging.getLogger("lexmem.capture")
 
 
-def redacted_event(event: dict[str, Any]) -> dict[str, Any]:
+def redacted_event(event: InboxEvent) -> InboxEvent:
     """The event with its content and metadata redacted again. Producers redact before
     they write, but any program that can write the inbox is a producer: the service,
     the one writer of the store, does not take their word for it. Every field is
@@ -105,15 +109,13 @@ def redacted_event(event: dict[str, Any]) -> dict[str, Any]:
     except ids, types and times (memory ids derive from event ids)."""
     for key, value in event.items():
         if key not in _EVENT_IDS:
-            event[key] = redact_obj(value)[0]
+            event[key] = redact_obj(value)[0]  # type: ignore[literal-required]
     return event
 
 
 _EVENT_IDS = frozenset(("v", "event_id", "session_id", "event_type", "timestamp", "agent"))
 
 
-# assist keeps seed 000's MinExtractionConfidence (0.7) and up; full goes down to 0.5.
-THRESHOLDS = {"assist": 0.7, "full": 0.5}
 DEDUPE_WINDOW = timedelta(days=30)
 NEAR_DUPLICATE = {"assist": 0.90, "full": 0.86}  # full mode dedupes more strictly
 REJECTED_NEAR = 0.92  # as close as this to a rejected memory: the same candidate again
@@ -243,7 +245,8 @@ def environmental(exc: BaseException) -> bool:
     event being processed: retried later, never a reason to quarantine anything."""
     if isinstance(exc, (ModelError, DataFolderError, ConfigError)):
         return True
-    if isinstance(exc, StoreError) and not isinstance(exc, NotFoundError):
+    # A damaged table is no more the machine's than it was before the store named it.
+    if isinstance(exc, StoreError) and not isinstance(exc, (NotFoundError, StoreDamagedError)):
         return True
     return io_failure(exc) is not None
 
@@ -263,7 +266,7 @@ _MODEL_FREE = frozenset({"probe", "show_app", "search_confirmation", "memory_op"
 _MODEL_OPS = frozenset({"edit", "supersede"})
 
 
-def _needs_model(event: dict[str, Any]) -> bool:
+def _needs_model(event: InboxEvent) -> bool:
     if event["event_type"] not in _MODEL_FREE:
         return True
     op = (event.get("metadata") or {}).get("op")
@@ -304,7 +307,7 @@ class CaptureService:
     def __init__(self, lm: Lexmem, *, extractor: Extractor | None = None) -> None:
         self.lm = lm
         self.settings = lm.settings.capture
-        self.journal = Journal(lm.store)
+        self.journal = lm.journal
         self.inbox = Inbox(lm.paths.inbox)
         self.extractor = extractor or Extractor()
         self.bus = EventBus()
@@ -454,6 +457,10 @@ class CaptureService:
                 apply_access(self.lm)
                 self._access_at = time.monotonic()
             self.digests.flush()
+        except StoreIOError as exc:  # the machine: where it failed, as for any other file
+            raise self._still_queued(
+                StoreError(f"cannot write to {self.lm.paths.home} ({exc.reason})")
+            ) from exc
         except LexmemError as exc:
             self._still_queued(exc)
             raise
@@ -514,7 +521,7 @@ class CaptureService:
     def _batch(self, files: Sequence[Any]) -> DrainReport:
         report = DrainReport()
         self._rejected = None  # reviews recorded since the last batch apply from this one on
-        parsed: list[tuple[Any, dict[str, Any]]] = []
+        parsed: list[tuple[Any, InboxEvent]] = []
         for path in files:
             try:
                 parsed.append((path, redacted_event(self.inbox.read(path))))
@@ -528,7 +535,7 @@ class CaptureService:
         if not parsed:
             return report
         seen = self.journal.seen([e["event_id"] for _, e in parsed])
-        fresh: list[dict[str, Any]] = []
+        fresh: list[InboxEvent] = []
         ids: set[str] = set()
         for path, event in parsed:
             if event["event_id"] in seen or event["event_id"] in ids:
@@ -582,14 +589,14 @@ class CaptureService:
         return optout_rules(self.lm.paths, self.settings)
 
     def _drop_opted_out(
-        self, parsed: list[tuple[Any, dict[str, Any]]]
-    ) -> tuple[list[tuple[Any, dict[str, Any]]], int]:
+        self, parsed: list[tuple[Any, InboxEvent]]
+    ) -> tuple[list[tuple[Any, InboxEvent]], int]:
         """Events of a repository opted out since they were queued (or a tool call on a
         file inside one) leave nothing: no memory, buffer row, session or digest line;
         their files go, and the audit says how many, never what or where."""
         rules = self.optout_rules()
-        keep: list[tuple[Any, dict[str, Any]]] = []
-        gone: list[tuple[Any, dict[str, Any]]] = []
+        keep: list[tuple[Any, InboxEvent]] = []
+        gone: list[tuple[Any, InboxEvent]] = []
         for item in parsed:
             (gone if opted_out_event(item[1], rules) else keep).append(item)
         if gone:
@@ -600,7 +607,7 @@ class CaptureService:
             self.digests.mark(e.get("project") for _, e in gone if e.get("project"))
         return keep, len(gone)
 
-    def _audit_opted_out(self, events: Sequence[dict[str, Any]]) -> None:
+    def _audit_opted_out(self, events: Sequence[Mapping[str, Any]]) -> None:
         by_session: dict[str, list[str]] = {}
         for e in events:
             by_session.setdefault(e["session_id"], []).append(e["event_id"])
@@ -615,7 +622,7 @@ class CaptureService:
         ])  # fmt: skip
         log.info("[MEM:CAPTURE] Dropped %d events of opted-out repositories", len(events))
 
-    def _gate(self, events: Sequence[dict[str, Any]]) -> list[dict[str, Any]]:
+    def _gate(self, events: Sequence[InboxEvent]) -> list[InboxEvent]:
         """The capture gate, asked once per batch: under Core, automatic events are
         skipped, with one audit entry per session rather than one per event."""
         automatic = [e for e in events if e["event_type"] in AUTOMATIC]
@@ -633,7 +640,7 @@ class CaptureService:
         self.journal.audit([a for sid, a in entries.items() if sid not in known])
         return automatic
 
-    def _audit_dropped(self, events: Sequence[dict[str, Any]]) -> None:
+    def _audit_dropped(self, events: Sequence[InboxEvent]) -> None:
         """Events whose content the hook could not check for secrets in time, and so never
         wrote (``metadata.dropped``): the audit says what was lost, and why."""
         self.journal.audit([
@@ -659,7 +666,7 @@ class CaptureService:
         )  # fmt: skip
         log.warning("[MEM:CAPTURE] Quarantined %s: %s", path.name, reason)
 
-    def _sessions(self, events: Sequence[dict[str, Any]]) -> dict[str, set[str]]:
+    def _sessions(self, events: Sequence[InboxEvent]) -> dict[str, set[str]]:
         """Start, touch and end sessions (seed 002 SessionManager); returns types seen per session."""
         touched: dict[str, set[str]] = {}
         changed: dict[str, Session] = {}
@@ -689,7 +696,7 @@ class CaptureService:
 
     # -- direct events ----------------------------------------------------------------
 
-    def _direct(self, event: dict[str, Any]) -> DrainReport:
+    def _direct(self, event: InboxEvent) -> DrainReport:
         kind = event["event_type"]
         meta = event.get("metadata") or {}
         if kind == "search_confirmation":
@@ -728,7 +735,7 @@ class CaptureService:
             )
         return DrainReport()
 
-    def _explicit(self, events: Sequence[dict[str, Any]]) -> DrainReport:
+    def _explicit(self, events: Sequence[InboxEvent]) -> DrainReport:
         """ "Remember this" from the CLI, MCP or tray: always kept, one memory per event id.
 
         A batch's explicit events are encoded together (the model is the cost).
@@ -800,7 +807,7 @@ class CaptureService:
         self.bus.publish(MemoryCaptured(None, MemorySource.EXPLICIT, tuple(report.memory_ids)))
         return report
 
-    def _audit_explicit_done(self, events: Sequence[dict[str, Any]]) -> None:
+    def _audit_explicit_done(self, events: Sequence[InboxEvent]) -> None:
         """Memories stored before a crash that came before their audit entry: the entry
         now (the audit write keeps an entry that exists as it is)."""
         if not events:
@@ -813,9 +820,7 @@ class CaptureService:
             kind="explicit", memory_id=mid, title=titles.get(mid, ""), project=e.get("project"),
         ) for e, mid in zip(events, ids, strict=True)])  # fmt: skip
 
-    def _storage_gate(
-        self, events: list[dict[str, Any]]
-    ) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
+    def _storage_gate(self, events: list[InboxEvent]) -> tuple[list[InboxEvent], list[InboxEvent]]:
         """Core keeps up to 1,000 active memories: the rest are set aside, their text kept
         in the audit log so they can be remembered once there is room."""
         from lexmem.licence import LicenceRequiredError
@@ -838,7 +843,7 @@ class CaptureService:
         ])  # fmt: skip
         return kept, over
 
-    def _memory_op(self, event: dict[str, Any]) -> DrainReport:
+    def _memory_op(self, event: InboxEvent) -> DrainReport:
         """A change a client asked for (pin, archive, edit, …), applied by the single writer.
 
         The outcome goes to the audit log under an id derived from the event, where the
@@ -853,10 +858,10 @@ class CaptureService:
             candidate_id=event["event_id"], decision="applied", reason=op, confidence=1.0, rule=f"op.{op}",
             kind="memory_op",
         )  # fmt: skip
-        if self.journal.has_audit(f"id = {q(entry.id)}"):
+        if self.journal.has_audit_entry(entry.id):
             return DrainReport()  # applied before a crash
         if op in MAINTENANCE:
-            self._maintenance_op(event, op, kwargs, entry)
+            self._maintenance_op(event["event_id"], op, kwargs, entry)
             return DrainReport()
         try:
             entry.metadata = {"result": apply_op(self.lm, op, kwargs, event["event_id"])}
@@ -875,11 +880,10 @@ class CaptureService:
         return DrainReport()
 
     def _maintenance_op(
-        self, event: dict[str, Any], op: str, kwargs: dict[str, Any], entry: AuditEntry
+        self, event_id: str, op: str, kwargs: dict[str, Any], entry: AuditEntry
     ) -> None:
         """A maintenance job another process asked for: run now, alone; its progress is
         published, its outcome (or its one-line failure) goes to the audit log."""
-        event_id = event["event_id"]
         try:
             result = self._run_job(op, kwargs, _SINKS.get(event_id), job_id=event_id)
             entry.metadata = {"result": result}
@@ -1092,6 +1096,8 @@ class CaptureService:
             f"{speaker[e['event_type']]}: {redact(e['content']).text.strip()}" for e in talk
         )
         ids = tuple(e["event_id"] for e in talk)
+        said = {e.get("speaker") or "" for e in talk}  # one speaker said it all, or none
+        one = {"speaker": said.pop()} if len(said) == 1 and "" not in said else {}
         try:
             found_by_llm = llm.extract(
                 conversation, turns=sum(e["event_type"] == "prompt" for e in talk)
@@ -1115,7 +1121,7 @@ class CaptureService:
                 kind=kind, title=make_title(x.content), text=x.content, type=x.type,
                 confidence=round(x.confidence, 4), source=MemorySource.CONVERSATION, event_ids=ids,
                 project=project, session_id=session_id, trigger=bool(trigger_phrases(x.content)),
-                rule="llm-extraction", metadata={"candidate_kind": str(kind), "reinforce": False},
+                rule="llm-extraction", metadata={"candidate_kind": str(kind), "reinforce": False, **one},
             ))  # fmt: skip
         return out
 
@@ -1231,7 +1237,7 @@ class CaptureService:
             report.skipped += len(dropped)
             return report
         mode = capture_mode(project, self.settings)
-        threshold = THRESHOLDS.get(mode, 1.1)
+        threshold = MODE_THRESHOLDS.get(mode, 1.1)
         audit: list[AuditEntry] = []
         keep: list[tuple[Candidate, str]] = []
         for cand in candidates:
@@ -1297,7 +1303,11 @@ class CaptureService:
                     capture_mode=mode,
                     user_id=self.lm.settings.store.user_id,
                     learning_context=f"captured by {cand.rule} from session {session_id}",
-                    metadata={"candidate_kind": str(cand.kind), "event_ids": list(cand.event_ids)},
+                    metadata={
+                        "candidate_kind": str(cand.kind),
+                        "event_ids": list(cand.event_ids),
+                        **_speaker_of(cand),
+                    },
                 ),
                 explicit_type=cand.type,
             )
@@ -1379,19 +1389,17 @@ class CaptureService:
         store = self.lm.store
         since = utcnow() - DEDUPE_WINDOW
         fp = fingerprint(m.title, m.content, project, m.type)
-        where = f"status = 'active' AND fingerprint = {q(fp)} AND created_at >= CAST({q(since.isoformat())} AS TIMESTAMP)"
-        rows = store.table().search().where(where).select(["id"]).limit(1).to_list()
-        if rows:
-            return str(rows[0]["id"])
+        if (same := store.recent_fingerprint(fp, since)) is not None:
+            return same
         flt = MemoryFilter(project=project) if project else MemoryFilter()
-        hits = self.lm.searcher.vector_query(m.embedding, flt.where(), 3).to_list()
+        hits = store.nearest(m.embedding, flt, 3) if m.embedding is not None else []
         for hit in hits:
-            if 1.0 - float(hit["_distance"]) < NEAR_DUPLICATE.get(mode, 0.9):
+            if hit.similarity < NEAR_DUPLICATE.get(mode, 0.9):
                 break
             # Close in meaning is not enough when the particulars differ: "port 5433" and
             # "port 5434" embed almost alike but are different facts.
-            if particulars_of(str(hit["content"])) == particulars_of(m.content):
-                return str(hit["id"])
+            if particulars_of(hit.content) == particulars_of(m.content):
+                return hit.id
         return None
 
     def _was_rejected(self, m: Memory, project: str | None) -> bool:
@@ -1450,15 +1458,7 @@ class CaptureService:
         if days <= 0:
             return 0
         cutoff = (now or utcnow()) - timedelta(days=days)
-        store = self.lm.store
-        where = (
-            f"status = 'archived' AND pinned = false AND "
-            f"coalesce(updated_at, created_at) < CAST({q(cutoff.isoformat())} AS TIMESTAMP)"
-        )
-        ids = [
-            str(r["id"])
-            for r in store.table().search().where(where).select(["id"]).limit(10_000).to_list()
-        ]
+        ids = self.lm.store.archived_before(cutoff)
         if ids:
             # One erasure for the lot: text, audit texts, older versions, digests.
             self.lm.erase_memories(ids)
@@ -1581,6 +1581,13 @@ class CaptureService:
         observer.daemon = True
         observer.start()
         return observer
+
+
+def _speaker_of(cand: Candidate) -> dict[str, str]:
+    """``{"speaker": ...}`` for a memory drawn from one speaker's turns (the extractor says
+    who in the candidate's metadata); empty when no single speaker said them."""
+    speaker = cand.metadata.get("speaker")
+    return {"speaker": speaker} if isinstance(speaker, str) and speaker else {}
 
 
 def _words(text: str) -> frozenset[str]:

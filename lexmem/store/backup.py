@@ -41,6 +41,7 @@ from pathlib import Path, PurePosixPath
 from typing import Any
 
 from lexmem import __version__
+from lexmem.base import atomic_writer
 from lexmem.config import DIR_MODE, FILE_MODE, SCHEMA_VERSION, Paths, secure_umask
 from lexmem.errors import InvalidInputError, StoreError, StoreLockedError
 from lexmem.files import link_tree, tree_files
@@ -295,31 +296,23 @@ def create_backup(
 
 
 def _write_archive(target: Path, staging: Path, manifest: dict[str, Any]) -> None:
-    """The archive under a temporary name, flushed to disk, then renamed into place."""
-    tmp = target.with_name(f".{target.name}.{os.getpid()}.part")
+    """The archive written atomically (:class:`~lexmem.base.atomic_writer`)."""
     body = json.dumps(manifest, indent=2, sort_keys=True).encode()
     try:
-        with secure_umask(), open(tmp, "xb") as raw:
-            # Level 1: vectors hardly compress, and the backup runs beside the service.
-            with (
-                gzip.GzipFile(fileobj=raw, mode="wb", compresslevel=1, mtime=0) as gz,
-                tarfile.open(fileobj=gz, mode="w", format=tarfile.PAX_FORMAT) as tar,
-            ):
-                info = tarfile.TarInfo(MANIFEST)
-                info.size, info.mode = len(body), FILE_MODE
-                info.mtime = int(datetime.now(UTC).timestamp())
-                tar.addfile(info, io.BytesIO(body))
-                for rel in manifest["files"]:
-                    tar.add(staging / rel, arcname=rel, recursive=False, filter=_owner_free)
-            raw.flush()
-            os.fsync(raw.fileno())
-        os.chmod(tmp, FILE_MODE)
-        os.replace(tmp, target)
-    except BaseException as exc:
-        tmp.unlink(missing_ok=True)
-        if isinstance(exc, OSError):
-            raise StoreError(f"cannot write {target} ({exc.strerror or exc})") from exc
-        raise
+        # Level 1: vectors hardly compress, and the backup runs beside the service.
+        with (
+            atomic_writer(target, mode=FILE_MODE) as raw,
+            gzip.GzipFile(fileobj=raw, mode="wb", compresslevel=1, mtime=0) as gz,
+            tarfile.open(fileobj=gz, mode="w", format=tarfile.PAX_FORMAT) as tar,
+        ):
+            info = tarfile.TarInfo(MANIFEST)
+            info.size, info.mode = len(body), FILE_MODE
+            info.mtime = int(datetime.now(UTC).timestamp())
+            tar.addfile(info, io.BytesIO(body))
+            for rel in manifest["files"]:
+                tar.add(staging / rel, arcname=rel, recursive=False, filter=_owner_free)
+    except OSError as exc:
+        raise StoreError(f"cannot write {target} ({exc.strerror or exc})") from exc
 
 
 # -- reading backups ---------------------------------------------------------------------------

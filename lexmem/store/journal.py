@@ -22,14 +22,16 @@ from __future__ import annotations
 
 import contextlib
 import json
+import os
 import re
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
 from typing import TYPE_CHECKING, Any
 
 from lexmem.models import utcnow
-from lexmem.store.lance import MemoryStore, q
+from lexmem.store.lance import MemoryStore, q, store_boundary
+from lexmem.store.protocol import JournalBackend
 
 if TYPE_CHECKING:
     import pyarrow as pa
@@ -178,8 +180,10 @@ def _schemas() -> dict[str, pa.Schema]:
     }
 
 
+@store_boundary(JournalBackend)
 class Journal:
-    """The capture tables, in the store's LanceDB folder, under its write lock."""
+    """The capture tables, in the store's LanceDB folder, under its write lock: the
+    LanceDB backend of :class:`~lexmem.store.protocol.JournalBackend`."""
 
     def __init__(self, store: MemoryStore) -> None:
         self.store = store
@@ -254,7 +258,9 @@ class Journal:
             found.update(r["event_id"] for r in self._rows(PROCESSED, where, limit=len(part)))
         return found
 
-    def take_in(self, events: Sequence[dict[str, Any]], buffered: Sequence[dict[str, Any]]) -> None:
+    def take_in(
+        self, events: Sequence[Mapping[str, Any]], buffered: Sequence[Mapping[str, Any]]
+    ) -> None:
         """Record events as processed and buffer the ones that wait for a window (one lock)."""
         import pyarrow as pa
 
@@ -456,14 +462,22 @@ class Journal:
         rows = self._rows(AUDIT, f"id = {q(entry_id)}", limit=1)
         return _audit(rows[0]) if rows else None
 
-    def has_audit(self, where: str) -> bool:
-        return int(self.t(AUDIT).count_rows(where)) > 0
+    def has_audit_entry(self, entry_id: str) -> bool:
+        return int(self.t(AUDIT).count_rows(f"id = {q(entry_id)}")) > 0
 
     # -- watched files ----------------------------------------------------------------
 
     def file_hash(self, path: str) -> str | None:
         rows = self._rows(FILE_HASHES, f"path = {q(path)}", limit=1)
         return str(rows[0]["sha256"]) if rows else None
+
+    def file_hashes_under(self, root: str) -> set[str]:
+        if FILE_HASHES not in self.store.list_tables():
+            return set()  # a reader creates no journal table
+        table = self.t(FILE_HASHES)
+        where = f"path LIKE {q(root.rstrip(os.sep) + os.sep + '%')}"
+        rows = table.search().where(where).select(["path"]).limit(max(1, table.count_rows(where)))
+        return {str(r["path"]) for r in rows.to_list()}
 
     def set_file_hash(self, path: str, sha256: str) -> None:
         import pyarrow as pa
@@ -512,6 +526,20 @@ class Journal:
     def rejected(self) -> list[dict[str, Any]]:
         """What review rejected: fingerprint, project and embedding of each."""
         return self._rows(REVIEWS, "decision = 'rejected'")
+
+    def review_queue(self, limit: int | None = None) -> list[str]:
+        import pyarrow.compute as pc
+
+        table = self.store.table()
+        where = "status = 'active' AND source != 'explicit'"
+        n = int(table.count_rows(where))
+        if not n:
+            return []
+        rows = table.search().where(where).select(["id", "created_at"]).limit(n).to_arrow()
+        rows = rows.sort_by([("created_at", "descending"), ("id", "ascending")])
+        reviewed = self.reviewed_ids()
+        ids = [i for i in pc.cast(rows["id"], "string").to_pylist() if i not in reviewed]
+        return ids if limit is None else ids[:limit]
 
     def counts(self) -> dict[str, int]:
         return {
@@ -565,16 +593,6 @@ def _audit(r: dict[str, Any]) -> AuditEntry:
 
 
 def review_queue(store: MemoryStore, limit: int | None = None) -> list[str]:
-    """Ids of memories captured automatically and not reviewed yet, newest first."""
-    import pyarrow.compute as pc
-
-    table = store.table()
-    where = "status = 'active' AND source != 'explicit'"
-    n = int(table.count_rows(where))
-    if not n:
-        return []
-    rows = table.search().where(where).select(["id", "created_at"]).limit(n).to_arrow()
-    rows = rows.sort_by([("created_at", "descending"), ("id", "ascending")])
-    reviewed = Journal(store).reviewed_ids()
-    ids = [i for i in pc.cast(rows["id"], "string").to_pylist() if i not in reviewed]
-    return ids if limit is None else ids[:limit]
+    """Ids of memories captured automatically and not reviewed yet, newest first
+    (:meth:`Journal.review_queue`)."""
+    return Journal(store).review_queue(limit)

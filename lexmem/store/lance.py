@@ -38,38 +38,41 @@ from __future__ import annotations
 
 import json
 import logging
-import os
 import re
 import threading
 import time
 import warnings
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
-from contextlib import contextmanager
-from dataclasses import dataclass
+from contextlib import AbstractContextManager, contextmanager
 from datetime import datetime, timedelta
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, TypeVar
 
+from lexmem.base import atomic_write
 from lexmem.config import Paths, secure_umask
 from lexmem.errors import (
     InvalidInputError,
+    LexmemError,
     NotFoundError,
+    StoreDamagedError,
     StoreError,
+    StoreIOError,
     StoreLockedError,
     WriterElsewhereError,
+    io_failure,
 )
 from lexmem.locks import FileLock, LockTimeout, held_here
 from lexmem.models import (
     ConfidencePoint,
     Memory,
     MemoryLink,
-    MemorySource,
     MemoryStatus,
     MemoryType,
     new_id,
     utcnow,
 )
 from lexmem.settings import StoreSettings
+from lexmem.store.protocol import DigestColumns, MemoryBackend, MemoryFilter, Neighbour, members
 from lexmem.store.schema import (
     CONFIDENCE,
     ERASE_KEYS,
@@ -87,7 +90,7 @@ from lexmem.store.schema import (
 if TYPE_CHECKING:
     import pyarrow as pa
 
-__all__ = ["SESSION_SOURCES", "MemoryFilter", "MemoryStore"]
+__all__ = ["SESSION_SOURCES", "MemoryFilter", "MemoryStore", "store_failure"]
 
 log = logging.getLogger("lexmem.store")
 
@@ -110,6 +113,11 @@ def _in_sessions(sessions: Iterable[str]) -> str:
 
 
 _CONTEXT_READ = ["id", "session_id", "created_at", "content", "source", "context"]
+# What a digest ranks by (:meth:`MemoryStore.digest_columns`).
+_DIGEST_READ = [
+    "id", "salience", "pinned", "created_at", "last_accessed_at", "access_count",
+    "last_reinforced_at", "project", "fingerprint", "source_document",
+]  # fmt: skip
 
 
 def _join_context(before: str | None, after: str | None) -> str | None:
@@ -188,13 +196,106 @@ def _retention(table: Any) -> timedelta:
     return max(KEEP_VERSIONS_FOR, age + KEEP_VERSIONS_FOR / 10)
 
 
+def _causes(exc: BaseException) -> Iterator[BaseException]:
+    """``exc``, what caused it, and what caused that (a few levels)."""
+    seen: BaseException | None = exc
+    for _ in range(8):
+        if seen is None:
+            return
+        yield seen
+        seen = seen.__cause__ or seen.__context__
+
+
 def gone_file(exc: BaseException) -> bool:
-    """Whether ``exc`` is LanceDB finding a file of an older table version missing: an
-    erasure in another process removed the version this process was reading."""
-    text = str(exc).lower()
+    """Whether ``exc`` (or what caused it) is LanceDB finding a file of an older table
+    version missing: an erasure in another process removed the version this process was
+    reading."""
     return any(
-        s in text for s in ("not found", "no such file", "does not exist", "object at location")
+        s in str(e).lower()
+        for e in _causes(exc)
+        for s in ("not found", "no such file", "does not exist", "object at location")
     )
+
+
+def store_failure(exc: BaseException, folder: Path | str | None = None) -> StoreError | None:
+    """The :class:`StoreError` that LanceDB's own failure ``exc`` is, None for anything
+    else: :class:`StoreIOError` when the machine failed a read or write (a full or
+    read-only disk), :class:`StoreDamagedError` when a table file cannot be read.
+
+    LanceDB raises untyped errors (``RuntimeError``, ``OSError``, ``ValueError``) whose
+    message starts "lance error"; this is the one place that reads their text."""
+    if isinstance(exc, LexmemError) or not isinstance(exc, Exception):
+        return None
+    text = str(exc).strip()
+    first = text.splitlines()[0] if text else ""
+    if "lance error" not in first.lower():
+        return None
+    where = str(folder) if folder is not None else None
+    reason = io_failure(exc)
+    if reason is not None:
+        return StoreIOError(reason, path=where)
+    named = re.search(r"([\w-]+)\.lance\b", first)  # the table's folder, when the text has it
+    cause = first.split(", /", 1)[0]  # no Rust source location
+    return StoreDamagedError(cause, path=where, table=named.group(1) if named else None)
+
+
+_F = TypeVar("_F", bound=Callable[..., Any])
+
+
+def _translated(method: _F) -> _F:
+    """``method`` with LanceDB's failures raised as :func:`store_failure` says (the
+    backend's exception kept as the cause)."""
+    import functools
+    import inspect
+
+    if inspect.isgeneratorfunction(method):
+
+        @functools.wraps(method)
+        def generating(self: Any, *args: Any, **kwargs: Any) -> Any:
+            try:
+                yield from method(self, *args, **kwargs)
+            except Exception as exc:
+                failure = store_failure(exc, _folder(self))
+                if failure is None:
+                    raise
+                raise failure from exc
+
+        return generating  # type: ignore[return-value]
+
+    @functools.wraps(method)
+    def call(self: Any, *args: Any, **kwargs: Any) -> Any:
+        try:
+            return method(self, *args, **kwargs)
+        except Exception as exc:
+            failure = store_failure(exc, _folder(self))
+            if failure is None:
+                raise
+            raise failure from exc
+
+    return call  # type: ignore[return-value]
+
+
+def _folder(owner: Any) -> Path | None:
+    paths = getattr(owner, "paths", None) or getattr(getattr(owner, "store", None), "paths", None)
+    return getattr(paths, "store", None)
+
+
+_C = TypeVar("_C", bound=type)
+
+
+def store_boundary(protocol: type) -> Callable[[_C], _C]:
+    """Class decorator: every method of ``protocol`` that the class defines raises
+    LanceDB's failures as lexmem's typed errors (:func:`store_failure`). The operations
+    call each other; an error already translated passes through unchanged."""
+
+    def decorate(cls: _C) -> _C:
+        for name, signature in members(protocol).items():
+            method = vars(cls).get(name)
+            if signature is not None and callable(method):
+                setattr(cls, name, _translated(method))
+        return cls
+
+    return decorate
 
 
 def _rewrite(table: Any, key: str) -> None:
@@ -230,49 +331,33 @@ def _ts(value: datetime) -> str:
     return f"CAST({q(value.isoformat())} AS TIMESTAMP)"
 
 
-@dataclass(frozen=True, slots=True)
-class MemoryFilter:
-    """Which memories a list, count or search looks at. ``None`` means any."""
-
-    project: str | None = None
-    type: MemoryType | None = None
-    status: MemoryStatus | None = MemoryStatus.ACTIVE
-    source: MemorySource | None = None
-    pinned: bool | None = None
-    session_id: str | None = None
-    user_id: str | None = None
-    created_after: datetime | None = None
-    created_before: datetime | None = None
-    source_document: str | None = None
-    # Projects left out (what an agent is never served: opted-out repositories).
-    exclude_projects: tuple[str, ...] = ()
-
-    def where(self) -> str | None:
-        parts: list[str] = []
-        if self.project is not None:
-            parts.append(f"project = {q(self.project)}")
-        if self.exclude_projects:
-            listed = ", ".join(q(p) for p in self.exclude_projects)
-            parts.append(f"(project IS NULL OR project NOT IN ({listed}))")
-        if self.type is not None:
-            parts.append(f"type = {q(self.type)}")
-        if self.status is not None:
-            parts.append(f"status = {q(self.status)}")
-        if self.source is not None:
-            parts.append(f"source = {q(self.source)}")
-        if self.pinned is not None:
-            parts.append("pinned = true" if self.pinned else "pinned = false")
-        if self.session_id is not None:
-            parts.append(f"session_id = {q(self.session_id)}")
-        if self.user_id is not None:
-            parts.append(f"user_id = {q(self.user_id)}")
-        if self.created_after is not None:
-            parts.append(f"created_at >= {_ts(self.created_after)}")
-        if self.created_before is not None:
-            parts.append(f"created_at < {_ts(self.created_before)}")
-        if self.source_document is not None:
-            parts.append(f"source_document = {q(self.source_document)}")
-        return " AND ".join(parts) if parts else None
+def filter_where(flt: MemoryFilter) -> str | None:
+    """The LanceDB ``where`` (SQL) that admits what ``flt`` admits; None for everything."""
+    parts: list[str] = []
+    if flt.project is not None:
+        parts.append(f"project = {q(flt.project)}")
+    if flt.exclude_projects:
+        listed = ", ".join(q(p) for p in flt.exclude_projects)
+        parts.append(f"(project IS NULL OR project NOT IN ({listed}))")
+    if flt.type is not None:
+        parts.append(f"type = {q(flt.type)}")
+    if flt.status is not None:
+        parts.append(f"status = {q(flt.status)}")
+    if flt.source is not None:
+        parts.append(f"source = {q(flt.source)}")
+    if flt.pinned is not None:
+        parts.append("pinned = true" if flt.pinned else "pinned = false")
+    if flt.session_id is not None:
+        parts.append(f"session_id = {q(flt.session_id)}")
+    if flt.user_id is not None:
+        parts.append(f"user_id = {q(flt.user_id)}")
+    if flt.created_after is not None:
+        parts.append(f"created_at >= {_ts(flt.created_after)}")
+    if flt.created_before is not None:
+        parts.append(f"created_at < {_ts(flt.created_before)}")
+    if flt.source_document is not None:
+        parts.append(f"source_document = {q(flt.source_document)}")
+    return " AND ".join(parts) if parts else None
 
 
 SORT_KEYS = {
@@ -284,8 +369,10 @@ SORT_KEYS = {
 }
 
 
+@store_boundary(MemoryBackend)
 class MemoryStore:
-    """Seed 004's ``IMemoryStore`` and the rest of a memory's life, on LanceDB.
+    """Seed 004's ``IMemoryStore`` and the rest of a memory's life, on LanceDB: the
+    LanceDB backend of :class:`~lexmem.store.protocol.MemoryBackend`.
 
     Methods are synchronous and thread-safe; callers that must not block (the UI)
     run them on an executor.
@@ -457,13 +544,7 @@ class MemoryStore:
             raise StoreError(f"cannot read {self.meta_path} ({exc})") from exc
 
     def _write_meta(self, meta: dict[str, Any]) -> None:
-        tmp = self.meta_path.with_name(f".meta.{os.getpid()}.tmp")
-        with secure_umask():
-            with open(tmp, "w", encoding="utf-8") as fh:
-                json.dump(meta, fh, indent=2, sort_keys=True)
-                fh.flush()
-                os.fsync(fh.fileno())
-            os.replace(tmp, self.meta_path)
+        atomic_write(self.meta_path, json.dumps(meta, indent=2, sort_keys=True))
         self._meta = meta
         self._tables.pop("memories", None)
 
@@ -493,7 +574,7 @@ class MemoryStore:
             }
         )
 
-    def writing(self) -> Any:
+    def writing(self) -> AbstractContextManager[None]:
         """The write lock, for other tables kept in this store's folder (the journal)."""
         return self._writing()
 
@@ -601,8 +682,14 @@ class MemoryStore:
                         cached = list(self._tables.values())
                     for t in cached:
                         t.checkout_latest()
-                with secure_umask():
-                    yield
+                try:
+                    with secure_umask():
+                        yield
+                except Exception as exc:
+                    failure = store_failure(exc, self.paths.store)
+                    if failure is None:
+                        raise
+                    raise failure from exc
                 for callback in self.on_commit:
                     callback()
             finally:
@@ -1169,7 +1256,7 @@ class MemoryStore:
         import pyarrow.compute as pc
 
         column, order = SORT_KEYS.get(sort, SORT_KEYS["created"])
-        where = (flt or MemoryFilter()).where()
+        where = filter_where(flt or MemoryFilter())
         table = self.scan_arrow(where, ["id", column, "pinned"] if column != "id" else ["id"])
         if table.num_rows == 0:
             return []
@@ -1194,7 +1281,7 @@ class MemoryStore:
         return self.get_many(page)
 
     def count(self, flt: MemoryFilter | None = None) -> int:
-        where = (flt or MemoryFilter(status=None)).where()
+        where = filter_where(flt or MemoryFilter(status=None))
         return self.reading(
             lambda: int(self.table().count_rows(where) if where else self.table().count_rows())
         )
@@ -1436,5 +1523,101 @@ class MemoryStore:
             lambda: self.table().search().where(cond).select(list(columns)).limit(limit).to_arrow()
         )
 
-    def ids_with(self, where: str) -> Iterable[str]:
-        return [r["id"] for r in self._scan(where, ["id"])]
+    # -- named reads for the rest of lexmem (no caller outside builds a where) ----------
+
+    def ids_superseded_by(self, memory_id: str) -> list[str]:
+        return [str(r["id"]) for r in self._scan(f"superseded_by = {q(memory_id)}", ["id"])]
+
+    def ids_in_projects(self, projects: Sequence[str]) -> list[str]:
+        wanted = sorted(set(projects))
+        ids: list[str] = []
+        for start in range(0, len(wanted), 200):
+            part = ", ".join(q(p) for p in wanted[start : start + 200])
+            ids += [str(r["id"]) for r in self._scan(f"project IN ({part})", ["id"])]
+        return ids
+
+    def project_names(self) -> list[str]:
+        table = self.scan_arrow("project IS NOT NULL", ["project"])
+        return sorted({str(p) for p in table.column("project").to_pylist() if p})
+
+    def recent_fingerprint(self, fingerprint: str, since: datetime) -> str | None:
+        where = (
+            f"status = 'active' AND fingerprint = {q(fingerprint)} AND created_at >= {_ts(since)}"
+        )
+        rows = self._scan(where, ["id"], limit=1)
+        return str(rows[0]["id"]) if rows else None
+
+    def vector_query(
+        self, vector: Any, where: str | None, depth: int, columns: Sequence[str]
+    ) -> Any:
+        """The LanceDB vector query, nearest first by cosine, ``_distance`` among the
+        columns (uses the IVF-PQ index once the store has one)."""
+        query = self.table().search(vector, vector_column_name="vector").distance_type("cosine")
+        if self.has_vector_index():
+            # Re-rank the index's candidates by exact distance: PQ alone loses recall.
+            query = query.nprobes(32).refine_factor(4)
+        if where:
+            query = query.where(where, prefilter=True)
+        return query.select([*columns, "_distance"]).limit(depth)
+
+    def nearest(self, embedding: Sequence[float], flt: MemoryFilter, k: int) -> list[Neighbour]:
+        rows = self.vector_query(embedding, filter_where(flt), k, ["id", "content"]).to_list()
+        return [
+            Neighbour(str(r["id"]), str(r["content"]), 1.0 - float(r["_distance"])) for r in rows
+        ]
+
+    def archived_before(self, cutoff: datetime, limit: int = 10_000) -> list[str]:
+        where = (
+            "status = 'archived' AND pinned = false AND "
+            f"coalesce(updated_at, created_at) < {_ts(cutoff)}"
+        )
+        return [str(r["id"]) for r in self._scan(where, ["id"], limit=limit)]
+
+    def digest_columns(self, project: str | None) -> DigestColumns:
+        import numpy as np
+        import pyarrow as pa
+        import pyarrow.compute as pc
+
+        where = "status = 'active'"
+        if project is not None:
+            where += f" AND (project = {q(project)} OR project IS NULL)"
+        else:
+            where += " AND project IS NULL"
+        table = self.scan_arrow(where, _DIGEST_READ)
+
+        def numbers(column: str) -> Any:
+            col = pc.fill_null(table.column(column), 0)
+            return col.to_numpy(zero_copy_only=False).astype(np.float64)
+
+        def micros(column: str) -> Any:
+            col = table.column(column).cast(pa.timestamp("us", tz="UTC")).cast(pa.int64())
+            values = pc.fill_null(col, 0).to_numpy(zero_copy_only=False).astype(np.float64)
+            return np.where(col.is_null().to_numpy(zero_copy_only=False), np.nan, values)
+
+        def keys(positions: Any) -> list[tuple[str, str | None, str | None]]:
+            rows = table.select(["id", "fingerprint", "source_document"]).take(positions)
+            return [
+                (str(r["id"]), r["fingerprint"], r["source_document"]) for r in rows.to_pylist()
+            ]
+
+        pinned = table.column("pinned").fill_null(False).to_numpy(zero_copy_only=False)
+        return DigestColumns(
+            salience=numbers("salience"),
+            pinned=pinned.astype(bool),
+            access_count=numbers("access_count"),
+            created_us=micros("created_at"),
+            last_accessed_us=micros("last_accessed_at"),
+            last_reinforced_us=micros("last_reinforced_at"),
+            general=table.column("project").is_null().to_numpy(zero_copy_only=False),
+            keys=keys,
+        )
+
+    def arrow_table(self, name: str, columns: Sequence[str] | None = None) -> pa.Table:
+        def read() -> pa.Table:
+            table = self.table(name)
+            query = table.search()
+            if columns:
+                query = query.select(list(columns))
+            return query.limit(max(int(table.count_rows()), 1)).to_arrow()
+
+        return self.reading(read)

@@ -23,12 +23,13 @@ from typing import TYPE_CHECKING, Any
 
 from lexmem.config import secure_umask
 from lexmem.errors import ImportFormatError, InvalidInputError, StoreError, io_failure
-from lexmem.store.lance import MemoryStore
 from lexmem.store.schema import CONFIDENCE, LINKS, confidence_schema, links_schema, memory_schema
 
 if TYPE_CHECKING:
     import duckdb
     import pyarrow as pa
+
+    from lexmem.store.protocol import MemoryBackend
 
 __all__ = ["FORMATS", "export_store", "import_store", "insights", "stats"]
 
@@ -48,13 +49,8 @@ def _connect() -> duckdb.DuckDBPyConnection:
     return con
 
 
-def _arrow(store: MemoryStore, name: str, columns: list[str] | None = None) -> pa.Table:
-    table = store.table(name)
-    n = table.count_rows()
-    q = table.search()
-    if columns:
-        q = q.select(columns)
-    return q.limit(max(n, 1)).to_arrow()
+def _arrow(store: MemoryBackend, name: str, columns: list[str] | None = None) -> pa.Table:
+    return store.arrow_table(name, columns)
 
 
 def _one(con: duckdb.DuckDBPyConnection, sql: str) -> Any:
@@ -70,7 +66,7 @@ def _pairs(con: duckdb.DuckDBPyConnection, sql: str) -> dict[str, int]:
 _ISO = "%Y-%m-%dT%H:%M:%S.%f+00:00"
 
 
-def stats(store: MemoryStore) -> dict[str, Any]:
+def stats(store: MemoryBackend) -> dict[str, Any]:
     """Counts and distributions over the whole store."""
     con = _connect()
     mem = _arrow(
@@ -130,7 +126,7 @@ def stats(store: MemoryStore) -> dict[str, Any]:
     return out
 
 
-def _capture_stats(store: MemoryStore, con: duckdb.DuckDBPyConnection) -> dict[str, Any]:
+def _capture_stats(store: MemoryBackend, con: duckdb.DuckDBPyConnection) -> dict[str, Any]:
     """Seed 000 §8 and seed 001 §6 figures, from the audit log and the sessions table."""
     if "audit" not in store.list_tables():
         return {}
@@ -200,7 +196,9 @@ def _per_day(
     return {k: out[k] for k in keys}
 
 
-def insights(store: MemoryStore, *, days: int = 30, now: datetime | None = None) -> dict[str, Any]:
+def insights(
+    store: MemoryBackend, *, days: int = 30, now: datetime | None = None
+) -> dict[str, Any]:
     """What the last ``days`` days brought, for the app's charts.
 
     Days are calendar days at ``now``'s UTC offset (default: the local clock), the last
@@ -294,7 +292,7 @@ def _sql_path(path: Path) -> str:
     return "'" + str(path).replace("'", "''") + "'"
 
 
-def export_store(store: MemoryStore, out: Path, fmt: str = "jsonl") -> dict[str, int]:
+def export_store(store: MemoryBackend, out: Path, fmt: str = "jsonl") -> dict[str, int]:
     """Write every memory (with its vector), link and confidence point to ``out``."""
     if fmt not in FORMATS:
         raise InvalidInputError(f"unknown export format {fmt!r} (use jsonl, parquet or csv)")
@@ -388,7 +386,7 @@ def _read(con: duckdb.DuckDBPyConnection, path: Path, fmt: str, schema: pa.Schem
 
 
 def import_store(
-    store: MemoryStore, source: Path, progress: Callable[[int, int], None] | None = None
+    store: MemoryBackend, source: Path, progress: Callable[[int, int], None] | None = None
 ) -> dict[str, int]:
     """Add the rows of an export folder to the store, in one commit per table group."""
     source = source.expanduser()

@@ -32,6 +32,7 @@ import filecmp
 import logging
 import os
 import shutil
+import stat
 from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import UTC, datetime
@@ -40,6 +41,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, NoReturn
 
 from lexmem import config
+from lexmem.base import atomic_writer
 from lexmem.config import DIR_MODE, Paths, schema_steps, secure_umask
 from lexmem.errors import ConfigError, StoreError
 from lexmem.files import link_tree, tree_files
@@ -218,12 +220,14 @@ def _same(live: Path, kept: Path) -> bool:
 
 def _put_back(kept: Path, live: Path) -> None:
     """Replace ``live`` by the snapshot's file, atomically (a copy under a temporary name,
-    then a rename)."""
-    tmp = live.with_name(f".{live.name}.{os.getpid()}.restore")
+    then a rename: :class:`~lexmem.base.atomic_writer`), with the kept file's mode."""
     with secure_umask():
         live.parent.mkdir(mode=DIR_MODE, parents=True, exist_ok=True)
-        shutil.copy2(kept, tmp)
-    os.replace(tmp, live)
+    with (
+        open(kept, "rb") as src,
+        atomic_writer(live, mode=stat.S_IMODE(os.fstat(src.fileno()).st_mode)) as dst,
+    ):
+        shutil.copyfileobj(src, dst)
 
 
 def _roll_back(paths: Paths, snapshot: Path) -> None:
