@@ -11,6 +11,7 @@ from __future__ import annotations
 import itertools
 import logging
 import re
+import time
 import uuid
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
@@ -74,6 +75,8 @@ from lexmem.store.search import SearchHit, SearchResult
 
 if TYPE_CHECKING:
     from lexmem.llm import LlmClient
+    from lexmem.service.watcher import WatchReport
+    from lexmem.settings import EmbeddingSettings
 
 # The facade's own names, and the types its methods take and return (re-exported, so that
 # the desktop layer needs nothing below the facade to name them). The desktop app may import
@@ -225,6 +228,7 @@ class Lexmem:
             self.llm = llm if _is_client(llm) else None
         self.searcher = searcher_for(self.store, self.embedder, settings.search)
         self._journal: JournalBackend | None = None
+        self._access_queued = False
 
     @classmethod
     def open(
@@ -250,6 +254,15 @@ class Lexmem:
         return lm
 
     def close(self) -> None:
+        if self._access_queued:  # a CLI command's searches: counted before it ends
+            self._access_queued = False
+            from lexmem.errors import LexmemError
+            from lexmem.service.client import apply_access_if_no_service
+
+            try:
+                apply_access_if_no_service(self)
+            except (LexmemError, OSError) as exc:  # queued still: the next writer applies them
+                log.warning("could not apply the searches' access records: %s", exc)
         self.searcher.close()
         self.store.close()
 
@@ -385,15 +398,30 @@ class Lexmem:
         if mode != "bm25":
             self._require_current_space()
         # An erasure in another process may remove the version being read: reopen, retry.
-        return self.store.reading(
+        result = self.store.reading(
             lambda: self.searcher.search(
                 query,
                 flt,
                 limit=self.settings.search.default_limit if limit is None else limit,
                 mode=mode,
-                record_access=record_access,
+                record_access=False,
             )
         )
+        if record_access and result.hits:
+            # Not a commit: queued for the writer, which applies them in batches.
+            t0 = time.perf_counter()
+            self._queue_access([h.memory.id for h in result.hits])
+            result.timings_ms["record_access"] = (time.perf_counter() - t0) * 1000
+        return result
+
+    def _queue_access(self, ids: list[str]) -> None:
+        from lexmem.capture.inbox import queue_access
+
+        try:
+            queue_access(self.paths.access, ids)
+            self._access_queued = True
+        except OSError as exc:  # a record of use is not worth failing a search for
+            log.warning("could not queue the searches' access records: %s", exc)
 
     # -- changing ---------------------------------------------------------------
 
@@ -596,20 +624,92 @@ class Lexmem:
         progress: Callable[[int, int], None] | None = None,
         reembed_progress: Callable[[int, int], None] | None = None,
     ) -> dict[str, int]:
-        """Import an export folder; vectors from another model are recomputed."""
+        """Import an export folder; vectors from another model are recomputed. The
+        single writer does it (:func:`lexmem.service.client.maintain`)."""
+        source = Path(source).expanduser().absolute()
+        result = self._maintain(
+            "import", {"source": str(source)}, {"import": progress, "reembed": reembed_progress}
+        )
+        return {str(k): int(v) for k, v in result.items()}
+
+    def reembed(
+        self,
+        progress: Callable[[int, int], None] | None = None,
+        *,
+        embedding: EmbeddingSettings | None = None,
+    ) -> int:
+        """Recompute every vector with the configured model (after a model change), or
+        with ``embedding``'s model (switching to it; the settings are the caller's to
+        save). The single writer does it; searches keep working meanwhile."""
+        chosen = embedding or self.settings.embedding
+        wanted = {"model": chosen.model, "path": chosen.path, "dim": chosen.dim}
+        result = self._maintain("reembed", {"embedding": wanted}, {"reembed": progress})
+        return int(result.get("reembedded", 0))
+
+    def optimize(self) -> None:
+        """Build missing indices and compact: the single writer does it."""
+        self._maintain("optimize", {}, {})
+
+    def scan_notes(
+        self, folder: Path, progress: Callable[[int, int], None] | None = None
+    ) -> WatchReport:
+        """Read a watched folder's Markdown notes now, with ``progress(files_done,
+        files_total)``: the single writer does it, wherever it runs."""
+        from lexmem.service.watcher import WatchReport
+
+        root = str(Path(folder).expanduser().resolve())
+        result = self._maintain("scan_notes", {"folder": root}, {"scan_notes": progress})
+        return WatchReport(
+            **{k: result[k] for k in WatchReport.__dataclass_fields__ if k in result}
+        )
+
+    def notes_progress(self, folder: Path) -> tuple[int, int] | None:
+        """How far the writer's scan of ``folder`` is, as (files read, files), whichever
+        process runs it; ``None`` when no scan of it runs."""
+        from lexmem.service.client import maintenance_progress
+
+        return maintenance_progress(self, "scan_notes", str(Path(folder).expanduser().resolve()))
+
+    def _maintain(
+        self,
+        job: str,
+        kwargs: dict[str, Any],
+        phases: dict[str, Callable[[int, int], None] | None],
+    ) -> dict[str, Any]:
+        """Run a maintenance job in the single writer; ``phases`` says who hears the
+        progress of each of its phases."""
+        from lexmem.service.client import maintain
+
+        def report(phase: str, done: int, total: int) -> None:
+            to = phases.get(phase)
+            if to is not None:
+                to(done, total)
+
+        try:
+            return maintain(self, job, kwargs, report)
+        finally:
+            self.refresh()  # see what the writer committed
+
+    # -- what the writer runs (lexmem.service.writer): callers use the methods above ----
+
+    def apply_import(
+        self,
+        source: Path,
+        progress: Callable[[int, int], None] | None = None,
+        reembed_progress: Callable[[int, int], None] | None = None,
+    ) -> dict[str, int]:
         from lexmem.store.lens import import_store
 
         counts = import_store(self.store, source, progress)
         if counts.pop("needs_reembed", 0):
-            counts["reembedded"] = self.reembed(reembed_progress)
+            counts["reembedded"] = self.apply_reembed(reembed_progress)
         return counts
 
-    def reembed(self, progress: Callable[[int, int], None] | None = None) -> int:
-        """Recompute every vector with the configured model (after a model change)."""
+    def apply_reembed(self, progress: Callable[[int, int], None] | None = None) -> int:
         with secure_umask():
             return self.store.reembed(lambda texts: self.embedder.embed(texts), progress)
 
-    def optimize(self) -> None:
+    def apply_optimize(self) -> None:
         self.store.optimize()
 
     def memories_for(self, ids: Sequence[str]) -> list[Memory]:

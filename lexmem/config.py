@@ -104,6 +104,16 @@ class Paths(Frozen):
     def digests(self) -> Path:
         return self.home / "digests"
 
+    @property
+    def access(self) -> Path:
+        """Searches' access records, queued for the single writer (one file per search)."""
+        return self.home / "access"
+
+    @property
+    def progress(self) -> Path:
+        """How far the writer's maintenance jobs are (one small file per job running)."""
+        return self.home / "progress"
+
     def ensure(self) -> None:
         """Create the data folder tree with owner-only permissions."""
         with secure_umask():

@@ -745,21 +745,8 @@ def first_scan(
 ) -> WatchReport:
     """Read ``folder``'s notes now, with ``progress(files_done, files_total)``.
 
-    ``service`` is this process's running service (the single writer); without one this
-    process becomes the service for the scan, or :class:`InvalidInputError` says that
-    another process is (its watcher reads the folder; see :func:`scan_progress`).
-    """
-    from lexmem.service.watcher import MarkdownWatcher
-    from lexmem.service.writer import CaptureService, ServiceBusyError
-
-    if service is not None:
-        return MarkdownWatcher(service, [str(folder)]).scan_all(progress)
-    own = CaptureService(lm)
-    try:
-        own.acquire()
-    except ServiceBusyError as exc:
-        raise InvalidInputError(f"{exc}; it reads the folder itself") from exc
-    try:
-        return MarkdownWatcher(own, [str(folder)]).scan_all(progress)
-    finally:
-        own.release()
+    The single writer reads them (:meth:`Lexmem.scan_notes`): this process's running
+    service, this process for the scan when no service runs, or the service running in
+    another process. ``service`` is accepted for older callers; the writer is found."""
+    del service
+    return lm.scan_notes(folder, progress)

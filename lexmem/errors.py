@@ -8,7 +8,8 @@
     │   ├── NotFoundError       no memory (or link) with that id
     │   ├── StoreLockedError    another process holds the write lock for too long
     │   ├── StoreIOError        the machine failed a read or write of the store (disk full, ...)
-    │   └── StoreDamagedError   a table of the store cannot be read: `lexmem doctor` repairs it
+    │   ├── StoreDamagedError   a table of the store cannot be read: `lexmem doctor` repairs it
+    │   └── WriterElsewhereError  a write outside the single writer (a service elsewhere)
     ├── InvalidInputError       a value a user or caller gave is unusable
     │   ├── ChunkerError        (lexmem.capture.chunker) empty text, invalid UTF-8, bad chunk sizes
     │   └── BadEvent            (lexmem.capture.inbox) an inbox file that is not a valid event
@@ -36,6 +37,7 @@ __all__ = [
     "StoreError",
     "StoreIOError",
     "StoreLockedError",
+    "WriterElsewhereError",
     "io_failure",
 ]
 
@@ -109,6 +111,11 @@ class StoreDamagedError(StoreError):
         self.cause = cause
         self.path = path
         self.table = table
+
+
+class WriterElsewhereError(StoreError):
+    """A commit from a process that is not the store's single writer while another
+    process is: a write that should have gone through the service."""
 
 
 class InvalidInputError(LexmemError):

@@ -19,7 +19,20 @@ TYPE_CHECKING = False
 if TYPE_CHECKING:
     from lexmem.config import Paths
 
-__all__ = ["FileLock", "LockTimeout", "service_running"]
+__all__ = ["FileLock", "LockTimeout", "held_here", "service_running"]
+
+# The lock files this process holds now (by path), and how many FileLock objects hold
+# each: a second FileLock on the same file in the same process would wait on the first.
+_HELD: dict[str, int] = {}
+
+
+def _key(path: Path) -> str:
+    return os.path.abspath(path)
+
+
+def held_here(path: Path) -> bool:
+    """True when a :class:`FileLock` of this process holds the lock file ``path``."""
+    return _HELD.get(_key(path), 0) > 0
 
 
 class LockTimeout(LexmemError, OSError):
@@ -59,6 +72,8 @@ class FileLock:
             delay = min(delay * 2, 0.1)
         self._fd = fd
         self._depth = 1
+        key = _key(self.path)
+        _HELD[key] = _HELD.get(key, 0) + 1
         try:
             os.ftruncate(fd, 0)
             os.write(fd, f"{os.getpid()}\n".encode())
@@ -72,6 +87,11 @@ class FileLock:
         if self._depth > 0:
             return
         fd, self._fd = self._fd, None
+        key = _key(self.path)
+        if _HELD.get(key, 0) <= 1:
+            _HELD.pop(key, None)
+        else:
+            _HELD[key] -= 1
         _unlock(fd)
         os.close(fd)
 

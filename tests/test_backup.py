@@ -1,8 +1,8 @@
 """``lexmem backup`` while another process writes, and ``lexmem restore --backup``.
 
 A real writer process commits memories, links and confidence points to the data folder
-as fast as it can while backups are taken; the service lock is held meanwhile (the
-``service_up`` fixture), as a running service holds it. The backups are then restored
+as fast as it can while backups are taken; it holds the service lock meanwhile, as the
+running service (the store's one writer) does. The backups are then restored
 into fresh folders and read back with the real store.
 """
 
@@ -39,11 +39,14 @@ WRITER = f"""
 import sys, time
 from pathlib import Path
 from lexmem.config import Paths, tighten_umask
+from lexmem.locks import FileLock
 from lexmem.models import Memory, MemoryLink, MemorySource
 from lexmem.store.lance import MemoryStore
 
 home, stop, progress, limit = Path(sys.argv[1]), Path(sys.argv[2]), Path(sys.argv[3]), int(sys.argv[4])
 tighten_umask()
+Paths(home).ensure()
+FileLock(Paths(home).service_lock, timeout=30).acquire()  # the writer, as the service is
 store = MemoryStore(Paths(home), dim={DIM}, space_id={SPACE!r}).open()
 def mid(i):
     return f"{{i:08d}}-0000-4000-8000-{{i:012d}}"
@@ -91,7 +94,7 @@ def open_store(home: Path) -> MemoryStore:
 
 
 @pytest.fixture
-def writer(data_home: Path, tmp_path: Path, service_up: FileLock) -> Iterator[tuple[Path, Path]]:
+def writer(data_home: Path, tmp_path: Path) -> Iterator[tuple[Path, Path]]:
     """The writer process, started and running; stopped (and waited for) at the end."""
     stop, progress = tmp_path / "stop", tmp_path / "progress"
     proc = subprocess.Popen(

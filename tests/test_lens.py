@@ -11,6 +11,7 @@ from lexmem.api import Lexmem
 from lexmem.embedder import Embedder
 from lexmem.errors import ImportFormatError, InvalidInputError
 from lexmem.models import MemoryType
+from lexmem.service.client import drain_if_no_service
 
 
 @pytest.fixture
@@ -30,6 +31,8 @@ def populated(lm: Lexmem) -> Lexmem:
     lm.supersede(c.id, with_text="To deploy, run 'make release'")
     lm.archive(b.id)
     lm.search("database")
+    drain_if_no_service(lm)  # the writer applies the search's access records
+    lm.refresh()
     return lm
 
 

@@ -89,11 +89,20 @@ def test_pinned_and_salient_memories_edge_ahead_of_equals(lm: Lexmem) -> None:
 
 
 def test_search_records_access_on_hits(lm: Lexmem, filled: dict[str, str]) -> None:
+    from lexmem.service.client import drain_if_no_service
+
+    version = lm.store.table().version
     hits = lm.search("Stripe", limit=1).hits
     mid = hits[0].memory.id
-    assert lm.get(mid).access_count == 1
+    # Queued for the writer, not committed by the search.
+    assert lm.store.table().version == version
+    assert lm.get(mid).access_count == 0
+    lm.search("Stripe", limit=1)
     lm.search("Stripe", limit=1, record_access=False)
-    assert lm.get(mid).access_count == 1
+    drain_if_no_service(lm)  # the writer's batch: both searches, merged
+    lm.refresh()
+    assert lm.get(mid).access_count == 2
+    assert not list(lm.paths.access.glob("*.json"))
 
 
 def test_bad_queries_get_clear_errors(lm: Lexmem) -> None:

@@ -3,6 +3,7 @@ runner threads, real keys and signals (offscreen), an in-memory keyring."""
 
 from __future__ import annotations
 
+import subprocess
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -265,24 +266,34 @@ def test_a_watched_folder_is_read_at_once_with_progress(
 def test_a_service_elsewhere_reads_the_folder_and_the_dialog_shows_how_far(
     qtbot: Any, ctx: AppContext, dialog: SettingsDialog, tmp_path: Path
 ) -> None:
-    from lexmem.service.watcher import MarkdownWatcher
-    from lexmem.service.writer import CaptureService
+    from faultkit import environment, lexmem_command
+
+    from lexmem.locks import service_running
 
     notes = tmp_path / "notes"
     notes.mkdir()
     for name in ("a.md", "b.md"):
         (notes / name).write_text(f"# {name}\n\nThe build server is ci-{name[0]}.example.\n")
-    with CaptureService(ctx.lm) as elsewhere:  # the lock held: as `lexmem serve` would
+    # The single writer in another process (`lexmem serve`): the dialog's scan goes to it.
+    serve = subprocess.Popen(
+        [*lexmem_command(), "serve"], env=environment(ctx.paths.home),
+        stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+    )  # fmt: skip
+    try:
+        qtbot.waitUntil(lambda: service_running(ctx.paths), timeout=60_000)
         dialog.add_watched_folder(str(notes))
-        qtbot.waitUntil(lambda: "another process" in dialog.watch_status.text(), timeout=WAIT)
-        qtbot.waitUntil(lambda: dialog.watch_bar.maximum() == 2, timeout=WAIT)
-        assert dialog.watch_bar.value() == 0
-        MarkdownWatcher(elsewhere, [str(notes)]).scan_all()  # that service's watcher
         qtbot.waitUntil(
-            lambda: dialog.watch_status.text().startswith("The service has read all 2"),
-            timeout=WAIT,
+            lambda: dialog.watch_status.text().startswith("Read 2 notes"), timeout=60_000
         )
-    assert dialog.watch_bar.value() == 2
+    finally:
+        serve.terminate()
+        serve.wait(30)
+    assert (dialog.watch_bar.value(), dialog.watch_bar.maximum()) == (2, 2)
+    ctx.lm.refresh()
+    assert ctx.lm.count(MemoryFilter(source=MemorySource.MARKDOWN_CHUNK)) == 2
+    assert scan_progress(ctx.lm, notes) == (2, 2)
+    ops = [e.rule for e in ctx.lm.audit_entries(limit=20) if e.kind == "memory_op"]
+    assert ops == ["op.scan_notes"]  # the service read them, not this process
 
 
 def test_export_everything(

@@ -45,8 +45,7 @@ from PySide6.QtWidgets import (
     QWidget,
 )
 
-# Constraint: lexmem.desktop (autostart, moving the data folder, a watched folder's first
-# scan) sits above the facade. Until that work reaches the ui through the facade, only this
+# Constraint: lexmem.desktop (autostart, moving the data folder) sits above the facade. Until that work reaches the ui through the facade, only this
 # module may import it (pyproject's ignore line names it), so the tabs that need it live here.
 from lexmem import desktop
 from lexmem.api import CAPTURE
@@ -145,30 +144,15 @@ class WatchTab(SettingsTab):
         self._fail(one_line(exc))
 
     def _first_scan(self, folder: Path) -> None:
-        from lexmem.locks import service_running
-
         self.watch_bar.setRange(0, 0)
         self.watch_bar.show()
-        service = self.ctx.service
-        if service is None and service_running(self.ctx.paths):
-            # Another process's service owns the watcher: measure what it has read.
-            self.watch_status.setText(
-                f"Watching {folder}. The lexmem service running in another process reads "
-                "new folders when it restarts; progress shows here as it reads them."
-            )
-            self._polled = folder
-            self._watch_poll.start()
-            self._poll_watch()
-            return
         self.watch_status.setText(f"Reading the notes in {folder}…")
         lm = self.ctx.lm
 
         def work() -> Any:
-            # Constraint: on the read pool, not the write thread: a large folder must not
-            # hold up a quick remember. The store's write lock orders the writes.
-            return desktop.first_scan(
-                lm, folder, service=service, progress=lambda d, t: self._report("watch", d, t)
-            )
+            # The single writer reads them, wherever it runs (this app's service, the one
+            # in another process, or this process for the scan); this thread waits for it.
+            return lm.scan_notes(folder, lambda d, t: self._report("watch", d, t))
 
         def done(report: Any) -> None:
             if not shiboken6.isValid(self):
@@ -195,17 +179,17 @@ class WatchTab(SettingsTab):
             return
         lm = self.ctx.lm
 
-        def done(counts: tuple[int, int]) -> None:
+        def done(counts: tuple[int, int] | None) -> None:
             if not shiboken6.isValid(self):
+                return
+            if counts is None:  # the writer's scan of it has ended
+                self._watch_poll.stop()
+                self._polled = None
                 return
             read, total = counts
             self._report_to_bar(self.watch_bar, read, total)
-            if read >= total:
-                self._watch_poll.stop()
-                self._polled = None
-                self.watch_status.setText(f"The service has read all {total} notes in {folder}.")
 
-        self.ctx.read(lambda: desktop.scan_progress(lm, folder), on_done=done)
+        self.ctx.read(lambda: lm.notes_progress(folder), on_done=done)
 
 
 class AppearanceTab(SettingsTab):

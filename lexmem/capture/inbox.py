@@ -64,6 +64,8 @@ __all__ = [
     "make_event",
     "new_event_id",
     "now_iso",
+    "queue_access",
+    "queued_access",
     "validate_event",
 ]
 
@@ -330,3 +332,45 @@ class Inbox(Frozen):
             return sorted(p for p in self.quarantine.iterdir() if p.suffix == ".json")
         except FileNotFoundError:
             return []
+
+
+# -- searches' access records -----------------------------------------------------------
+#
+# A search does not write the store: it leaves the ids it returned here, one small file
+# per search (no sync: an access record lost to a power cut costs nothing), and the
+# writer adds them up per memory and applies them in one commit per batch.
+
+
+def queue_access(folder: Path, ids: list[str]) -> Path:
+    """Queue one search's access records (the ids of its hits) for the writer."""
+    folder.mkdir(mode=0o700, parents=True, exist_ok=True)
+    name = f"{time.time_ns():020d}-{os.getpid()}-{os.urandom(4).hex()}.json"
+    tmp = folder / f".tmp-{name}"
+    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
+    with os.fdopen(fd, "w", encoding="utf-8") as fh:
+        json.dump([str(i) for i in ids], fh)
+    os.replace(tmp, folder / name)
+    return folder / name
+
+
+def queued_access(folder: Path) -> tuple[dict[str, int], list[Path]]:
+    """The access records waiting: how many times each memory was returned, and the
+    files they came from (to remove once applied). Unreadable files count for nothing."""
+    counts: dict[str, int] = {}
+    files: list[Path] = []
+    try:
+        names = sorted(n for n in os.listdir(folder) if n.endswith(".json") and n[0] != ".")
+    except FileNotFoundError:
+        return counts, files
+    for name in names:
+        path = folder / name
+        files.append(path)
+        try:
+            ids = json.loads(path.read_text(encoding="utf-8"))
+        except (OSError, ValueError):
+            continue
+        if isinstance(ids, list):
+            for i in ids:
+                if isinstance(i, str):
+                    counts[i] = counts.get(i, 0) + 1
+    return counts, files

@@ -6,6 +6,7 @@ from the audit log.
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import time
 from collections.abc import Callable, Sequence
@@ -25,10 +26,29 @@ from lexmem.models import (
 if TYPE_CHECKING:
     from lexmem.api import Lexmem
     from lexmem.capture.inbox import InboxEvent
+    from lexmem.store.journal import AuditEntry
+    from lexmem.store.protocol import JournalBackend
 
-from lexmem.service.writer import CaptureService, ServiceBusyError, redacted_event
+from lexmem.service.writer import (
+    CaptureService,
+    Progress,
+    ServiceBusyError,
+    apply_access,
+    progress_sink,
+    published_progress,
+    redacted_event,
+)
 
-__all__ = ["InboxWriter", "Remembered", "drain_if_no_service", "enqueue", "remember_through_inbox"]
+__all__ = [
+    "InboxWriter",
+    "Remembered",
+    "apply_access_if_no_service",
+    "drain_if_no_service",
+    "enqueue",
+    "maintain",
+    "maintenance_progress",
+    "remember_through_inbox",
+]
 
 log = logging.getLogger("lexmem.capture")
 
@@ -73,15 +93,19 @@ class InboxWriter:
         journal = self.lm.journal
         entry_id = derived_id("op", event["event_id"])
         deadline = time.monotonic() + self.wait
+        retry = time.monotonic() + 0.5
         while True:
             self.lm.store.refresh()
-            found = journal.audit_entry(entry_id)
+            found = _outcome(journal, entry_id)
             if found is not None:
                 break
             if time.monotonic() >= deadline:
                 raise LexmemError(
                     "the running lexmem service has not applied it yet; it stays queued"
                 )
+            if time.monotonic() >= retry:  # the service went away (or was only a commit)
+                drain_if_no_service(self.lm)
+                retry = time.monotonic() + 0.5
             time.sleep(0.05)
         if found.decision == "failed":
             error = LexmemError(found.reason)
@@ -143,6 +167,18 @@ class InboxWriter:
         return self._changes(self._run("unsupersede", old=old, drop=drop))
 
 
+def _outcome(journal: JournalBackend, entry_id: str) -> AuditEntry | None:
+    """The writer's audit entry for a request, if it is there yet. A journal whose tables
+    a service that just started has not made yet holds no outcome (a reader never makes
+    them: only the writer writes)."""
+    from lexmem.errors import WriterElsewhereError
+
+    try:
+        return journal.audit_entry(entry_id)
+    except WriterElsewhereError:
+        return None
+
+
 def enqueue(lm: Lexmem, event: InboxEvent) -> None:
     """Write one event for the single writer; a full or read-only disk is one clear line
     (and the inbox holds no half-written event). Every field is redacted first, so what
@@ -173,6 +209,109 @@ def drain_if_no_service(lm: Lexmem) -> None:
         service.drain()
     finally:
         service.release()
+
+
+def maintain(
+    lm: Lexmem,
+    job: str,
+    kwargs: dict[str, Any],
+    progress: Progress | None = None,
+    *,
+    agent: str = "cli",
+) -> dict[str, Any]:
+    """Have the single writer run a maintenance job (import, reembed, optimize,
+    scan_notes) and return its result, reporting its progress on the way:
+
+    - this process runs the service (the tray): the job goes to the service's thread;
+    - no service runs: this process becomes the service for the job, then lets go;
+    - a service runs in another process: the job travels as an inbox event; its progress
+      is read from the file the writer publishes, its outcome from the audit log.
+    """
+    from lexmem.locks import service_running
+
+    here = CaptureService.in_process(lm.paths)
+    if here is not None:
+        return here.maintenance(job, kwargs, progress)
+    if not service_running(lm.paths):
+        own = CaptureService(lm)
+        try:
+            own.acquire()
+        except ServiceBusyError:
+            pass  # one started meanwhile: it runs the job
+        else:
+            try:
+                return own.maintenance(job, kwargs, progress)
+            finally:
+                own.release()
+    return _maintain_through_inbox(lm, job, kwargs, progress, agent)
+
+
+def _maintain_through_inbox(
+    lm: Lexmem, job: str, kwargs: dict[str, Any], progress: Progress | None, agent: str
+) -> dict[str, Any]:
+    from lexmem.capture.inbox import make_event
+    from lexmem.errors import LexmemError
+    from lexmem.locks import service_running
+
+    event = make_event(
+        "memory_op", "", session_id=f"{agent}-ops", agent=agent,
+        metadata={"op": job, "kwargs": kwargs},
+    )  # fmt: skip
+    event_id = event["event_id"]
+    enqueue(lm, event)
+    progress_sink(event_id, progress)  # if this process ends up running it (below)
+    journal = lm.journal
+    entry_id = derived_id("op", event_id)
+    seen: tuple[str, int, int] | None = None
+    check = 0.0
+    try:
+        while True:
+            if progress is not None:
+                for p in published_progress(lm.paths):
+                    if p.get("id") == event_id:
+                        now = (str(p["phase"]), int(p["done"]), int(p["total"]))
+                        if now != seen:
+                            seen = now
+                            progress(*now)
+            if time.monotonic() >= check:  # the audit log: a few reads a second at most
+                lm.store.refresh()
+                found = _outcome(journal, entry_id)
+                if found is not None:
+                    break
+                if not service_running(lm.paths):  # the service stopped: run it here
+                    drain_if_no_service(lm)
+                check = time.monotonic() + 0.3
+            time.sleep(0.1)
+    finally:
+        progress_sink(event_id, None)
+    if found.decision == "failed":
+        error = LexmemError(found.reason)
+        error.exit_code = int(found.metadata.get("exit_code", 1))
+        raise error
+    result: dict[str, Any] = found.metadata.get("result") or {}
+    return result
+
+
+def maintenance_progress(lm: Lexmem, job: str, key: str) -> tuple[int, int] | None:
+    """How far the writer's running ``job`` on ``key`` (a folder, an export) is, as
+    (done, total), from any process; ``None`` when no such job runs."""
+    for p in published_progress(lm.paths):
+        if p.get("job") == job and p.get("key") == key:
+            return int(p["done"]), int(p["total"])
+    return None
+
+
+def apply_access_if_no_service(lm: Lexmem) -> None:
+    """Apply the searches' queued access records now when no service runs to do it (a
+    CLI command at its end): this process is the writer for that one commit. With a
+    service running, they wait for its next batch."""
+    from lexmem.errors import WriterElsewhereError
+    from lexmem.locks import service_running
+
+    if CaptureService.in_process(lm.paths) is not None or service_running(lm.paths):
+        return
+    with contextlib.suppress(WriterElsewhereError):  # a service started meanwhile: it will
+        apply_access(lm)
 
 
 @dataclass(slots=True)
@@ -227,7 +366,11 @@ def remember_through_inbox(
     memory_id = derived_id("explicit", event["event_id"])
     drain_if_no_service(lm)
     deadline = time.monotonic() + wait
+    retry = time.monotonic() + 0.5
     while True:
+        if time.monotonic() >= retry:  # the service went away (or was only a commit)
+            drain_if_no_service(lm)
+            retry = time.monotonic() + 0.5
         lm.store.refresh()
         first = lm.store.get_optional(memory_id, with_embedding=False)
         if first is not None:

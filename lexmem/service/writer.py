@@ -23,12 +23,14 @@ headless; the desktop app runs it in-process; ``lexmem ingest`` drains once.
 from __future__ import annotations
 
 import itertools
+import json
 import logging
+import os
 import re
 import threading
 import time
 import uuid
-from collections import Counter
+from collections import Counter, deque
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
@@ -36,7 +38,7 @@ from typing import TYPE_CHECKING, Any
 
 from lexmem.capture.extract import Candidate, Extractor, confirmations
 from lexmem.capture.extract.thresholds import MODE_THRESHOLDS
-from lexmem.capture.inbox import BadEvent, Inbox, derived_id
+from lexmem.capture.inbox import BadEvent, Inbox, derived_id, queued_access
 from lexmem.capture.policy import (
     DROPPED,
     capture_mode,
@@ -61,7 +63,7 @@ from lexmem.errors import (
 )
 from lexmem.licence import CAPTURE, CORE_ACTIVE_LIMIT, STORAGE
 from lexmem.llm import LlmError
-from lexmem.locks import FileLock, LockTimeout
+from lexmem.locks import FileLock, LockTimeout, held_here
 from lexmem.models import (
     Memory,
     MemoryContext,
@@ -80,13 +82,19 @@ from lexmem.store.protocol import MemoryFilter
 if TYPE_CHECKING:
     from lexmem.api import Lexmem
     from lexmem.capture.inbox import InboxEvent
+    from lexmem.config import Paths
     from lexmem.llm import LlmClient
 
 __all__ = [
+    "MAINTENANCE",
     "CaptureService",
     "DrainReport",
+    "Progress",
     "ServiceBusyError",
+    "apply_access",
     "environmental",
+    "progress_sink",
+    "published_progress",
     "redacted_event",
 ]
 
@@ -126,6 +134,106 @@ BOUNDARY = {"response", "stop", "session_end", "compact"}
 AUTOMATIC = WINDOWED | {"config_change", "correction"}
 MAX_BUFFER = 60
 OPTIMIZE_EVERY_S = 600.0
+ACCESS_EVERY_S = 2.0  # searches' access records wait at most this long between commits
+
+# The whole-store jobs the writer runs for other callers, alone: nothing else is written
+# while one runs (memory_op events with these ops, or handed over in-process).
+MAINTENANCE = ("import", "reembed", "optimize", "scan_notes")
+
+# A maintenance job's progress: (phase, done, total); the phase is the job's name, or
+# "reembed" for an import's re-embedding.
+Progress = Callable[[str, int, int], None]
+
+# This process's running service per data folder (the one holding its lock), so that a
+# caller in the same process hands its job to it rather than to the inbox.
+_IN_PROCESS: dict[str, CaptureService] = {}
+_IN_PROCESS_LOCK = threading.Lock()
+# In-process callers waiting on a job that travels as an inbox event (by event id):
+# the drain that runs it reports to them directly as well as to the progress file.
+_SINKS: dict[str, Progress] = {}
+
+
+def progress_sink(event_id: str, progress: Progress | None) -> None:
+    """Hear the progress of the job sent as event ``event_id`` if this process runs it
+    (``None``: stop hearing it)."""
+    if progress is None:
+        _SINKS.pop(event_id, None)
+    else:
+        _SINKS[event_id] = progress
+
+
+def published_progress(paths: Paths) -> list[dict[str, Any]]:
+    """The maintenance jobs running now, as their writer publishes them (any process):
+    ``{"id", "job", "phase", "done", "total", "key"}`` each."""
+    out: list[dict[str, Any]] = []
+    try:
+        names = sorted(n for n in os.listdir(paths.progress) if n.endswith(".json"))
+    except OSError:
+        return out
+    for name in names:
+        try:
+            data = json.loads((paths.progress / name).read_text(encoding="utf-8"))
+        except (OSError, ValueError):
+            continue  # gone meanwhile, or being replaced
+        if isinstance(data, dict):
+            out.append(data)
+    return out
+
+
+class _Publisher:
+    """Publishes one job's progress: to the caller in this process, and to a small file
+    in the data folder (rewritten atomically, at most ten times a second) for a caller
+    in another process."""
+
+    def __init__(self, paths: Paths, job_id: str, job: str, key: str, sink: Progress | None):
+        self.path = paths.progress / f"{job_id}.json"
+        self.base = {"id": job_id, "job": job, "key": key}
+        self.sink = sink
+        self.folder = paths.progress
+        self._last = 0.0
+
+    def __call__(self, phase: str, done: int, total: int) -> None:
+        if self.sink is not None:
+            self.sink(phase, done, total)
+        now = time.monotonic()
+        if done < total and now - self._last < 0.1:
+            return
+        self._last = now
+        data = json.dumps({**self.base, "phase": phase, "done": done, "total": total})
+        tmp = self.path.with_name(f".{self.path.name}.tmp")
+        try:
+            self.folder.mkdir(mode=0o700, exist_ok=True)
+            fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+            with os.fdopen(fd, "w", encoding="utf-8") as fh:
+                fh.write(data)
+            os.replace(tmp, self.path)
+        except OSError:  # progress is a courtesy: the job goes on without it
+            pass
+
+    def close(self) -> None:
+        self.path.unlink(missing_ok=True)
+
+
+@dataclass(slots=True)
+class _Job:
+    job: str
+    kwargs: dict[str, Any]
+    progress: Progress | None
+    done: threading.Event = field(default_factory=threading.Event)
+    result: dict[str, Any] | None = None
+    error: BaseException | None = None
+
+
+def apply_access(lm: Lexmem) -> int:
+    """Apply the searches' queued access records, merged per memory, in one commit."""
+    counts, files = queued_access(lm.paths.access)
+    if not files:
+        return 0
+    if counts:
+        lm.store.record_accesses(counts)
+    for path in files:
+        path.unlink(missing_ok=True)
+    return len(files)
 
 
 class ServiceBusyError(LexmemError, RuntimeError):
@@ -215,13 +323,25 @@ class CaptureService:
         self._recover_pending = False
         # The projects' context digests, rewritten after changes (the hook only reads them).
         self.digests = DigestKeeper(lm)
+        # Maintenance jobs handed over by other threads of this process, run by the loop.
+        self._jobs: deque[_Job] = deque()
+        # Held for each step of the loop and for each maintenance job: one at a time.
+        self._exclusive = threading.RLock()
+        self._loop_thread: threading.Thread | None = None
+        self._access_at = -1e9
+
+    @classmethod
+    def in_process(cls, paths: Paths) -> CaptureService | None:
+        """The service this process runs for ``paths`` (holding its lock), if any."""
+        with _IN_PROCESS_LOCK:
+            return _IN_PROCESS.get(str(paths.home))
 
     # -- the lock -------------------------------------------------------------------
 
     def acquire(self) -> None:
         """Become the service for this data folder, or raise :class:`ServiceBusyError`."""
         try:
-            self._lock.acquire()
+            self._take_lock()
         except LockTimeout as exc:
             raise ServiceBusyError(
                 f"the lexmem service already runs for {self.lm.paths.home}"
@@ -231,10 +351,13 @@ class CaptureService:
                 f"cannot take the service lock ({exc.strerror or exc})",
                 path=str(self.lm.paths.service_lock),
             )) from exc  # fmt: skip
+        with _IN_PROCESS_LOCK:
+            _IN_PROCESS[str(self.lm.paths.home)] = self
         try:
             self.inbox.ensure()
             self.journal.ensure()
         except Exception as exc:
+            self._forget_in_process()
             self._lock.release()
             reason = io_failure(exc)
             if reason is None:
@@ -252,6 +375,21 @@ class CaptureService:
                 raise
             # The service still starts: it says so, and the first drain tries again.
             log.error("[MEM:CAPTURE] Recovering unextracted windows failed: %s", exc)
+
+    def _take_lock(self) -> None:
+        """The service lock; while a thread of this process holds it for one commit (the
+        store takes it so when no service runs), wait for that commit to end."""
+        deadline = time.monotonic() + 5.0
+        while True:
+            try:
+                self._lock.acquire()
+                return
+            except LockTimeout:
+                if not held_here(self.lm.paths.service_lock) or time.monotonic() >= deadline:
+                    raise
+                if self.in_process(self.lm.paths) is not None:
+                    raise
+                time.sleep(0.02)
 
     def recover(self) -> DrainReport:
         """Finish windows that closed before a crash but were never extracted, and
@@ -275,8 +413,17 @@ class CaptureService:
 
     def release(self) -> None:
         # A one-shot drain (the CLI acting as the service) leaves the digests current too.
-        self.digests.flush(force=True)
-        self._lock.release()
+        try:
+            self.digests.flush(force=True)
+        finally:
+            if self._lock.held:
+                self._forget_in_process()
+            self._lock.release()
+
+    def _forget_in_process(self) -> None:
+        with _IN_PROCESS_LOCK:
+            if _IN_PROCESS.get(str(self.lm.paths.home)) is self:
+                del _IN_PROCESS[str(self.lm.paths.home)]
 
     def __enter__(self) -> CaptureService:
         self.acquire()
@@ -293,6 +440,10 @@ class CaptureService:
         Raises a :class:`~lexmem.errors.LexmemError` whose one line says what is wrong
         when the machine is (see :func:`environmental`); the events stay in the inbox.
         """
+        with self._exclusive:  # a maintenance job of another thread waits, and vice versa
+            return self._drain(batch, max_events)
+
+    def _drain(self, batch: int, max_events: int | None) -> DrainReport:
         report = DrainReport()
         try:
             if self._recover_pending:
@@ -302,6 +453,9 @@ class CaptureService:
                 files = files[:max_events]
             for start in range(0, len(files), batch):
                 report.add(self._take(files[start : start + batch]))
+            if time.monotonic() - self._access_at >= ACCESS_EVERY_S:
+                apply_access(self.lm)
+                self._access_at = time.monotonic()
             self.digests.flush()
         except StoreIOError as exc:  # the machine: where it failed, as for any other file
             raise self._still_queued(
@@ -706,6 +860,9 @@ class CaptureService:
         )  # fmt: skip
         if self.journal.has_audit_entry(entry.id):
             return DrainReport()  # applied before a crash
+        if op in MAINTENANCE:
+            self._maintenance_op(event["event_id"], op, kwargs, entry)
+            return DrainReport()
         try:
             entry.metadata = {"result": apply_op(self.lm, op, kwargs, event["event_id"])}
             if op == "review":
@@ -721,6 +878,130 @@ class CaptureService:
             entry.metadata = {"exit_code": InvalidInputError.exit_code}
         self.journal.audit([entry])
         return DrainReport()
+
+    def _maintenance_op(
+        self, event_id: str, op: str, kwargs: dict[str, Any], entry: AuditEntry
+    ) -> None:
+        """A maintenance job another process asked for: run now, alone; its progress is
+        published, its outcome (or its one-line failure) goes to the audit log."""
+        try:
+            result = self._run_job(op, kwargs, _SINKS.get(event_id), job_id=event_id)
+            entry.metadata = {"result": result}
+        except LexmemError as exc:
+            entry.decision, entry.reason = "failed", str(exc)
+            entry.metadata = {"exit_code": exc.exit_code}
+        except Exception as exc:
+            # The asking process waits for this entry: it hears the failure, nothing retries
+            # a job that may have run half-way (each job may be run again safely).
+            log.exception("[MEM:CAPTURE] Maintenance %s failed", op)
+            entry.decision = "failed"
+            entry.reason = redact(f"{op} failed ({_first_line(exc)})").text
+            entry.metadata = {"exit_code": 1}
+        self.journal.audit([entry])
+
+    # -- maintenance: whole-store jobs, run by the writer alone ---------------------------
+
+    def maintenance(
+        self, job: str, kwargs: dict[str, Any], progress: Progress | None = None
+    ) -> dict[str, Any]:
+        """Run a maintenance job (:data:`MAINTENANCE`) as this data folder's writer and
+        return its JSON-ready result. When the service's loop runs, the job is handed to
+        the loop's thread and this one waits for it; otherwise it runs here. Either way
+        nothing else is written while it runs."""
+        if job not in MAINTENANCE:
+            raise InvalidInputError(f"unknown maintenance job {job!r}")
+        loop = self._loop_thread
+        if loop is None or loop is threading.current_thread():
+            return self._run_job(job, kwargs, progress)
+        handed = _Job(job, kwargs, progress)
+        self._jobs.append(handed)
+        self.wake()
+        while not handed.done.wait(0.5):
+            if self._loop_thread is None and not handed.done.is_set():
+                self._fail_jobs("the lexmem service stopped before the job ran")
+        if handed.error is not None:
+            raise handed.error
+        return handed.result or {}
+
+    def _run_jobs(self) -> None:
+        """The jobs other threads handed over (the loop's thread only)."""
+        while self._jobs:
+            handed = self._jobs.popleft()
+            try:
+                handed.result = self._run_job(handed.job, handed.kwargs, handed.progress)
+            except BaseException as exc:  # noqa: BLE001 - the waiting caller re-raises it
+                handed.error = exc
+            finally:
+                handed.done.set()
+
+    def _fail_jobs(self, why: str) -> None:
+        while self._jobs:
+            handed = self._jobs.popleft()
+            handed.error = LexmemError(why)
+            handed.done.set()
+
+    def _run_job(
+        self,
+        job: str,
+        kwargs: dict[str, Any],
+        sink: Progress | None,
+        *,
+        job_id: str | None = None,
+    ) -> dict[str, Any]:
+        from pathlib import Path
+
+        key = str(kwargs.get("folder") or kwargs.get("source") or "")
+        publish = _Publisher(self.lm.paths, job_id or uuid.uuid4().hex, job, key, sink)
+        try:
+            with self._exclusive:
+                if job == "optimize":
+                    self.lm.apply_optimize()
+                    return {}
+                if job == "reembed":
+                    return {"reembedded": self._reembed(kwargs.get("embedding"), publish)}
+                if job == "import":
+                    counts = self.lm.apply_import(
+                        Path(str(kwargs["source"])),
+                        lambda d, t: publish("import", d, t),
+                        lambda d, t: publish("reembed", d, t),
+                    )
+                    self.digests.mark_all()
+                    return dict(counts)
+                if job == "scan_notes":
+                    from lexmem.service.watcher import MarkdownWatcher
+
+                    watcher = MarkdownWatcher(self, [str(kwargs["folder"])])
+                    report = watcher.scan_all(lambda d, t: publish("scan_notes", d, t))
+                    return report.to_dict()
+                raise InvalidInputError(f"unknown maintenance job {job!r}")
+        finally:
+            publish.close()
+
+    def _reembed(self, embedding: dict[str, Any] | None, publish: Progress) -> int:
+        """Every vector again: with this service's model, or with ``embedding`` (model,
+        path, dim), the model a caller configured (the service keeps its own until it
+        restarts; the store then holds the new model's vectors)."""
+        import copy
+
+        mine = self.lm.settings.embedding
+        wanted = {k: v for k, v in (embedding or {}).items() if k in ("model", "path", "dim")}
+        if all(getattr(mine, k) == v for k, v in wanted.items()):
+            publish("reembed", 0, self.lm.store.count())
+            n = self.lm.apply_reembed(lambda d, t: publish("reembed", d, t))
+        else:
+            settings = copy.deepcopy(self.lm.settings)
+            for k, v in wanted.items():
+                setattr(settings.embedding, k, v)
+            other = type(self.lm).open(self.lm.paths.home, settings=settings)
+            try:
+                other.embedder.embed_one("lexmem checks the model")  # load it, check its size
+                publish("reembed", 0, other.store.count())
+                n = other.apply_reembed(lambda d, t: publish("reembed", d, t))
+            finally:
+                other.close()
+            self.lm.store.refresh()
+        self.digests.mark_all()
+        return n
 
     # -- seed 000's IMemoryCaptureService, for in-process callers (the app) ----------------
 
@@ -1218,37 +1499,49 @@ class CaptureService:
         last_optimize = time.monotonic()
         self.digests.mark_all()  # digests written by an older version, or never
         failures, said = 0, ""
+        self._loop_thread = threading.current_thread()
         try:
             while not stop.is_set():
                 busy = False
-                try:
-                    if list(self.settings.watch) != watching:  # folders added or removed
-                        if notes is not None:
-                            notes.stop()
-                        watching = list(self.settings.watch)
-                        notes = MarkdownWatcher(self, watching) if watching else None
-                        if notes is not None:
-                            notes.start()
-                    report = self.drain()
-                    if on_report and (report.events or report.quarantined):
-                        on_report(report)
-                    if notes is not None and not is_paused(self.settings) and self._may_capture():
-                        notes.step()
-                        busy = notes.scanning
-                    if time.monotonic() - last_maintenance > 60:
-                        self.abandon_idle()
-                        last_maintenance = time.monotonic()
-                    if time.monotonic() - last_optimize > OPTIMIZE_EVERY_S:
-                        self.maintain()
-                        last_optimize = time.monotonic()
-                    self.digests.flush()
-                except Exception as exc:
+                failed: Exception | None = None
+                with self._exclusive:  # a maintenance job from another thread waits
+                    try:
+                        self._run_jobs()
+                        if list(self.settings.watch) != watching:  # folders added or removed
+                            if notes is not None:
+                                notes.stop()
+                            watching = list(self.settings.watch)
+                            notes = MarkdownWatcher(self, watching) if watching else None
+                            if notes is not None:
+                                notes.start()
+                        report = self.drain()
+                        if on_report and (report.events or report.quarantined):
+                            on_report(report)
+                        if (
+                            notes is not None
+                            and not is_paused(self.settings)
+                            and self._may_capture()
+                        ):
+                            notes.step()
+                            busy = notes.scanning
+                        if time.monotonic() - last_maintenance > 60:
+                            self.abandon_idle()
+                            last_maintenance = time.monotonic()
+                        if time.monotonic() - last_optimize > OPTIMIZE_EVERY_S:
+                            self.maintain()
+                            last_optimize = time.monotonic()
+                        self.digests.flush()
+                    except Exception as exc:  # noqa: BLE001 - said below, and retried
+                        failed = exc
+                if failed is not None:
                     failures += 1
-                    message = str(exc) if isinstance(exc, LexmemError) else _first_line(exc)
+                    message = (
+                        str(failed) if isinstance(failed, LexmemError) else _first_line(failed)
+                    )
                     cause = message.partition(f"; {_QUEUED_NOTE}")[0]
                     if cause != said:  # once per cause, not at every retry
                         log.error("[MEM:CAPTURE] %s", message,
-                                  exc_info=not isinstance(exc, LexmemError))  # fmt: skip
+                                  exc_info=failed if not isinstance(failed, LexmemError) else None)  # fmt: skip
                         if on_error is not None:
                             on_error(message)
                         said = cause
@@ -1258,9 +1551,12 @@ class CaptureService:
                 if failures:
                     log.info("[MEM:CAPTURE] Capture works again after %d failed tries", failures)
                     failures, said = 0, ""
-                self._wake.wait(0.25 if busy or (notes and notes._pending) else poll)
+                if not self._jobs:
+                    self._wake.wait(0.25 if busy or (notes and notes._pending) else poll)
                 self._wake.clear()
         finally:
+            self._loop_thread = None
+            self._fail_jobs("the lexmem service stopped before the job ran")
             if notes is not None:
                 notes.stop()
             if observer is not None:

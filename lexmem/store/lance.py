@@ -40,8 +40,9 @@ import json
 import logging
 import re
 import threading
+import time
 import warnings
-from collections.abc import Callable, Iterable, Iterator, Sequence
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from contextlib import AbstractContextManager, contextmanager
 from datetime import datetime, timedelta
 from pathlib import Path
@@ -57,9 +58,10 @@ from lexmem.errors import (
     StoreError,
     StoreIOError,
     StoreLockedError,
+    WriterElsewhereError,
     io_failure,
 )
-from lexmem.locks import FileLock, LockTimeout
+from lexmem.locks import FileLock, LockTimeout, held_here
 from lexmem.models import (
     ConfidencePoint,
     Memory,
@@ -95,6 +97,7 @@ log = logging.getLogger("lexmem.store")
 OPTIMIZE_EVERY = 64  # commits between compactions
 KEEP_VERSIONS_FOR = timedelta(minutes=10)  # readers mid-query keep a consistent view
 KEEP_VERSIONS = 8  # the newest versions of each table that clean-up never removes
+WRITER_WAIT_S = 3.0  # how long a commit waits for another process's commit to let the writer go
 _ID_PREFIX = re.compile(r"^[0-9a-fA-F-]{4,36}$")
 _T = TypeVar("_T")
 
@@ -383,6 +386,10 @@ class MemoryStore:
         self.space_id = space_id
         self.settings = settings or StoreSettings()
         self._lock = FileLock(paths.write_lock, timeout=60.0)
+        # The single writer's lock: a commit is made only by the process holding it (the
+        # service), or by one that takes it for the commit when no service runs.
+        self._writer = FileLock(paths.service_lock, timeout=0)
+        self._opening = False
         self._thread_lock = threading.RLock()
         self._db: Any = None
         self._tables: dict[str, Any] = {}
@@ -399,9 +406,16 @@ class MemoryStore:
         return self.paths.store / "meta.json"
 
     def open(self) -> MemoryStore:
+        self.paths.ensure()
+        self._opening = True  # creating or migrating the layout: any process opening it
+        try:
+            return self._open()
+        finally:
+            self._opening = False
+
+    def _open(self) -> MemoryStore:
         import lancedb
 
-        self.paths.ensure()
         with secure_umask():
             # Long-lived readers (an MCP server, the app) see other processes' commits
             # within a second; without an interval LanceDB never looks again.
@@ -623,8 +637,32 @@ class MemoryStore:
     # -- writing ----------------------------------------------------------
 
     @contextmanager
+    def _as_writer(self) -> Iterator[None]:
+        """Hold the single writer's lock for a commit: this process runs the service, or
+        it takes the lock for the commit when no service runs anywhere. A write while
+        another process is the writer raises :class:`WriterElsewhereError`."""
+        deadline = time.monotonic() + WRITER_WAIT_S  # another commit's moment, not a service
+        while not (self._opening or self._writer.held or held_here(self.paths.service_lock)):
+            try:
+                self._writer.acquire()
+            except OSError as exc:
+                if time.monotonic() < deadline:
+                    time.sleep(0.05)
+                    continue
+                raise WriterElsewhereError(
+                    "the lexmem service in another process is the only writer of this store; "
+                    "this write must go through it (an inbox event)"
+                ) from exc
+            try:
+                yield
+            finally:
+                self._writer.release()
+            return
+        yield
+
+    @contextmanager
     def _writing(self) -> Iterator[None]:
-        with self._thread_lock:
+        with self._thread_lock, self._as_writer():
             try:
                 self._lock.acquire()
             except LockTimeout as exc:
@@ -812,6 +850,27 @@ class MemoryStore:
             )
             self._maybe_optimize()
         return n
+
+    def record_accesses(self, counts: Mapping[str, int]) -> int:
+        """Add searches' access records, merged per memory (``id -> times``); last access
+        is now. One update per distinct count (LanceDB's SQL has no CASE), usually one.
+        Unknown ids are skipped."""
+        by_count: dict[int, list[str]] = {}
+        for memory_id, n in counts.items():
+            if int(n) > 0:
+                by_count.setdefault(int(n), []).append(memory_id)
+        if not by_count:
+            return 0
+        updated = 0
+        with self._writing():
+            now = _ts(utcnow())
+            for n, ids in sorted(by_count.items()):
+                updated += self._update(
+                    "id IN (" + ", ".join(q(i) for i in ids) + ")",
+                    values_sql={"access_count": f"access_count + {n}", "last_accessed_at": now},
+                )
+            self._maybe_optimize()
+        return updated
 
     def reinforce(self, memory_id: str, boost: float = 0.1) -> Memory:
         """Raise salience toward 1 and stamp last_reinforced_at (a repeat, a confirmation)."""

@@ -304,6 +304,10 @@ class MemoryBackend(Protocol):
     def record_access_many(self, memory_ids: Sequence[str]) -> int:
         """Count one access of each, last accessed now; returns how many were found."""
 
+    def record_accesses(self, counts: Mapping[str, int]) -> int:
+        """Add searches' access records merged per memory (id -> times), last accessed
+        now, as one batch (the writer's); returns how many were found."""
+
     def delete(self, memory_id: str) -> None:
         """Forget one memory as :meth:`delete_many` does, erased;
         :class:`~lexmem.errors.NotFoundError` for an unknown id."""

@@ -138,25 +138,17 @@ class EmbeddingTab(SettingsTab):
         self._clear_error()
         wanted = copy.deepcopy(self.ctx.settings)
         wanted.embedding.model, wanted.embedding.path, wanted.embedding.dim = model, path, dim
-        home = self.ctx.paths.home
         self._set_busy("re-embedding")
         self.reembed_bar.setRange(0, 0)
         self.reembed_bar.show()
         self.reembed_status.setText(f"Loading {model}…")
 
         def work() -> int:
-            from lexmem.api import Lexmem
-
-            # Constraint: the app's own core keeps its loaded model until it reopens, so
-            # the re-embed runs on a second core built with the new settings; the store's
-            # write lock keeps the two apart.
-            other = Lexmem.open(home, settings=wanted)
-            try:
-                other.embedder.embed_one("lexmem checks the model")  # load it, check its size
-                self._report("reembed", 0, other.count())
-                return other.reembed(lambda d, t: self._report("reembed", d, t))
-            finally:
-                other.close()
+            # The single writer re-embeds, loading the new model; the app's own core keeps
+            # its model until lexmem restarts. Searches keep working meanwhile.
+            return self.ctx.lm.reembed(
+                lambda d, t: self._report("reembed", d, t), embedding=wanted.embedding
+            )
 
         def done(count: int) -> None:
             def apply(s: Settings) -> None:
