@@ -74,17 +74,27 @@ class atomic_writer:
     any failure, in the body or in the writing, the temporary file is removed and the
     error raised on; ``path`` is left as it was.
 
+    ``durable=False`` skips both fsyncs, for files that are a courtesy (a job's progress,
+    a search's access record): readers still see all or nothing, but a crash may lose the
+    file, or leave it empty, and its reader must take that as "nothing".
+
     The folder must exist: creating it (and with what mode) is the caller's business.
     """
 
-    __slots__ = ("_file", "_tmp", "mode", "path", "tmp_prefix")
+    __slots__ = ("_file", "_tmp", "durable", "mode", "path", "tmp_prefix")
 
     def __init__(
-        self, path: str | os.PathLike[str], *, mode: int = FILE_MODE, tmp_prefix: str | None = None
+        self,
+        path: str | os.PathLike[str],
+        *,
+        mode: int = FILE_MODE,
+        tmp_prefix: str | None = None,
+        durable: bool = True,
     ) -> None:
         self.path = os.fspath(path)
         self.mode = mode
         self.tmp_prefix = tmp_prefix
+        self.durable = durable
         self._file: BinaryIO | None = None
         self._tmp = ""
 
@@ -129,7 +139,8 @@ class atomic_writer:
         assert fh is not None
         try:
             fh.flush()
-            os.fsync(fh.fileno())
+            if self.durable:
+                os.fsync(fh.fileno())
             fh.close()
             if os.name != "posix":
                 os.chmod(tmp, self.mode)
@@ -137,7 +148,8 @@ class atomic_writer:
         except BaseException:
             _discard(fh, tmp)
             raise
-        _sync_folder(os.path.dirname(self.path))
+        if self.durable:
+            _sync_folder(os.path.dirname(self.path))
 
 
 def atomic_write(
@@ -147,14 +159,15 @@ def atomic_write(
     mode: int = FILE_MODE,
     encoding: str = "utf-8",
     tmp_prefix: str | None = None,
+    durable: bool = True,
 ) -> None:
     """Replace ``path``'s content by ``data`` atomically: all of it or none of it, even
-    after a crash (see :class:`atomic_writer`). Text is encoded with ``encoding`` and
-    written as it is (no newline translation). The file gets exactly ``mode``. Raises
-    ``OSError`` (after removing the temporary file) when the write fails."""
+    after a crash (see :class:`atomic_writer`, and its ``durable``). Text is encoded with
+    ``encoding`` and written as it is (no newline translation). The file gets exactly
+    ``mode``. Raises ``OSError`` (after removing the temporary file) when the write fails."""
     if isinstance(data, str):
         data = data.encode(encoding)
-    with atomic_writer(path, mode=mode, tmp_prefix=tmp_prefix) as fh:
+    with atomic_writer(path, mode=mode, tmp_prefix=tmp_prefix, durable=durable) as fh:
         fh.write(data)
 
 

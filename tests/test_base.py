@@ -159,6 +159,10 @@ def test_the_file_then_its_folder_are_synced(folder: Path, monkeypatch: pytest.M
     monkeypatch.setattr(os, "replace", replace)
     atomic_write(folder / "f", "x")
     assert synced == ["file", "replace", "folder"]
+    # A courtesy file (a job's progress, a search's access record) is renamed, not synced.
+    synced.clear()
+    atomic_write(folder / "g", "y", durable=False)
+    assert synced == ["replace"] and (folder / "g").read_text() == "y"
 
 
 @POSIX

@@ -345,11 +345,8 @@ def queue_access(folder: Path, ids: list[str]) -> Path:
     """Queue one search's access records (the ids of its hits) for the writer."""
     folder.mkdir(mode=0o700, parents=True, exist_ok=True)
     name = f"{time.time_ns():020d}-{os.getpid()}-{os.urandom(4).hex()}.json"
-    tmp = folder / f".tmp-{name}"
-    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
-    with os.fdopen(fd, "w", encoding="utf-8") as fh:
-        json.dump([str(i) for i in ids], fh)
-    os.replace(tmp, folder / name)
+    # Not synced: an access record is a courtesy, and a search must not wait on the disk.
+    atomic_write(folder / name, json.dumps([str(i) for i in ids]), durable=False)
     return folder / name
 
 

@@ -36,6 +36,7 @@ from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 from typing import TYPE_CHECKING, Any
 
+from lexmem.base import atomic_write
 from lexmem.capture.extract import Candidate, Extractor, confirmations
 from lexmem.capture.extract.thresholds import MODE_THRESHOLDS
 from lexmem.capture.inbox import BadEvent, Inbox, derived_id, queued_access
@@ -200,13 +201,11 @@ class _Publisher:
             return
         self._last = now
         data = json.dumps({**self.base, "phase": phase, "done": done, "total": total})
-        tmp = self.path.with_name(f".{self.path.name}.tmp")
         try:
             self.folder.mkdir(mode=0o700, exist_ok=True)
-            fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
-            with os.fdopen(fd, "w", encoding="utf-8") as fh:
-                fh.write(data)
-            os.replace(tmp, self.path)
+            atomic_write(
+                self.path, data, durable=False
+            )  # read while the job runs, not after a crash
         except OSError:  # progress is a courtesy: the job goes on without it
             pass
 
