@@ -29,6 +29,15 @@ from lexmem.config import (
     secure_umask,
     tighten_umask,
 )
+from lexmem.desktop import (
+    Moved,
+    autostart_command,
+    autostart_enabled,
+    autostart_path,
+    autostart_supported,
+    move_data_folder,
+    set_autostart,
+)
 from lexmem.embedder import Embedder
 from lexmem.encoder import EncoderOptions, LlmClassifier, LlmSummariser, MemoryEncoder
 from lexmem.errors import InvalidInputError
@@ -106,19 +115,26 @@ __all__ = [
     "LockTimeout",
     "MemoryDetail",
     "MemoryFilter",
+    "Moved",
     "RememberResult",
     "SearchHit",
     "SearchResult",
     "ServiceBusyError",
     "Session",
     "Settings",
+    "autostart_command",
+    "autostart_enabled",
+    "autostart_path",
+    "autostart_supported",
     "is_paused",
     "keyring_available",
     "llm_api_key_stored",
     "llm_status_line",
     "llm_url_problem",
+    "move_data_folder",
     "normalise_link_type",
     "remember_through_inbox",
+    "set_autostart",
     "set_llm_api_key",
 ]
 

@@ -34,6 +34,7 @@ if TYPE_CHECKING:
 
 __all__ = [
     "CAPTURE_MODES",
+    "CREATED_RECORD",
     "DEFAULT_MODEL",
     "SCHEMA_VERSION",
     "CaptureRules",
@@ -55,6 +56,9 @@ SCHEMA_VERSION = 1
 DEFAULT_MODEL = "lexmem/all-MiniLM-L6-v2-int8"
 DIR_MODE = 0o700
 FILE_MODE = 0o600
+# In the data folder: the files and folders lexmem's installs created (agents' settings,
+# the desktop entries), so that uninstalling removes exactly those.
+CREATED_RECORD = "integrations.json"
 
 
 class Paths(Frozen):

@@ -1,4 +1,5 @@
-"""What the desktop app needs from the core beyond :mod:`lexmem.api` (no Qt here).
+"""The desktop integration (no Qt here): what the tray app reaches through the facade
+(:mod:`lexmem.api` re-exports it) and ``lexmem install|uninstall desktop``.
 
 - **Start at login**: a freedesktop.org Desktop Entry in ``$XDG_CONFIG_HOME/autostart``
   (``~/.config/autostart``) that runs ``lexmem app``.
@@ -10,8 +11,6 @@
 - **Moving the data folder**: copy it to a new place, verify the copy, point lexmem at
   it (the location pointer of :mod:`lexmem.config`, which the hook follows too), and only
   then remove the old folder. Nothing is half-written when a step fails.
-- **A watched folder's first scan**: read its notes now with progress, or (when a
-  service in another process owns the watcher) measure how far that service got.
 """
 
 from __future__ import annotations
@@ -29,11 +28,11 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from importlib.resources import files
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
-from lexmem.agents.integrations import CREATED_RECORD
 from lexmem.base import atomic_write
 from lexmem.config import (
+    CREATED_RECORD,
     DIR_MODE,
     FILE_MODE,
     Paths,
@@ -44,11 +43,6 @@ from lexmem.config import (
 )
 from lexmem.errors import DataFolderError, InvalidInputError
 from lexmem.locks import FileLock, LockTimeout
-
-if TYPE_CHECKING:
-    from lexmem.api import Lexmem
-    from lexmem.service.watcher import WatchReport
-    from lexmem.service.writer import CaptureService
 
 __all__ = [
     "AUTOSTART_NAME",
@@ -63,14 +57,11 @@ __all__ = [
     "autostart_supported",
     "desktop_entry",
     "desktop_supported",
-    "first_scan",
     "icon_path",
-    "markdown_files",
     "menu_command",
     "menu_entry_path",
     "move_data_folder",
     "plan_desktop",
-    "scan_progress",
     "set_autostart",
 ]
 
@@ -707,46 +698,3 @@ def _copy_and_switch(
     except OSError as exc:
         log.warning("[MEM:STORE] events left in %s/inbox after the move: %s", source, exc)
     return Moved(Paths(target.absolute()), len(files), total)
-
-
-# -- a watched folder's first scan ------------------------------------------------------
-
-
-def markdown_files(folder: Path) -> list[Path]:
-    """The notes the watcher reads in ``folder``: ``.md`` and ``.markdown`` files below it,
-    hidden folders skipped (the watcher's own rule)."""
-    out: list[Path] = []
-    root = folder.expanduser().resolve()
-    for here, dirs, names in os.walk(root):
-        dirs[:] = [d for d in dirs if not d.startswith(".")]
-        out.extend(
-            Path(here) / n for n in sorted(names) if n.lower().endswith((".md", ".markdown"))
-        )
-    return out
-
-
-def scan_progress(lm: Lexmem, folder: Path) -> tuple[int, int]:
-    """How many of ``folder``'s notes a service has read (a file hash in the journal), of
-    how many there are: what a service in another process did, measured from outside."""
-    notes = markdown_files(folder)
-    if not notes:
-        return 0, 0
-    lm.refresh()
-    seen = lm.journal.file_hashes_under(str(folder.expanduser().resolve()))
-    return sum(1 for n in notes if str(n) in seen), len(notes)
-
-
-def first_scan(
-    lm: Lexmem,
-    folder: Path,
-    *,
-    service: CaptureService | None = None,
-    progress: Progress | None = None,
-) -> WatchReport:
-    """Read ``folder``'s notes now, with ``progress(files_done, files_total)``.
-
-    The single writer reads them (:meth:`Lexmem.scan_notes`): this process's running
-    service, this process for the scan when no service runs, or the service running in
-    another process. ``service`` is accepted for older callers; the writer is found."""
-    del service
-    return lm.scan_notes(folder, progress)

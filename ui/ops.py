@@ -21,11 +21,15 @@ from typing import Any
 from lexmem.api import (
     CAPTURE,
     CAPTURE_MODES,
+    Moved,
     Settings,
     keyring_available,
     llm_api_key_stored,
     remember_through_inbox,
     set_llm_api_key,
+)
+from lexmem.api import (
+    move_data_folder as move_folder,
 )
 from lexmem.errors import InvalidInputError
 from lexmem.models import Changes, Memory, MemoryStatus, MemoryType
@@ -43,6 +47,7 @@ __all__ = [
     "forget",
     "keyring_state",
     "link",
+    "move_data_folder",
     "pin",
     "remember",
     "restore",
@@ -509,3 +514,20 @@ def export(
     """Export every memory, link and confidence point to a new (or empty) folder."""
     lm = ctx.lm
     ctx.read(lambda: lm.export(out, fmt), on_done=on_done, on_error=on_error)
+
+
+def move_data_folder(
+    ctx: AppContext,
+    target: Path,
+    *,
+    progress: Callable[[int, int], None] | None = None,
+    on_done: Callable[[Moved], None] | None = None,
+    on_error: Failed = None,
+) -> None:
+    """Move the data folder to ``target``: copy, verify, repoint, remove the old one."""
+    paths = ctx.paths
+    # On the write thread: the app's own writes wait until the folder has moved.
+    ctx.runner.run(
+        lambda: move_folder(paths, target, progress=progress),
+        on_done=on_done, on_error=on_error, write=True,
+    )  # fmt: skip

@@ -45,7 +45,7 @@ from typing import Any
 
 from lexmem.base import atomic_write
 from lexmem.capture.policy import capture_mode, is_paused, project_root
-from lexmem.config import Paths, load_capture_rules
+from lexmem.config import CREATED_RECORD, Paths, load_capture_rules
 from lexmem.errors import InvalidInputError, LexmemError
 from lexmem.locks import service_running
 
@@ -66,7 +66,6 @@ AGENTS = ("claude", "codex")
 SCOPES = ("user", "project")
 BACKUP_SUFFIX = ".lexmem-backup"
 # Files lexmem created (so uninstalling removes them rather than leave an empty one).
-CREATED_RECORD = "integrations.json"
 # The hook returns in tens of milliseconds and, whatever it is given, within its own
 # budget of under a second (lexmem.capture.hook.HOOK_BUDGET_SECONDS); 10 s leaves room on a busy
 # machine without letting a stuck hook hold the agent for the agents' default of 60-600 s.
