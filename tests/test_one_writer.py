@@ -85,8 +85,8 @@ STORE_WRITES = frozenset({
 WRITER_ONLY = frozenset({"apply_import", "apply_reembed", "apply_optimize", "apply_access"})
 # The writer's own modules (and the store itself, and the facade's write methods, which
 # the writer's operations call).
-WRITER_MODULES = ("lexmem/store/", "lexmem/service/writer.py", "lexmem/service/ops.py",
-                  "lexmem/service/watcher.py", "lexmem/api.py")  # fmt: skip
+WRITER_MODULES = ("lexmem/store/", "lexmem/service/writer.py", "lexmem/service/pipeline.py",
+                  "lexmem/service/ops.py", "lexmem/service/watcher.py", "lexmem/api.py")  # fmt: skip
 
 
 def _store_writes(source: str) -> list[tuple[int, str]]:

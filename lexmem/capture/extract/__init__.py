@@ -3,7 +3,7 @@
 The capture service (DESIGN.md, "The shape") buffers each session's events and, at a
 window boundary (every N turns, at Stop, at SessionEnd), hands the window to
 :class:`Extractor`. The extractor only *proposes*: each :class:`Candidate` carries a
-confidence that the service (:mod:`lexmem.service.writer`) compares with the capture
+confidence that the service (:mod:`lexmem.service.pipeline`) compares with the capture
 mode's threshold (``assist`` keeps >= 0.7, seed 000's MinExtractionConfidence; ``full``
 keeps >= 0.5; both are ``MODE_THRESHOLDS`` in :mod:`lexmem.capture.extract.thresholds`),
 then redacts, dedupes, audits and writes.

@@ -1,7 +1,7 @@
 """Every threshold, limit and confidence extraction uses, in one place.
 
 A candidate's confidence is one of the ``C_*`` values below (a rule may lower it to
-another, never raise it past what it says). The writer (:mod:`lexmem.service.writer`)
+another, never raise it past what it says). The writer (:mod:`lexmem.service.pipeline`)
 keeps a candidate when its confidence reaches the capture mode's threshold,
 :data:`MODE_THRESHOLDS`: ``assist`` keeps 0.7 and up, ``full`` 0.5 and up. The bands
 (see :mod:`lexmem.capture.extract`): 0.90-0.95 explicit statements, 0.75-0.88 what the
