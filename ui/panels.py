@@ -297,6 +297,11 @@ class _Panel(QWidget):
 
     refreshed = Signal()
 
+    #: Whether a change shows in this panel (each panel says which flags matter).
+    concerns: Callable[[UiChanges], bool]
+    #: Reload the panel's content (each panel its own, off the UI thread).
+    _load: Callable[[], None]
+
     def __init__(self, ctx: AppContext, parent: QWidget | None = None, *, eager: bool) -> None:
         super().__init__(parent)
         self.ctx = ctx
@@ -308,17 +313,10 @@ class _Panel(QWidget):
         self.status.hide()
         ctx.hub.changed.connect(self._on_changed)
 
-    def concerns(self, changes: UiChanges) -> bool:
-        """Whether a change shows in this panel (each panel says which flags matter)."""
-        raise NotImplementedError
-
     def refresh(self) -> None:
         """Reload now, whether shown or not."""
         self._dirty = False
         self._load()
-
-    def _load(self) -> None:
-        raise NotImplementedError
 
     def report(self, text: str, *, error: bool = False) -> None:
         """One line under the panel: what an action from the Edit menu did here."""

@@ -188,6 +188,10 @@ class CapturePipeline:
     """Events into memories: read, gate, window, extract, admit, encode, store, audit.
     ``CaptureService`` runs it; it holds the state the steps share."""
 
+    #: A whole-store job (:data:`MAINTENANCE`) asked for as an event, ``(event_id, op,
+    #: kwargs, audit entry)``: the writer runs it alone (``CaptureService._maintenance_op``).
+    _maintenance_op: Callable[[str, str, dict[str, Any], AuditEntry], None]
+
     def __init__(self, lm: Lexmem, *, extractor: Extractor | None = None) -> None:
         self.lm = lm
         self.settings = lm.settings.capture
@@ -561,13 +565,6 @@ class CapturePipeline:
             entry.metadata = {"exit_code": InvalidInputError.exit_code}
         self.journal.audit([entry])
         return DrainReport()
-
-    def _maintenance_op(
-        self, event_id: str, op: str, kwargs: dict[str, Any], entry: AuditEntry
-    ) -> None:
-        """A whole-store job (:data:`MAINTENANCE`) asked for as an event: the writer runs
-        it alone (``CaptureService._maintenance_op``)."""
-        raise NotImplementedError
 
     # -- seed 000's IMemoryCaptureService, for in-process callers (the app) ----------------
 
