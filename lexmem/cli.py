@@ -8,15 +8,18 @@ id, 1 otherwise); nothing is printed half-way.
 
 from __future__ import annotations
 
+import io
 import json
 import os
 import re
 import shutil
 import sys
 import textwrap
+import threading
 import unicodedata
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
+from contextvars import ContextVar
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any, NoReturn, TypeVar
@@ -75,6 +78,29 @@ class Ctx:
         if self._lm is not None:
             self._lm.close()
 
+    def cwd(self) -> str:
+        """The folder the command was given in (a project's default)."""
+        return os.getcwd()
+
+
+class WarmCtx(Ctx):
+    """A read command run by the service for a reader: the service's open core, the
+    reader's folder, and nothing closed at the end."""
+
+    def __init__(self, lm: Any, cwd: str) -> None:
+        super().__init__(str(lm.paths.home))
+        self._lm = lm
+        self._cwd = cwd
+
+    def lm(self) -> Any:
+        return self._lm
+
+    def cwd(self) -> str:
+        return self._cwd
+
+    def close(self) -> None:
+        pass  # the service's core stays open
+
 
 pass_ctx = click.make_pass_decorator(Ctx)
 
@@ -91,8 +117,13 @@ def short(mid: str) -> str:
     return mid[:8]
 
 
+# The reader's terminal width, while the service renders a command for it.
+_COLUMNS: ContextVar[int | None] = ContextVar("lexmem_columns", default=None)
+
+
 def _width() -> int:
-    return max(60, min(shutil.get_terminal_size((120, 24)).columns, 160))
+    columns = _COLUMNS.get() or shutil.get_terminal_size((120, 24)).columns
+    return max(60, min(columns, 160))
 
 
 def cells(text: str) -> int:
@@ -307,7 +338,8 @@ class LexmemGroup(click.Group):
 @click.pass_context
 def cli(ctx: click.Context, home: str | None) -> None:
     """lexmem — local-first memory for AI agents and the people who work with them."""
-    ctx.obj = Ctx(home)
+    if not isinstance(ctx.obj, Ctx):  # a reader's command in the service brings its own
+        ctx.obj = Ctx(home)
     if ctx.invoked_subcommand is None:
         # With a display, `lexmem` is the desktop app (registered by the desktop layer's
         # launcher, which the core never imports); on a terminal without one, a status.
@@ -1086,10 +1118,10 @@ def _log_to_file(path: Path) -> None:
 def serve(c: Ctx, once: bool) -> None:
     """Run the capture service headless: drain the inbox into memories until stopped."""
     import signal
-    import threading
 
     with _as_service(c, "") as service:
         stop = threading.Event()
+        service.readers = reader_handlers(service.lm)
 
         def on_signal(*_: object) -> None:
             stop.set()
@@ -1143,7 +1175,7 @@ def digest(c: Ctx, project: str | None, max_bytes: int | None, as_json: bool) ->
     from lexmem.capture.policy import project_root
     from lexmem.service.digest import render_digest
 
-    where = project if project is not None else project_root(os.getcwd())
+    where = project if project is not None else project_root(c.cwd())
     text = render_digest(c.lm(), where or None, max_bytes=max_bytes)
     if as_json:
         emit_json({"project": where, "bytes": len(text.encode("utf-8")), "digest": text})
@@ -1552,3 +1584,105 @@ def main(argv: Sequence[str] | None = None) -> None:
     """Console entry point."""
     tighten_umask()  # files the storage engine creates are the user's alone
     cli.main(args=list(argv) if argv is not None else None, prog_name="lexmem")
+
+
+# -- answering readers in the service ----------------------------------------------------
+#
+# The service's reader socket (lexmem.service.readers) hands a reader's request to
+# one of these. A read command is run here, in the warm process, exactly as the
+# reader's own process would have run it, and the reader prints what it printed.
+
+_RENDER = threading.Lock()  # one command at a time: sys.stdout is the process's
+
+
+class _Output(io.TextIOWrapper):
+    """What a command prints for a reader, with the reader's terminal-ness."""
+
+    def __init__(self, tty: bool) -> None:
+        super().__init__(io.BytesIO(), encoding="utf-8", errors="replace", write_through=True)
+        self._tty = tty
+
+    def isatty(self) -> bool:
+        return self._tty
+
+    def text(self) -> str:
+        self.flush()
+        buffer = self.buffer
+        assert isinstance(buffer, io.BytesIO)
+        return buffer.getvalue().decode("utf-8")
+
+
+class _Routed:
+    """A standard stream that sends one thread's writes elsewhere, everyone else's on."""
+
+    def __init__(self, original: Any, target: Any) -> None:
+        self._original = original
+        self._target = target
+        self._thread = threading.get_ident()
+
+    def _stream(self) -> Any:
+        return self._target if threading.get_ident() == self._thread else self._original
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._stream(), name)
+
+    def write(self, text: str) -> int:
+        return int(self._stream().write(text))
+
+    def flush(self) -> None:
+        self._stream().flush()
+
+    def isatty(self) -> bool:
+        return bool(self._stream().isatty())
+
+
+def render_for_reader(lm: Any, argv: Sequence[str], *, cwd: str, columns: int | None,
+                      tty: Sequence[bool] = (False, False, False)) -> tuple[int, str, str]:  # fmt: skip
+    """Run the read command ``argv`` with the open core ``lm``: exit code, stdout, stderr."""
+    from lexmem import wire
+
+    if not argv or argv[0] not in wire.READ_COMMANDS:
+        return 2, "", f"lexmem: error: the service answers reads only, not {argv[:1]}\n"
+    out, err = _Output(bool(tty[1])), _Output(bool(tty[2]))
+    with _RENDER:
+        saved = sys.stdout, sys.stderr
+        sys.stdout, sys.stderr = _Routed(saved[0], out), _Routed(saved[1], err)  # type: ignore[assignment]
+        token = _COLUMNS.set(columns)
+        try:
+            cli.main(args=list(argv), prog_name="lexmem", obj=WarmCtx(lm, cwd))
+            code = 0
+        except SystemExit as exc:
+            code = exc.code if isinstance(exc.code, int) else (0 if exc.code is None else 1)
+            if isinstance(exc.code, str):
+                err.write(exc.code + "\n")
+        finally:
+            _COLUMNS.reset(token)
+            sys.stdout, sys.stderr = saved
+    return code, out.text(), err.text()
+
+
+def reader_handlers(lm: Any) -> dict[str, Any]:
+    """What the service's reader socket answers, with the service's open core ``lm``."""
+    from lexmem import wire
+
+    shared = threading.RLock()  # the MCP sessions' tool calls, one at a time
+
+    def cli_read(request: dict[str, Any], conn: Any, stream: Any) -> None:
+        argv = request.get("argv")
+        tty = request.get("tty")
+        columns = request.get("columns")
+        code, out, err = render_for_reader(
+            lm,
+            [str(a) for a in argv] if isinstance(argv, list) else [],
+            cwd=str(request.get("cwd") or lm.paths.home),
+            columns=columns if isinstance(columns, int) and columns > 0 else None,
+            tty=[bool(t) for t in tty][:3] if isinstance(tty, list) and len(tty) >= 3 else (False,) * 3,
+        )  # fmt: skip
+        wire.send_json(conn, {"exit": code, "stdout": out, "stderr": err})
+
+    def mcp_session(request: dict[str, Any], conn: Any, stream: Any) -> None:
+        from lexmem.agents.mcp_server import serve_connection
+
+        serve_connection(lm, request, conn, stream, lock=shared)
+
+    return {"cli": cli_read, "mcp": mcp_session}

@@ -48,6 +48,7 @@ __all__ = [
     "resolve_paths",
     "schema_steps",
     "secure_umask",
+    "state_dir",
     "tighten_umask",
     "write_location",
 ]
@@ -169,6 +170,24 @@ def resolve_paths(environ: Mapping[str, str] | None = None) -> Paths:
     if home:
         return Paths(Path(home).expanduser().absolute())
     return Paths(read_location(env) or default_home(env))
+
+
+def state_dir(environ: Mapping[str, str] | None = None, platform: str | None = None) -> Path:
+    """The per-user state folder, outside every data folder (the trial's record, the
+    list of running services).
+
+    ``$XDG_STATE_HOME/lexmem`` (``~/.local/state/lexmem``) on Linux; beside the location
+    pointer on macOS and Windows, whose default data folders are elsewhere.
+    """
+    env = os.environ if environ is None else environ
+    plat = platform or sys.platform
+    if plat.startswith("win"):
+        return Path(env.get("APPDATA") or str(Path.home() / "AppData" / "Roaming")) / "lexmem"
+    if plat == "darwin":
+        return Path.home() / "Library" / "Preferences" / "lexmem"
+    xdg = env.get("XDG_STATE_HOME", "").strip()
+    base = Path(xdg) if xdg and Path(xdg).is_absolute() else Path.home() / ".local" / "state"
+    return base / "lexmem"
 
 
 # --- the location pointer ----------------------------------------------------

@@ -37,7 +37,6 @@ import logging
 import os
 import secrets
 import stat
-import sys
 import threading
 import time
 from collections.abc import Callable, Mapping
@@ -47,7 +46,7 @@ from pathlib import Path
 from typing import Any
 
 from lexmem.base import atomic_write
-from lexmem.config import DIR_MODE, FILE_MODE, Paths, secure_umask
+from lexmem.config import DIR_MODE, FILE_MODE, Paths, secure_umask, state_dir
 from lexmem.errors import LexmemError
 from lexmem.locks import FileLock
 
@@ -292,20 +291,9 @@ _PLACES = {
 
 
 def trial_state_dir(environ: Mapping[str, str] | None = None, platform: str | None = None) -> Path:
-    """The per-user folder holding the trial's record outside every data folder.
-
-    ``$XDG_STATE_HOME/lexmem`` (``~/.local/state/lexmem``) on Linux; beside the location
-    pointer on macOS and Windows, whose default data folders are elsewhere.
-    """
-    env = os.environ if environ is None else environ
-    plat = platform or sys.platform
-    if plat.startswith("win"):
-        return Path(env.get("APPDATA") or str(Path.home() / "AppData" / "Roaming")) / "lexmem"
-    if plat == "darwin":
-        return Path.home() / "Library" / "Preferences" / "lexmem"
-    xdg = env.get("XDG_STATE_HOME", "").strip()
-    base = Path(xdg) if xdg and Path(xdg).is_absolute() else Path.home() / ".local" / "state"
-    return base / "lexmem"
+    """The per-user folder holding the trial's record outside every data folder
+    (:func:`~lexmem.config.state_dir`)."""
+    return state_dir(environ, platform)
 
 
 class _Damaged(Exception):

@@ -7,12 +7,14 @@ run the installed console script as a subprocess, as a user's shell would.
 
 from __future__ import annotations
 
+import io
 import json
 import os
 import shutil
 import subprocess
 import sys
 from collections.abc import Iterator
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -20,12 +22,14 @@ import pytest
 from click.testing import CliRunner, Result
 from conftest import shared_model
 
-from lexmem import __version__
+from lexmem import __version__, wire
 from lexmem import cli as cli_module
 from lexmem.api import Lexmem
 from lexmem.cli import cells, cli, clip
+from lexmem.config import resolve_paths
 from lexmem.embedder import Embedder
 from lexmem.models import MemoryContext, MemoryType
+from lexmem.service.readers import ReaderServer
 
 COMMANDS = [
     "status", "remember", "search", "show", "list", "pin", "unpin", "archive", "restore",
@@ -50,9 +54,53 @@ def _shared_model(embedder: Embedder) -> Iterator[None]:
         yield
 
 
-def run(*args: str, input: str | None = None, code: int = 0) -> Result:
-    """Invoke the CLI in-process and check the exit code."""
-    result = CliRunner().invoke(
+# The suite runs twice: once with every command run here, once with the read commands
+# answered by a service over its reader socket, as they are while a service runs.
+VIA: dict[str, str] = {"mode": "local"}
+
+
+@pytest.fixture(autouse=True, params=["local", "service"])
+def _via(request: pytest.FixtureRequest) -> Iterator[None]:
+    VIA["mode"] = request.param
+    yield
+    VIA["mode"] = "local"
+
+
+@dataclass
+class Answered:
+    """What a read answered over the reader socket printed (a ``Result``'s fields)."""
+
+    stdout: str
+    stderr: str
+    exit_code: int
+
+    @property
+    def output(self) -> str:
+        return self.stdout + self.stderr
+
+
+def via_service(args: list[str]) -> Answered | None:
+    """``args`` answered by a reader server with an open core, over the real socket."""
+    paths = resolve_paths()
+    if not paths.store.is_dir():
+        return None  # no data folder: no service could run on it
+    lm = Lexmem.open(paths.home)
+    try:
+        with ReaderServer(paths, cli_module.reader_handlers(lm)):
+            out, err = io.StringIO(), io.StringIO()
+            code = wire.ask_cli(paths, args, stdout=out, stderr=err)
+    finally:
+        lm.close()
+    assert code is not None, f"the reader socket did not answer lexmem {' '.join(args)}"
+    return Answered(out.getvalue(), err.getvalue(), code)
+
+
+def run(*args: str, input: str | None = None, code: int = 0) -> Result | Answered:
+    """Invoke the CLI in-process (or, for a read, through a service) and check the exit code."""
+    answered = None
+    if VIA["mode"] == "service" and args and args[0] in wire.READ_COMMANDS and input is None:
+        answered = via_service(list(args))
+    result = answered or CliRunner().invoke(
         cli, list(args), input=input, prog_name="lexmem", catch_exceptions=False
     )
     assert result.exit_code == code, (

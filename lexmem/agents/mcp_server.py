@@ -23,15 +23,18 @@ Constraints:
 
 from __future__ import annotations
 
+import contextlib
+import io
 import logging
 import os
+import socket
 import sys
 import threading
 import time
 from collections.abc import Callable, Sequence
 from datetime import UTC, datetime
 from pathlib import Path
-from typing import TYPE_CHECKING, Annotated, Any, Literal, TypeVar
+from typing import TYPE_CHECKING, Annotated, Any, BinaryIO, Literal, TypeVar
 
 from mcp.server.mcpserver import Context, MCPServer, ResourceSecurity
 from mcp.server.mcpserver.exceptions import ResourceError, ToolError, UnexpectedToolError
@@ -55,6 +58,7 @@ __all__ = [
     "MemoryTools",
     "build_server",
     "run_stdio",
+    "serve_connection",
 ]
 
 log = logging.getLogger("lexmem.mcp")
@@ -172,12 +176,20 @@ class MemoryTools:
     core (one store handle, one model) serves them all.
     """
 
-    def __init__(self, home: str | Path | None = None, *, cwd: str | None = None) -> None:
+    def __init__(
+        self, home: str | Path | None = None, *, cwd: str | None = None,
+        core: Lexmem | None = None, lock: threading.RLock | None = None,
+    ) -> None:  # fmt: skip
+        """``core``: an open core to share (the service's, warm), which :meth:`close`
+        leaves open; ``lock``: the lock its users share."""
+        if core is not None:
+            home = core.paths.home
         self.paths = Paths(Path(home).expanduser().absolute()) if home else resolve_paths()
         self.cwd = cwd or os.getcwd()
         self.project = project_root(self.cwd)
-        self._lm: Lexmem | None = None
-        self._lock = threading.RLock()
+        self._lm: Lexmem | None = core
+        self._shared = core is not None
+        self._lock = lock or threading.RLock()
         self.wait = WAIT_S
 
     # -- the core, opened when first needed -------------------------------------------
@@ -195,7 +207,7 @@ class MemoryTools:
             log.info(
                 "[MEM:MCP] opened %s in %.0f ms", self.paths.home, (time.perf_counter() - t0) * 1e3
             )
-        else:
+        elif not self._shared:  # the service's own core sees its commits
             self._lm.refresh()  # another process (the service, the CLI) may have committed
         return self._lm
 
@@ -224,9 +236,9 @@ class MemoryTools:
 
     def close(self) -> None:
         with self._lock:
-            if self._lm is not None:
+            if self._lm is not None and not self._shared:
                 self._lm.close()
-                self._lm = None
+            self._lm = None
 
     # -- reading ----------------------------------------------------------------------------
 
@@ -571,6 +583,12 @@ class McpMemory(MCPServer[Any]):
             why = str(exc).removeprefix(f"Error executing tool {name}: ")
             raise ToolError(_one_line(f"{name}: {why}")) from cause
 
+    async def run_streams(self, read_stream: Any, write_stream: Any) -> None:
+        """One session over the given streams (a reader socket's connection): what
+        ``run_stdio_async`` does over the process's own stdin and stdout."""
+        lowlevel = self._lowlevel_server
+        await lowlevel.run(read_stream, write_stream, lowlevel.create_initialization_options())
+
 
 def _call(fn: Callable[[], T]) -> T:
     """Run one tool body: lexmem's errors become tool errors; a crash becomes one line too."""
@@ -769,3 +787,36 @@ def run_stdio(home: str | None = None) -> None:
         server.run("stdio")
     finally:
         tools.close()
+
+
+def serve_connection(
+    core: Lexmem, request: dict[str, Any], conn: socket.socket, stream: BinaryIO,
+    *, lock: threading.RLock | None = None,
+) -> None:  # fmt: skip
+    """Serve one MCP session on a reader-socket connection, with the service's warm core.
+
+    The relay (:mod:`lexmem.agents.relay`) has sent the request line; it gets ``{"ok":
+    true}`` once the server is built, then the session runs until either side closes.
+    """
+    import anyio
+    from mcp.server.stdio import stdio_server
+
+    from lexmem import wire
+
+    cwd = request.get("cwd")
+    tools = MemoryTools(cwd=cwd if isinstance(cwd, str) and cwd else None, core=core, lock=lock)
+    server = build_server(tools)
+    wire.send_json(conn, {"ok": True})
+    reader = io.TextIOWrapper(stream, encoding="utf-8", errors="replace", newline="\n")
+    writer = conn.makefile("w", encoding="utf-8", newline="\n")
+
+    async def session() -> None:
+        async with stdio_server(anyio.wrap_file(reader), anyio.wrap_file(writer)) as (r, w):
+            await server.run_streams(r, w)
+
+    try:
+        anyio.run(session)
+    finally:
+        tools.close()
+        with contextlib.suppress(OSError, ValueError):
+            writer.close()

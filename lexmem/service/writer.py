@@ -24,7 +24,7 @@ import threading
 import time
 import uuid
 from collections import deque
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 from typing import TYPE_CHECKING, Any
@@ -54,6 +54,8 @@ from lexmem.service.pipeline import (
     environmental,
     redacted_event,
 )
+from lexmem.service.readers import Handler, ReaderServer
+from lexmem.service.registry import register, unregister
 from lexmem.store.journal import AuditEntry, SessionStatus
 
 if TYPE_CHECKING:
@@ -78,6 +80,8 @@ log = logging.getLogger("lexmem.capture")
 
 
 OPTIMIZE_EVERY_S = 600.0
+# How often the loop checks that its data folder still exists (a deleted folder stops it).
+FOLDER_CHECK_S = 5.0
 ACCESS_EVERY_S = 2.0  # searches' access records wait at most this long between commits
 
 # A maintenance job's progress: (phase, done, total); the phase is the job's name, or
@@ -199,6 +203,10 @@ class CaptureService(CapturePipeline):
         self._exclusive = threading.RLock()
         self._loop_thread: threading.Thread | None = None
         self._access_at = -1e9
+        # What the reader socket answers while the loop runs, by request kind (the
+        # entry point that runs the service provides them: the CLI's reads, MCP).
+        self.readers: Mapping[str, Handler] | None = None
+        self.reader_server: ReaderServer | None = None
 
     @classmethod
     def in_process(cls, paths: Paths) -> CaptureService | None:
@@ -580,6 +588,11 @@ class CaptureService(CapturePipeline):
         from lexmem.service.watcher import MarkdownWatcher
 
         observer = self._watch()
+        record = register(self.lm.paths.home)
+        if self.readers:
+            self.reader_server = ReaderServer(self.lm.paths, self.readers)
+            self.reader_server.start()
+        folder_checked = time.monotonic()
         notes: MarkdownWatcher | None = None
         watching: list[str] = []
         last_maintenance = 0.0
@@ -589,6 +602,15 @@ class CaptureService(CapturePipeline):
         self._loop_thread = threading.current_thread()
         try:
             while not stop.is_set():
+                if time.monotonic() - folder_checked > FOLDER_CHECK_S:
+                    folder_checked = time.monotonic()
+                    if self.folder_gone():
+                        log.warning("[MEM:CAPTURE] The data folder %s is gone: the service "
+                                    "stops", self.lm.paths.home)  # fmt: skip
+                        if on_error is not None:
+                            on_error(f"the data folder {self.lm.paths.home} is gone; "
+                                     "the service stopped")  # fmt: skip
+                        break
                 busy = False
                 failed: Exception | None = None
                 with self._exclusive:  # a maintenance job from another thread waits
@@ -642,6 +664,10 @@ class CaptureService(CapturePipeline):
                     self._wake.wait(0.25 if busy or (notes and notes._pending) else poll)
                 self._wake.clear()
         finally:
+            if self.reader_server is not None:
+                self.reader_server.stop()
+                self.reader_server = None
+            unregister(record)
             self._loop_thread = None
             self._fail_jobs("the lexmem service stopped before the job ran")
             if notes is not None:
@@ -649,6 +675,14 @@ class CaptureService(CapturePipeline):
             if observer is not None:
                 observer.stop()
                 observer.join(timeout=5)
+
+    def folder_gone(self) -> bool:
+        """Whether the data folder was deleted (or moved away) under the running service:
+        its lock file, which the service keeps open, no longer has a name there."""
+        try:
+            return not self.lm.paths.service_lock.exists()
+        except OSError:
+            return True
 
     def _watch(self) -> Any:
         try:

@@ -1,0 +1,381 @@
+"""The warm service answers readers over its Unix-domain socket (``<data>/reader.sock``).
+
+The socket itself (private, removed, a stale one replaced, a deep data folder, other
+users refused, bad requests answered in one line), then a real ``lexmem serve``: CLI
+reads through it print exactly what the cold CLI prints, load neither LanceDB nor the
+model in the reader's process, and ``lexmem mcp`` relays MCP sessions to it (many at
+once), starting a service when none runs. A service whose data folder is deleted stops.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import socket
+import stat
+import subprocess
+import sys
+import threading
+import time
+from collections.abc import Iterator
+from contextlib import contextmanager
+from pathlib import Path
+from typing import Any
+
+import pytest
+from faultkit import environment, lexmem_command
+
+from lexmem import wire
+from lexmem.config import Paths
+from lexmem.locks import service_running
+from lexmem.service.readers import ReaderServer
+from lexmem.service.registry import services
+
+WAIT = 60.0
+
+
+def wait_for(condition: Any, what: str, timeout: float = WAIT) -> None:
+    deadline = time.monotonic() + timeout
+    while not condition():
+        if time.monotonic() > deadline:
+            raise AssertionError(f"timed out waiting for {what}")
+        time.sleep(0.05)
+
+
+def echo(request: dict[str, Any], conn: socket.socket, stream: Any) -> None:
+    wire.send_json(conn, {"echo": request.get("say")})
+
+
+def ask(paths: Paths, request: Any) -> Any:
+    sock = wire.connect(paths)
+    assert sock is not None, "no reader socket"
+    with sock, sock.makefile("rb") as stream:
+        if isinstance(request, bytes):
+            sock.sendall(request)
+        else:
+            wire.send_json(sock, request)
+        return wire.read_line(stream)
+
+
+# -- the socket -------------------------------------------------------------------------------
+
+
+def test_the_socket_is_private_and_goes_with_the_server(paths: Paths) -> None:
+    server = ReaderServer(paths, {"echo": echo})
+    assert server.start()
+    try:
+        st = os.lstat(paths.home / "reader.sock")
+        assert stat.S_ISSOCK(st.st_mode)
+        assert stat.S_IMODE(st.st_mode) == 0o600
+        assert stat.S_IMODE(os.stat(paths.home).st_mode) == 0o700
+        assert ask(paths, {"v": 1, "kind": "echo", "say": "hi"}) == {"echo": "hi"}
+    finally:
+        server.stop()
+    assert not (paths.home / "reader.sock").exists()
+    assert wire.connect(paths) is None
+
+
+def test_a_dead_services_socket_is_replaced(paths: Paths) -> None:
+    stale = socket.socket(socket.AF_UNIX)
+    stale.bind(str(paths.home / "reader.sock"))
+    stale.close()  # bound, never listening: what a killed service leaves
+    assert wire.connect(paths) is None
+    with ReaderServer(paths, {"echo": echo}):
+        assert ask(paths, {"v": 1, "kind": "echo", "say": 1}) == {"echo": 1}
+
+
+def test_a_deep_data_folder_still_gets_a_socket(tmp_path: Path) -> None:
+    deep = tmp_path / ("d" * 60) / ("e" * 60)
+    paths = Paths(deep)
+    paths.ensure()
+    assert len(os.fsencode(deep / "reader.sock")) > 108
+    with ReaderServer(paths, {"echo": echo}) as server:
+        assert server.path == deep / "reader.sock"
+        assert ask(paths, {"v": 1, "kind": "echo", "say": "deep"}) == {"echo": "deep"}
+
+
+@pytest.mark.parametrize(
+    ("request_line", "says"),
+    [
+        (b"not json\n", "bad request"),
+        (b"[1, 2]\n", "not a JSON object"),
+        (b'{"v": 99, "kind": "echo"}\n', "protocol 99 is not 1"),
+        (b'{"v": 1, "kind": "rm -rf"}\n', "no such request: 'rm -rf'"),
+    ],
+)
+def test_a_bad_request_gets_one_line(paths: Paths, request_line: bytes, says: str) -> None:
+    with ReaderServer(paths, {"echo": echo}):
+        reply = ask(paths, request_line)
+        assert says in reply["error"]
+        assert "\n" not in reply["error"]
+        # and the server goes on answering
+        assert ask(paths, {"v": 1, "kind": "echo", "say": 2}) == {"echo": 2}
+
+
+@pytest.mark.skipif(
+    not hasattr(os, "getuid") or os.getuid() != 0, reason="needs root to be another user"
+)
+def test_another_user_is_refused_even_with_the_door_open() -> None:
+    import shutil
+    import tempfile
+
+    base = Path(tempfile.mkdtemp(prefix="lexmem-uid-"))  # every folder above it is passable
+    os.chmod(base, 0o711)
+    paths = Paths(base / "data")
+    paths.ensure()
+    with ReaderServer(paths, {"echo": echo}):
+        # Open what the 0700 folder and the 0600 socket close, to reach the uid check.
+        os.chmod(paths.home, 0o711)
+        os.chmod(paths.home / "reader.sock", 0o666)
+        read, write = os.pipe()
+        pid = os.fork()
+        if pid == 0:  # the child, as nobody
+            os.close(read)
+            try:
+                os.setgid(65534)
+                os.setuid(65534)
+                s = socket.socket(socket.AF_UNIX)
+                s.connect(str(paths.home / "reader.sock"))
+                s.sendall(b'{"v": 1, "kind": "echo", "say": "x"}\n')
+                s.settimeout(10)
+                try:
+                    answer = s.recv(100)
+                except ConnectionResetError:  # closed with the request unread
+                    answer = b""
+                os.write(write, b"answered" if answer else b"refused")
+            except Exception as exc:  # noqa: BLE001 - the child reports anything
+                os.write(write, f"failed {exc}".encode())
+            os._exit(0)
+        os.close(write)
+        os.waitpid(pid, 0)
+        with os.fdopen(read, "rb") as child:
+            assert child.read() == b"refused"
+        # and this user is still answered
+        assert ask(paths, {"v": 1, "kind": "echo", "say": "me"}) == {"echo": "me"}
+    shutil.rmtree(base)
+
+
+# -- a real service ---------------------------------------------------------------------------
+
+
+@contextmanager
+def serving(home: Path) -> Iterator[subprocess.Popen[bytes]]:
+    """A real `lexmem serve` on ``home``, up once its reader socket answers."""
+    proc = subprocess.Popen(
+        [*lexmem_command(), "serve"], env=environment(home), stdin=subprocess.DEVNULL,
+        stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
+    )  # fmt: skip
+    try:
+        wait_for(lambda: wire.connect(Paths(home)) is not None or proc.poll() is not None,
+                 "the service's reader socket")  # fmt: skip
+        assert proc.poll() is None, proc.stderr.read() if proc.stderr else "lexmem serve exited"
+        yield proc
+    finally:
+        proc.terminate()
+        proc.wait(30)
+
+
+def lexmem(home: Path, *args: str, cold: bool = False, cwd: Path | None = None,
+           code: int = 0) -> subprocess.CompletedProcess[str]:  # fmt: skip
+    env = environment(home)
+    env["COLUMNS"] = "100"
+    if cold:
+        env["LEXMEM_NO_SERVICE"] = "1"
+    result = subprocess.run(
+        [*lexmem_command(), *args], env=env, capture_output=True, text=True, timeout=120, check=False,
+        cwd=cwd,
+    )  # fmt: skip
+    assert result.returncode == code, f"lexmem {' '.join(args)}: {result.stdout}{result.stderr}"
+    return result
+
+
+def _stable(value: Any) -> Any:
+    """The output without what differs from one run to the next: timings, access times."""
+    if isinstance(value, dict):
+        return {k: _stable(v) for k, v in value.items()
+                if k not in ("timings_ms", "last_accessed_at", "access_count")}  # fmt: skip
+    if isinstance(value, list):
+        return [_stable(v) for v in value]
+    if isinstance(value, float):
+        return round(value, 4)
+    return value
+
+
+@pytest.fixture
+def seeded(tmp_path: Path) -> Path:
+    home = tmp_path / "lexmem"
+    project = tmp_path / "shop"
+    project.mkdir()
+    for text in (
+        "The shop uses PostgreSQL 16 for its orders database.",
+        "Deploys go through `make deploy`, never by hand.",
+        "Prefer pnpm over npm in this repository.",
+    ):
+        lexmem(home, "remember", "--project", str(project), text)
+    lexmem(home, "ingest")
+    return home
+
+
+def test_cli_reads_through_the_service_print_what_the_cold_cli_prints(
+    seeded: Path, tmp_path: Path
+) -> None:
+    project = tmp_path / "shop"
+    first = json.loads(lexmem(seeded, "list", "--json", cold=True).stdout)
+    mid = first[0]["id"] if isinstance(first, list) else first["memories"][0]["id"]
+    reads = [
+        ["search", "which database does the shop use"], ["list"], ["show", mid[:8]],
+        ["stats"], ["digest"], ["audit"], ["sessions"], ["search", "pnpm", "--project", "nowhere"],
+    ]  # fmt: skip
+    cold = {}
+    for argv in reads:
+        cold[(*argv, "--json")] = lexmem(seeded, *argv, "--json", cold=True, cwd=project)
+        cold[tuple(argv)] = lexmem(seeded, *argv, cold=True, cwd=project)
+    errors = {("show", "nonexistent"): lexmem(seeded, "show", "nonexistent", cold=True, code=2)}
+    with serving(seeded):
+        for argv, was in cold.items():
+            now = lexmem(seeded, *argv, cwd=project)
+            if "--json" in argv:
+                assert _stable(json.loads(now.stdout)) == _stable(json.loads(was.stdout)), argv
+            elif argv[0] not in ("search", "stats"):  # scores and sizes differ in the last digit
+                assert now.stdout == was.stdout, argv
+            assert now.stderr == was.stderr, argv
+        for argv, was in errors.items():
+            now = lexmem(seeded, *argv, code=2)
+            assert (now.stdout, now.stderr) == (was.stdout, was.stderr)
+        assert "PostgreSQL" in lexmem(seeded, "digest", cwd=project).stdout
+
+
+def test_an_answered_read_loads_neither_the_store_nor_the_model(seeded: Path) -> None:
+    probe = (
+        "import sys, runpy\n"
+        "sys.argv = ['lexmem', 'search', 'database']\n"
+        "from ui.front import main\n"
+        "try:\n    main()\nexcept SystemExit as exc:\n    code = exc.code\n"
+        "heavy = sorted(m for m in sys.modules if m.split('.')[0] in "
+        "('lancedb', 'pyarrow', 'duckdb', 'onnxruntime', 'fastembed', 'numpy', 'click', 'mcp',"
+        " 'pydantic', 'anyio') or m in ('lexmem.cli', 'lexmem.api', 'lexmem.store'))\n"
+        "print('HEAVY', heavy, 'CODE', code, file=sys.stderr)\n"
+    )
+    with serving(seeded):
+        result = subprocess.run([sys.executable, "-c", probe], env=environment(seeded), check=False,
+                                capture_output=True, text=True, timeout=120)  # fmt: skip
+    assert "The shop uses" in result.stdout
+    assert "HEAVY [] CODE 0" in result.stderr, result.stderr
+
+
+# -- MCP through the relay --------------------------------------------------------------------
+
+
+class McpClient:
+    """`lexmem mcp` as an agent starts it: JSON-RPC lines on its stdin and stdout."""
+
+    def __init__(self, home: Path, cwd: Path | None = None) -> None:
+        self.proc = subprocess.Popen(
+            [*lexmem_command(), "mcp"], env=environment(home), cwd=cwd,
+            stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+        )  # fmt: skip
+        self.next_id = 0
+
+    def request(self, method: str, params: dict[str, Any] | None = None) -> Any:
+        self.next_id += 1
+        self.send({"jsonrpc": "2.0", "id": self.next_id, "method": method, "params": params or {}})
+        assert self.proc.stdout is not None
+        line = self.proc.stdout.readline()
+        assert line, self.proc.stderr.read() if self.proc.stderr else "no answer"
+        reply = json.loads(line)
+        assert reply.get("id") == self.next_id, reply
+        return reply.get("result", reply.get("error"))
+
+    def send(self, message: dict[str, Any]) -> None:
+        assert self.proc.stdin is not None
+        self.proc.stdin.write((json.dumps(message) + "\n").encode())
+        self.proc.stdin.flush()
+
+    def initialize(self) -> Any:
+        result = self.request("initialize", {
+            "protocolVersion": "2025-06-18", "capabilities": {},
+            "clientInfo": {"name": "test", "version": "1"},
+        })  # fmt: skip
+        self.send({"jsonrpc": "2.0", "method": "notifications/initialized"})
+        return result
+
+    def close(self) -> int:
+        assert self.proc.stdin is not None
+        self.proc.stdin.close()
+        return self.proc.wait(30)
+
+    def search(self, query: str) -> list[str]:
+        result = self.request(
+            "tools/call", {"name": "search_memory", "arguments": {"query": query}}
+        )
+        return [h["content"] for h in json.loads(result["content"][0]["text"])["results"]]
+
+
+def test_mcp_sessions_are_relayed_to_the_service_many_at_once(seeded: Path, tmp_path: Path) -> None:
+    with serving(seeded) as proc:
+        clients = [McpClient(seeded, cwd=tmp_path / "shop") for _ in range(4)]
+        results: dict[int, Any] = {}
+
+        def session(i: int, client: McpClient) -> None:
+            info = client.initialize()
+            tools = client.request("tools/list")
+            results[i] = (info["serverInfo"]["name"], len(tools["tools"]),
+                          client.search("which database"), client.close())  # fmt: skip
+
+        threads = [threading.Thread(target=session, args=(i, c)) for i, c in enumerate(clients)]
+        for t in threads:
+            t.start()
+        for t in threads:
+            t.join(120)
+        assert len(results) == 4
+        for name, n_tools, hits, code in results.values():
+            assert (name, n_tools, code) == ("lexmem", 8, 0)
+            assert any("PostgreSQL" in h for h in hits)
+        # the sessions ran in the service: no relay opened the store
+        assert proc.poll() is None
+    log = (seeded / "logs" / "lexmem.log").read_text()
+    assert "[MEM:MCP] opened" not in log
+
+
+def test_mcp_starts_a_service_when_none_runs(seeded: Path) -> None:
+    assert not service_running(Paths(seeded))
+    client = McpClient(seeded)
+    try:
+        assert client.initialize()["serverInfo"]["name"] == "lexmem"
+        assert any("PostgreSQL" in h for h in client.search("database"))
+        assert service_running(Paths(seeded))
+        assert (seeded / "reader.sock").exists()
+    finally:
+        client.close()
+    started = [s for s in services() if s.home == seeded]
+    assert started, "the relay's service is not listed"
+    for s in started:
+        os.kill(s.pid, 15)
+    wait_for(lambda: not service_running(Paths(seeded)), "the service to stop")
+
+
+def test_mcp_without_a_data_folder_serves_in_process_and_creates_nothing(tmp_path: Path) -> None:
+    home = tmp_path / "never"
+    client = McpClient(home)
+    try:
+        assert client.initialize()["serverInfo"]["name"] == "lexmem"
+        assert client.search("anything") == []
+    finally:
+        client.close()
+    assert not home.exists()
+
+
+# -- a service that knows when to go ----------------------------------------------------------
+
+
+def test_a_service_whose_data_folder_is_deleted_stops(seeded: Path) -> None:
+    import shutil
+
+    with serving(seeded) as proc:
+        assert any(s.pid == proc.pid and s.folder_exists for s in services())
+        shutil.rmtree(seeded)
+        proc.wait(60)  # it notices within seconds
+        assert proc.returncode == 0
+        assert proc.stderr is not None
+        assert "is gone; the service stopped" in proc.stderr.read().decode()
+    assert all(s.pid != proc.pid for s in services())
