@@ -18,8 +18,10 @@ unknown keys and their order. JSON is re-serialised in the file's own indentatio
 file written by the agent (or by ``json.dumps(indent=2)``) comes back byte for byte
 apart from lexmem's entries; TOML is edited as text (lexmem's own table or line is
 inserted or cut) and the result is parsed with :mod:`tomllib` to check that it means
-exactly what was intended. A file is backed up beside itself (``NAME.lexmem-backup``)
-before it changes and written atomically (temporary file and rename) with its mode kept.
+exactly what was intended. Install backs a file up beside itself (``NAME.lexmem-backup``)
+before it changes it; every file is written atomically (temporary file and rename) with its
+mode kept. Uninstall removes those backups, and the files and folders install created
+once they are empty again, so the files end as they were before install.
 lexmem's entries are recognised by their command (``lexmem-hook …``, ``lexmem mcp``),
 so uninstalling removes exactly them, whatever path they were installed with.
 """
