@@ -1469,3 +1469,32 @@ def test_report_hook_latency(repo: Path) -> None:
         f"\nmedian of 20 runs: lexmem-hook claude (PostToolUse) {tool:.1f} ms; "
         f"python3 -c pass {bare:.1f} ms; venv python -c pass {venv:.1f} ms"
     )
+
+
+@pytest.mark.parametrize(
+    ("adapter", "tool"),
+    [
+        ("claude", "mcp__lexmem__search_memory"),
+        ("claude", "mcp__lexmem__save_memory"),
+        ("claude", "WaitForMcpServers"),
+        ("claude", "ToolSearch"),
+        ("codex", "mcp__lexmem__search_memory"),
+    ],
+)
+def test_lexmems_own_tools_and_the_agents_plumbing_are_not_recorded(
+    adapter: str, tool: str, repo: Path, data_home: Path
+) -> None:
+    make = claude_payload if adapter == "claude" else codex_payload
+    for event in ("PreToolUse", "PostToolUse"):
+        payload = make(event, repo, tool_name=tool, tool_input={"query": "deploy"},
+                       tool_response={"hits": []}, tool_use_id="toolu_1")  # fmt: skip
+        ok(run_hook(adapter, payload=payload, cwd=repo))
+    assert inbox_files(data_home) == []
+    assert log_lines(data_home) == []
+    # Another server's tool is work like any other.
+    other = make("PostToolUse", repo, tool_name="mcp__github__list_issues",
+                 tool_input={"repo": "shop"}, tool_response="3 open", tool_use_id="toolu_2")  # fmt: skip
+    ok(run_hook(adapter, payload=other, cwd=repo))
+    assert [e["metadata"]["tool_name"] for e in inbox_events(data_home)] == [
+        "mcp__github__list_issues"
+    ]

@@ -365,6 +365,7 @@ def test_doctor_reports_installs_service_and_a_working_hook_and_leaves_no_trace(
 ) -> None:
     assert run("install", "claude").exit_code == 0
     assert run("install", "codex").exit_code == 0
+    trust(home / ".codex" / "config.toml", home / ".codex" / "hooks.json")
     checks = {c.name: c for c in run_checks(str(data_home))}
     assert checks["claude user"].state == "ok" and "hooks yes" in checks["claude user"].detail
     assert "MCP yes (~/.claude.json)" in checks["claude user"].detail
@@ -388,3 +389,167 @@ def test_doctor_json_has_one_entry_per_check() -> None:
     names = [c["name"] for c in json.loads(result.output)]
     assert {"claude user", "claude project", "codex", "service", "hook"} <= set(names)
     assert all(c["state"] in ("ok", "warn", "fail") for c in json.loads(result.output))
+
+
+# -- what the agents measured: env_vars, trust, leaving no trace -------------------------------
+
+
+def trust(config: Path, hooks_file: Path) -> None:
+    """What Codex writes when the user trusts the hooks: one table per handler of hooks.json,
+    keyed by the file, the event, the group and the handler, each after a blank line."""
+    hooks = json.loads(hooks_file.read_text())["hooks"]
+    labels = {
+        e: "".join("_" + c.lower() if c.isupper() else c for c in e).lstrip("_") for e in hooks
+    }
+    text = config.read_text() if config.exists() else ""
+    for event, groups in hooks.items():
+        for gi, g in enumerate(groups):
+            for hi, h in enumerate(g["hooks"]):
+                if "lexmem-hook" not in h["command"]:
+                    continue  # the user's own hooks were trusted (or not) before
+                key = f"{hooks_file}:{labels[event]}:{gi}:{hi}"
+                text += f'\n[hooks.state.{json.dumps(key)}]\ntrusted_hash = "sha256:{gi}{hi}ab"\n'
+    config.write_text(text)
+
+
+def tree(root: Path) -> dict[str, bytes | None]:
+    """Every file (its bytes) and folder under root."""
+    return {
+        str(p.relative_to(root)): (p.read_bytes() if p.is_file() else None)
+        for p in sorted(root.rglob("*"))
+    }
+
+
+def test_codex_passes_lexmems_variables_to_its_mcp_server_and_an_old_install_is_upgraded(
+    home: Path,
+) -> None:
+    import re
+
+    from lexmem.agents.integrations import ENV_VARS
+
+    source = Path(__file__).parent.parent / "lexmem"
+    read = {
+        v for f in source.rglob("*.py") for v in re.findall(r"\bLEXMEM_[A-Z_]+\b", f.read_text())
+    }
+    assert read and read <= set(ENV_VARS)  # every variable lexmem reads reaches its server
+    config = home / ".codex" / "config.toml"
+    before = write(config, CODEX_CONFIG, 0o600)
+    assert run("install", "codex").exit_code == 0
+    entry = tomllib.loads(config.read_text())["mcp_servers"]["lexmem"]
+    assert entry["env_vars"] == list(ENV_VARS)
+    # An install from before env_vars: doctor says so, and a reinstall brings it up to date.
+    old = config.read_text().replace(
+        "env_vars = " + json.dumps(list(ENV_VARS)).replace('","', '", "') + "\n", ""
+    )
+    assert "env_vars" not in old
+    config.write_text(old)
+    trust(config, home / ".codex" / "hooks.json")
+    (check,) = [c for c in run_checks() if c.name == "codex"]
+    assert check.state == "warn" and "LEXMEM_HOME" in check.detail
+    again = run("install", "codex")
+    assert again.exit_code == 0 and "inline [hooks]" not in again.output
+    assert tomllib.loads(config.read_text())["mcp_servers"]["lexmem"]["env_vars"] == list(ENV_VARS)
+    (check,) = [c for c in run_checks() if c.name == "codex"]
+    assert check.state == "ok", check.detail
+    assert run("uninstall", "codex").exit_code == 0
+    assert config.read_bytes() == before
+
+
+def test_codex_hooks_not_yet_trusted_are_reported_with_how_to_trust_them(home: Path) -> None:
+    config, hooks_file = home / ".codex" / "config.toml", home / ".codex" / "hooks.json"
+    write(config, CODEX_CONFIG, 0o600)
+    result = run("install", "codex")
+    notes = [line for line in result.output.splitlines() if "Hooks need review" in line]
+    assert len(notes) == 1 and "8 of 8 not yet" in notes[0] and "/hooks" in notes[0]
+    (check,) = [c for c in run_checks() if c.name == "codex"]
+    assert check.state == "warn" and "not trusted 8 of 8" in check.detail
+    assert "Hooks need review" in check.detail and "\n" not in check.detail
+    trust(config, hooks_file)
+    (check,) = [c for c in run_checks() if c.name == "codex"]
+    assert check.state == "ok", check.detail
+    # Codex's [hooks.state] tables are not inline hooks: a reinstall says nothing about them.
+    trusted = config.read_bytes()
+    again = run("install", "codex")
+    assert again.exit_code == 0 and "nothing to change" in again.output
+    assert "inline" not in again.output and "Hooks need review" not in again.output
+    assert config.read_bytes() == trusted
+    # A hook turned off in Codex's /hooks is reported as such.
+    config.write_text(config.read_text().replace('trusted_hash = "sha256:00ab"\n',
+                                                 'trusted_hash = "sha256:00ab"\nenabled = false\n', 1))  # fmt: skip
+    (check,) = [c for c in run_checks() if c.name == "codex"]
+    assert check.state == "warn" and "turned off" in check.detail
+
+
+def test_a_reinstall_that_changes_lexmems_hook_drops_codexs_trust_in_the_old_one(
+    home: Path,
+) -> None:
+    config, hooks_file = home / ".codex" / "config.toml", home / ".codex" / "hooks.json"
+    assert run("install", "codex").exit_code == 0
+    data = json.loads(hooks_file.read_text())
+    data["hooks"]["Stop"][0]["hooks"][0]["command"] = "/old/venv/bin/lexmem-hook codex"
+    hooks_file.write_text(json.dumps(data, indent=2) + "\n")
+    trust(config, hooks_file)
+    result = run("install", "codex")
+    assert result.exit_code == 0 and "1 of 8 not yet" in result.output
+    state = tomllib.loads(config.read_text())["hooks"]["state"]
+    assert len(state) == 7 and not any(":stop:" in k for k in state)
+
+
+@pytest.mark.parametrize(
+    ("agent", "scope"), [("claude", "user"), ("claude", "project"), ("codex", "user")]
+)
+@pytest.mark.parametrize("existing", [True, False], ids=["with-files", "fresh"])
+def test_install_then_uninstall_leaves_every_file_and_folder_as_it_was(
+    agent: str,
+    scope: str,
+    existing: bool,
+    home: Path,
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    repo = tmp_path / "repo"
+    (repo / ".git").mkdir(parents=True)
+    monkeypatch.chdir(repo)
+    root = repo if scope == "project" else home
+    if existing:
+        if agent == "codex":
+            write(home / ".codex" / "config.toml", CODEX_CONFIG, 0o600)
+            write(
+                home / ".codex" / "hooks.json",
+                json.dumps({"hooks": USER_SETTINGS["hooks"]}, indent=2) + "\n",
+            )
+        elif scope == "user":
+            write(
+                home / ".claude" / "settings.json",
+                json.dumps(USER_SETTINGS, indent=2) + "\n",
+                0o640,
+            )
+            write(home / ".claude.json", json.dumps(CLAUDE_JSON, indent=2), 0o600)
+        else:
+            write(repo / ".claude" / "settings.json", json.dumps(USER_SETTINGS, indent=2) + "\n")
+            write(
+                repo / ".mcp.json",
+                json.dumps({"mcpServers": {"db": {"command": "db"}}}, indent=2) + "\n",
+            )
+    before = tree(root)
+    flag = ["--project"] if scope == "project" else []
+    assert run("install", agent, *flag).exit_code == 0
+    assert tree(root) != before
+    if agent == "codex":
+        trust(home / ".codex" / "config.toml", home / ".codex" / "hooks.json")
+    out = run("uninstall", agent, *flag)
+    assert out.exit_code == 0, out.output
+    assert tree(root) == before  # no backup, no trust entry, no folder lexmem made
+    assert "nothing to change" in run("uninstall", agent, *flag).output
+
+
+def test_claude_loads_lexmems_tools_at_session_start_unless_the_user_said_otherwise(
+    home: Path,
+) -> None:
+    assert run("install", "claude").exit_code == 0
+    entry = json.loads((home / ".claude.json").read_text())["mcpServers"]["lexmem"]
+    assert entry["alwaysLoad"] is True
+    data = json.loads((home / ".claude.json").read_text())
+    data["mcpServers"]["lexmem"]["alwaysLoad"] = False
+    (home / ".claude.json").write_text(json.dumps(data, indent=2))
+    assert "nothing to change" in run("install", "claude").output

@@ -678,3 +678,34 @@ def test_a_memory_keeps_who_said_it_and_a_search_naming_them_ranks_it_first(
             name,
             "Bob" if name == "Alice" else "Alice",
         ]
+
+
+def test_a_session_end_for_a_session_never_seen_leaves_nothing(
+    service: CaptureService, repo: Path
+) -> None:
+    # `claude mcp list` fires SessionEnd alone, with no SessionStart and nothing else.
+    ghost = Agent(repo)
+    ghost.end()
+    inbox = Inbox(service.lm.paths.inbox)
+    (pending,) = inbox.pending()
+    ids, kept = [json.loads(pending.read_text())["event_id"]], pending.read_bytes()
+    report = service.drain()
+    assert report.events == 1 and report.saved == 0 and report.sessions_closed == 0
+    assert service.journal.session(ghost.session) is None
+    assert service.journal.sessions() == []
+    assert service.journal.seen(ids) == set(ids)  # processed: not taken in again
+    assert inbox.pending() == [] and service.journal.buffered(ghost.session) == []
+    assert service.journal.audit_entries() == []
+    assert service.lm.list_memories(limit=None) == []
+    # Taken in, then a crash before its file was removed: read again, it still ends nothing.
+    pending.write_bytes(kept)
+    again = service.drain()
+    assert again.duplicates == 1 and again.sessions_closed == 0
+    assert service.journal.sessions() == [] and service.journal.audit_entries() == []
+    # A real session that starts and ends within one batch is still a session.
+    real = Agent(repo)
+    real.send("SessionStart", source="startup", model="m")
+    real.end()
+    service.drain()
+    s = service.journal.session(real.session)
+    assert s is not None and s.status == "completed"

@@ -18,8 +18,10 @@ unknown keys and their order. JSON is re-serialised in the file's own indentatio
 file written by the agent (or by ``json.dumps(indent=2)``) comes back byte for byte
 apart from lexmem's entries; TOML is edited as text (lexmem's own table or line is
 inserted or cut) and the result is parsed with :mod:`tomllib` to check that it means
-exactly what was intended. A file is backed up beside itself (``NAME.lexmem-backup``)
-before it changes and written atomically (temporary file and rename) with its mode kept.
+exactly what was intended. Install backs a file up beside itself (``NAME.lexmem-backup``)
+before it changes it; every file is written atomically (temporary file and rename) with its
+mode kept. Uninstall removes those backups, and the files and folders install created
+once they are empty again, so the files end as they were before install.
 lexmem's entries are recognised by their command (``lexmem-hook …``, ``lexmem mcp``),
 so uninstalling removes exactly them, whatever path they were installed with.
 """
@@ -51,6 +53,7 @@ from lexmem.locks import service_running
 
 __all__ = [
     "AGENTS",
+    "ENV_VARS",
     "Change",
     "Finding",
     "Plan",
@@ -86,6 +89,14 @@ CLAUDE_HOOK_EVENTS = (
 CODEX_HOOK_EVENTS = (
     "SessionStart", "UserPromptSubmit", "PreToolUse", "PostToolUse", "Stop", "SubagentStop",
     "PreCompact", "SessionEnd",
+)  # fmt: skip
+# The environment lexmem reads to find its data folder, the location pointer, the trial
+# record and the licence, and its debug switch. Codex starts an MCP server with only a few
+# variables (HOME, PATH, LANG, SHELL, TERM, ...) plus those its ``env_vars`` names, so
+# without these a `LEXMEM_HOME` set for Codex would send its `lexmem mcp` to another folder.
+ENV_VARS = (
+    "LEXMEM_HOME", "LEXMEM_LICENCE", "LEXMEM_LICENCE_FILE", "LEXMEM_DEBUG",
+    "XDG_DATA_HOME", "XDG_CONFIG_HOME", "XDG_STATE_HOME",
 )  # fmt: skip
 _MARK = "# lexmem: added by `lexmem install codex`; `lexmem uninstall codex` removes it"
 
@@ -139,11 +150,22 @@ def _hook_groups(agent: str) -> list[tuple[str, dict[str, Any]]]:
     return groups
 
 
-def _mcp_entry(agent: str) -> dict[str, Any]:
+def _mcp_entry(agent: str, current: Any = None) -> dict[str, Any]:
+    """lexmem's MCP server entry for ``agent``, given the entry there now (``current``)."""
     command = executable("lexmem")
     if agent == "claude":
-        return {"type": "stdio", "command": command, "args": ["mcp"]}
-    return {"command": command, "args": ["mcp"]}
+        entry: dict[str, Any] = {"type": "stdio", "command": command, "args": ["mcp"]}
+        # The user's own choice stays theirs: only an entry without the key gets it.
+        if not (isinstance(current, dict) and "alwaysLoad" in current):
+            entry["alwaysLoad"] = True
+        return entry
+    theirs = current.get("env_vars") if isinstance(current, dict) else None
+    extra = (
+        [v for v in theirs if isinstance(v, str) and v not in ENV_VARS]
+        if isinstance(theirs, list)
+        else []
+    )
+    return {"command": command, "args": ["mcp"], "env_vars": [*ENV_VARS, *extra]}
 
 
 def _is_lexmem_hook(command: Any) -> bool:
@@ -278,7 +300,7 @@ def _add_server(data: dict[str, Any], agent: str, path: Path, notes: list[str]) 
     if current is not None and not _is_lexmem_server(current):
         notes.append(f"{path}: an MCP server named 'lexmem' runs something else; left as it is")
         return
-    entry = _mcp_entry(agent)
+    entry = _mcp_entry(agent, current)
     if current is None:
         servers["lexmem"] = entry
     elif {k: current.get(k) for k in entry} != entry:
@@ -336,6 +358,8 @@ def _cut_lines(text: str, start: int, end: int) -> str:
         start -= 1
     elif start == 0 and end < len(lines) and not lines[end].strip():
         end += 1
+    elif start > 0 and end < len(lines) and not lines[start - 1].strip() and not lines[end].strip():
+        start -= 1  # between two blank lines (another table was appended after it): keep one
     return "".join(lines[:start] + lines[end:])
 
 
@@ -401,6 +425,165 @@ def _codex_hooks_off(config: dict[str, Any]) -> bool:
     return features.get("hooks") is False or features.get("codex_hooks") is False
 
 
+# -- Codex's trust in hooks ------------------------------------------------------------------
+#
+# Codex runs a hook from hooks.json only once the user trusted it (the "Hooks need review"
+# prompt, or /hooks), and records that in the user's config.toml as one table per handler:
+# ``[hooks.state."<hooks.json path>:<event_snake_case>:<group>:<handler>"]`` holding
+# ``trusted_hash = "sha256:…"`` (and ``enabled = false`` for one the user turned off).
+# The hash is Codex's own digest of the handler; lexmem does not compute it, so "trusted"
+# here means an entry with a hash for the handler at that place.
+
+_STATE_KEY = re.compile(r"^(?P<source>.+):(?P<label>[a-z_]+):(?P<group>\d+):(?P<handler>\d+)$")
+_STATE_HEADER = re.compile(
+    r"""^[ \t]*\[[ \t]*hooks[ \t]*\.[ \t]*state[ \t]*\.[ \t]*"""
+    r"""(?P<key>"(?:[^"\\]|\\.)*"|'[^']*'|[A-Za-z0-9_-]+)[ \t]*\][ \t]*(?:#.*)?$"""
+)
+_EMPTY_HEADERS = (
+    re.compile(r"^[ \t]*\[[ \t]*hooks[ \t]*\.[ \t]*state[ \t]*\][ \t]*(?:#.*)?$"),
+    re.compile(r"^[ \t]*\[[ \t]*hooks[ \t]*\][ \t]*(?:#.*)?$"),
+)
+Position = tuple[str, int, int]  # (event label, group index, handler index)
+
+
+def _event_label(event: str) -> str:
+    """Codex's name for an event in a state key: SessionStart -> session_start."""
+    return re.sub(r"(?<!^)(?=[A-Z])", "_", event).lower()
+
+
+def _lexmem_handlers(data: dict[str, Any]) -> dict[Position, Any]:
+    """Where lexmem's handlers stand in a hooks.json, and what each is (its group's
+    matcher and the handler): what Codex's trust in it is bound to."""
+    found: dict[Position, Any] = {}
+    hooks = data.get("hooks")
+    for event, groups in hooks.items() if isinstance(hooks, dict) else ():
+        for gi, g in enumerate(groups if isinstance(groups, list) else []):
+            handlers = g.get("hooks") if isinstance(g, dict) else None
+            for hi, h in enumerate(handlers if isinstance(handlers, list) else []):
+                if isinstance(h, dict) and _is_lexmem_hook(h.get("command")):
+                    found[(_event_label(event), gi, hi)] = (g.get("matcher"), h)
+    return found
+
+
+def _same_file(source: str, path: Path) -> bool:
+    if source == str(path):
+        return True
+    try:
+        return os.path.realpath(source) == os.path.realpath(path)
+    except (OSError, ValueError):
+        return False
+
+
+def _hook_states(config: dict[str, Any], hooks_file: Path) -> dict[Position, tuple[str, Any]]:
+    """Codex's state entries for handlers of ``hooks_file``: position -> (key, entry)."""
+    hooks = config.get("hooks")
+    states = hooks.get("state") if isinstance(hooks, dict) else None
+    out: dict[Position, tuple[str, Any]] = {}
+    for key, entry in states.items() if isinstance(states, dict) else ():
+        m = _STATE_KEY.match(key.strip())
+        if m and _same_file(m["source"], hooks_file):
+            out[(m["label"], int(m["group"]), int(m["handler"]))] = (key, entry)
+    return out
+
+
+def _untrusted(
+    config: dict[str, Any], hooks_data: dict[str, Any], hooks_file: Path
+) -> tuple[int, int, int]:
+    """(lexmem's handlers in hooks.json, how many Codex has not trusted, how many the user
+    turned off in Codex)."""
+    mine = _lexmem_handlers(hooks_data)
+    states = _hook_states(config, hooks_file)
+    untrusted = disabled = 0
+    for position in mine:
+        entry = states.get(position, ("", None))[1]
+        entry = entry if isinstance(entry, dict) else {}
+        if entry.get("enabled") is False:
+            disabled += 1
+        elif not isinstance(entry.get("trusted_hash"), str) or not entry["trusted_hash"]:
+            untrusted += 1
+    return len(mine), untrusted, disabled
+
+
+TRUST_HINT = (
+    "open `codex` once and approve lexmem's hooks under 'Hooks need review' (or type /hooks)"
+)
+
+
+def _toml_key(text: str) -> str | None:
+    try:
+        value = tomllib.loads(f"k = {text}")["k"] if text[0] in "\"'" else text
+    except tomllib.TOMLDecodeError:
+        return None
+    return value if isinstance(value, str) else None
+
+
+def _cut_span(lines: list[str], start: int, end: int) -> list[str]:
+    """``lines`` without [start, end) and the blank line that separated it from what came
+    before, when what follows is a blank line or nothing."""
+    if start > 0 and not lines[start - 1].strip() and (end >= len(lines) or not lines[end].strip()):
+        start -= 1
+    return lines[:start] + lines[end:]
+
+
+def _table_end(lines: list[str], i: int) -> int:
+    end = i + 1
+    while end < len(lines) and not _HEADER.match(lines[end]):
+        end += 1
+    while end > i + 1 and (not lines[end - 1].strip() or lines[end - 1].lstrip().startswith("#")):
+        end -= 1
+    return end
+
+
+def _plain(data: dict[str, Any]) -> dict[str, Any]:
+    """``data`` with an empty [hooks.state] and then an empty [hooks] left out."""
+    out = copy.deepcopy(data)
+    hooks = out.get("hooks")
+    if isinstance(hooks, dict):
+        if hooks.get("state") == {}:
+            del hooks["state"]
+        if not hooks:
+            del out["hooks"]
+    return out
+
+
+def _drop_states(path: Path, text: str, keys: set[str]) -> str | None:
+    """``text`` without Codex's state tables for ``keys`` (and the [hooks.state] or [hooks]
+    header they leave empty); None when they are not written as tables lexmem can cut."""
+    lines = text.splitlines(keepends=True)
+    spans = []
+    for i, line in enumerate(lines):
+        m = _STATE_HEADER.match(line.rstrip("\r\n"))
+        if m and _toml_key(m["key"]) in keys:
+            spans.append((i, _table_end(lines, i)))
+    for start, end in reversed(spans):
+        lines = _cut_span(lines, start, end)
+    expected = copy.deepcopy(tomllib.loads(text))
+    for key in keys:
+        expected.get("hooks", {}).get("state", {}).pop(key, None)
+    expected = _plain(expected)
+    if _plain(tomllib.loads("".join(lines))) != expected:
+        return None
+    if "hooks" not in expected:
+        # Headers Codex may have written above its entries, now with nothing under them.
+        for header in _EMPTY_HEADERS:
+            for i, line in enumerate(lines):
+                if header.match(line.rstrip("\r\n")) and _table_end(lines, i) == i + 1:
+                    lines = _cut_span(lines, i, i + 1)
+                    break
+    out = "".join(lines)
+    try:
+        return out if _plain(tomllib.loads(out)) == expected else None
+    except tomllib.TOMLDecodeError:
+        return None
+
+
+def _server_block(entry: dict[str, Any]) -> str:
+    return (
+        f"{_MARK}\n[mcp_servers.lexmem]\ncommand = {_toml_str(entry['command'])}\n"
+        f"args = {_toml_array(entry['args'])}\nenv_vars = {_toml_array(entry['env_vars'])}\n"
+    )
+
+
 def _codex_toml(path: Path, text: str | None, install: bool, notes: list[str]) -> str | None:
     """config.toml with lexmem's MCP table (and notify line, where hooks are off) added or
     removed; ``None`` when there is nothing to change."""
@@ -413,7 +596,7 @@ def _codex_toml(path: Path, text: str | None, install: bool, notes: list[str]) -
         if install:
             notes.append(f"{path}: [mcp_servers.lexmem] runs something else; left as it is")
     else:
-        entry = _mcp_entry("codex") if install else {}
+        entry = _mcp_entry("codex", current) if install else {}
         if current is not None and (not install or {k: current.get(k) for k in entry} != entry):
             span = _our_table_span(out)
             if span is None:
@@ -422,16 +605,22 @@ def _codex_toml(path: Path, text: str | None, install: bool, notes: list[str]) -
                     "nothing was changed"
                 )
             expected = _without(tomllib.loads(out), "mcp_servers", "lexmem")
-            out = _verify(path, _cut_lines(out, *span), expected)
-            current = None
+            if install:
+                # An older entry is brought up to date where it stands.
+                expected.setdefault("mcp_servers", {})["lexmem"] = entry
+                lines = out.splitlines(keepends=True)
+                start, end = span
+                if start > 0 and lines[start - 1].strip() == _MARK:
+                    start -= 1
+                out = "".join(lines[:start]) + _server_block(entry) + "".join(lines[end:])
+                out = _verify(path, out, expected)
+            else:
+                out = _verify(path, _cut_lines(out, *span), expected)
+            current = entry if install else None
         if install and current is None:
-            block = (
-                f"{_MARK}\n[mcp_servers.lexmem]\ncommand = {_toml_str(entry['command'])}\n"
-                f"args = {_toml_array(entry['args'])}\n"
-            )
             expected = tomllib.loads(out)
             expected.setdefault("mcp_servers", {})["lexmem"] = entry
-            out = _verify(path, _append_block(out, block), expected)
+            out = _verify(path, _append_block(out, _server_block(entry)), expected)
     # notify: Codex's program for each finished turn; lexmem's only where hooks are off.
     notify = data.get("notify")
     ours = (
@@ -588,31 +777,78 @@ def plan(
             (lambda d: _add_server(d, "claude", mcp_file, result.notes)) if install else _remove_server,
             result, created,
         )  # fmt: skip
+        if not install:
+            _drop_backups(result, [hooks_file, mcp_file])
         return result
     home = _codex_home()
     config_file, hooks_file = home / "config.toml", home / "hooks.json"
     config_text = _read(config_file)
     config = _toml_load(config_file, config_text)
     hooks_off = _codex_hooks_off(config)
+    hooks_before = _json_load(hooks_file, _read(hooks_file))
+    hooks_after = copy.deepcopy(hooks_before)
     if install and not hooks_off:
+        _add_hooks(hooks_after, "codex", hooks_file)
         _json_change(
             hooks_file, True, lambda d: _add_hooks(d, "codex", hooks_file), result, created
         )
-        if isinstance(config.get("hooks"), dict):
+        inline = config.get("hooks")
+        # [hooks.state] is where Codex keeps its trust in hooks, not a hook.
+        if isinstance(inline, dict) and any(k != "state" for k in inline):
             result.notes.append(
                 f"{config_file} also has inline [hooks]: Codex loads both and warns once at start"
             )
     elif not install:
+        _remove_hooks(hooks_after)
         _json_change(hooks_file, False, _remove_hooks, result, created)
     after = _codex_toml(config_file, config_text, install, result.notes)
-    if after is not None:
+    # Codex's trust in a lexmem handler that is gone or changed no longer holds (Codex
+    # asks again): its state entry goes, so that doctor does not call it trusted.
+    was, now = _lexmem_handlers(hooks_before), _lexmem_handlers(hooks_after)
+    stale = {
+        key
+        for position, (key, _) in _hook_states(config, hooks_file).items()
+        if position in was and now.get(position) != was[position]
+    }
+    if stale:
+        dropped = _drop_states(
+            config_file, after if after is not None else config_text or "", stale
+        )
+        if dropped is None:
+            result.notes.append(
+                f"{config_file}: Codex's trust entries for lexmem's hooks ([hooks.state]) are "
+                "not written as tables lexmem can cut; left as they are"
+            )
+        else:
+            after = dropped
+    if after is not None and after != config_text:
         if not install and not after.strip() and str(config_file) in created:
             result.changes.append(Change(config_file, config_text, None))
         else:
             result.changes.append(Change(config_file, config_text, after))
-    if install and not hooks_off and any(c.path == hooks_file for c in result.changes):
-        result.notes.append("Codex asks you to trust new hooks once: open /hooks in Codex")
+    if install and not hooks_off and now:
+        trusted_in = _toml_load(config_file, after) if after is not None else config
+        total, untrusted, _ = _untrusted(trusted_in, hooks_after, hooks_file)
+        if untrusted:
+            result.notes.append(
+                f"Codex runs none of lexmem's hooks it has not trusted ({untrusted} of {total} "
+                f"not yet): {TRUST_HINT}"
+            )
+    if not install:
+        _drop_backups(result, [hooks_file, config_file])
     return result
+
+
+def _drop_backups(result: Plan, files: list[Path]) -> None:
+    """Uninstalling also removes the backups install made (``NAME.lexmem-backup``)."""
+    for f in files:
+        backup = f.with_name(f.name + BACKUP_SUFFIX)
+        if backup.is_file():
+            try:
+                before = _read(backup)
+            except InvalidInputError:
+                before = ""
+            result.changes.append(Change(backup, before, None))
 
 
 # -- writing -----------------------------------------------------------------------------------
@@ -628,15 +864,20 @@ def apply_plan(result: Plan, paths: Paths) -> list[str]:
     """Write a plan's changes; returns one line per file said to the user."""
     lines = []
     created = _created(paths)
+    # Install backs each file up before changing it; uninstall leaves no backup behind (it
+    # removes install's, and its own edit takes out only what install put in).
+    keep_backup = result.action == "install"
     for change in result.changes:
         # A settings file kept in a dotfiles repository is often a symlink: write through it.
         target = Path(os.path.realpath(change.path))
-        backup = _backup(target) if target.exists() else None
+        existed = target.exists()
+        backup = _backup(target) if keep_backup and existed else None
         note = f" (backup: {backup.name})" if backup else ""
         if change.after is None:
-            target.unlink()
+            target.unlink(missing_ok=True)
             created.discard(str(change.path))
             lines.append(f"removed {change.path}{note}")
+            lines.extend(_remove_folders(target.parent, created))
             continue
         try:
             mode = stat.S_IMODE(target.stat().st_mode)
@@ -644,14 +885,43 @@ def apply_plan(result: Plan, paths: Paths) -> list[str]:
             # New files: a project's files are shared (committed); the user's are theirs alone.
             mode = 0o644 if result.scope == "project" else 0o600
             created.add(str(change.path))
+        missing = [d for d in (target.parent, *target.parent.parents) if not d.exists()]
         target.parent.mkdir(parents=True, exist_ok=True)
+        created.update(str(d) for d in missing)  # removed again when they empty
         atomic_write(target, change.after, mode=mode)
-        lines.append(f"{'wrote' if backup else 'created'} {change.path}{note}")
-    record = paths.home / CREATED_RECORD
+        lines.append(f"{'wrote' if existed else 'created'} {change.path}{note}")
     if created != _created(paths):
-        paths.ensure()
-        atomic_write(record, json.dumps({"created": sorted(created)}, indent=2) + "\n")
+        _save_created(paths, created)
     return lines
+
+
+def _remove_folders(folder: Path, created: set[str]) -> list[str]:
+    """Remove ``folder`` and the folders above it that install created, while they are empty."""
+    lines = []
+    for d in (folder, *folder.parents):
+        if str(d) not in created:
+            break
+        try:
+            d.rmdir()
+        except FileNotFoundError:
+            pass
+        except OSError:
+            break  # not empty: it holds something else now
+        created.discard(str(d))
+        lines.append(f"removed {d}{os.sep}")
+    return lines
+
+
+def _save_created(paths: Paths, created: set[str]) -> None:
+    """Rewrite the record's list of what install created, keeping its other keys."""
+    record = paths.home / CREATED_RECORD
+    try:
+        data = json.loads(record.read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        data = {}
+    data = {**(data if isinstance(data, dict) else {}), "created": sorted(created)}
+    paths.ensure()
+    atomic_write(record, json.dumps(data, indent=2) + "\n")
 
 
 # -- what is installed where (doctor) ------------------------------------------------------------
@@ -750,9 +1020,22 @@ def installed(cwd: Path | None = None) -> list[Finding]:
     state = "ok" if (set(CODEX_HOOK_EVENTS) <= events or by_notify) and mcp else "warn"
     if events and _codex_hooks_off(config):
         state, capture = "warn", capture + ", but hooks are turned off in config.toml"
-    out.append(
-        Finding("codex", state, f"{capture}, MCP {'yes' if mcp else 'no'} ({_tilde(config_file)})")
-    )
+    elif events:
+        total, untrusted, disabled = _untrusted(config, hooks_data or {}, hooks_file)
+        if untrusted:
+            state = "warn"
+            capture += f", but Codex has not trusted {untrusted} of {total} yet: {TRUST_HINT}"
+        elif disabled:
+            state = "warn"
+            capture += f", but {disabled} of {total} are turned off in Codex's /hooks"
+    found = f"{capture}, MCP {'yes' if mcp else 'no'} ({_tilde(config_file)})"
+    if mcp:
+        passed = servers["lexmem"].get("env_vars") if isinstance(servers, dict) else None
+        if not (isinstance(passed, list) and set(ENV_VARS) <= set(passed)):
+            state = "warn"
+            found += (", but its server does not get LEXMEM_HOME and lexmem's other variables "
+                      "from Codex (run `lexmem install codex` again)")  # fmt: skip
+    out.append(Finding("codex", state, found))
     return out
 
 

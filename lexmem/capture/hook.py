@@ -558,6 +558,12 @@ GENERIC_EVENT_TYPES = frozenset(
     {"prompt", "response", "tool_call", "tool_result", "session_start", "session_end", "probe"}
 )
 _GENERIC_ID_NAMESPACE = "5c1d0b3e-3f0e-4b5e-9a59-6c65786d656d"  # uuid5 namespace
+# Tools whose calls are the agent's own plumbing, not work: Claude Code waits for its MCP
+# servers (WaitForMcpServers) and loads deferred tools' schemas (ToolSearch).
+INTERNAL_TOOLS = frozenset({"WaitForMcpServers", "ToolSearch"})
+# lexmem's own MCP tools as the agents name them: Claude Code and Codex both say
+# ``mcp__<server>__<tool>``; the separators after the server's name vary between clients.
+_OWN_TOOL_PREFIXES = ("mcp__lexmem__", "lexmem__", "lexmem.", "lexmem/")
 
 
 def events_from_hook(
@@ -573,6 +579,8 @@ def events_from_hook(
     name = payload.get("hook_event_name")
     event_type = CLAUDE_EVENTS.get(name) if isinstance(name, str) else None
     if event_type is None:
+        return []
+    if event_type in ("tool_call", "tool_result") and _not_work(payload.get("tool_name")):
         return []
     session = r.ident("session_id", payload.get("session_id")) or f"{agent}-unknown"
     cwd = r.ident("cwd", payload.get("cwd"))
@@ -642,6 +650,15 @@ def events_from_hook(
             speaker=speaker,
         )
     ]
+
+
+def _not_work(tool: Any) -> bool:
+    """A tool call that is not the person's work: lexmem's own MCP tools (recording a
+    search of the memory as a memory would feed it its own output) and the agent's
+    internal plumbing (:data:`INTERNAL_TOOLS`)."""
+    if not isinstance(tool, str):
+        return False
+    return tool in INTERNAL_TOOLS or tool.lower().startswith(_OWN_TOOL_PREFIXES)
 
 
 def _speaker(event_type: str, agent: str, user: str | None, r: _Redactor) -> str | None:

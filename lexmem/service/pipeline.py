@@ -233,6 +233,7 @@ class CapturePipeline:
             event["_seq"] = f"{path.name}"
             fresh.append(event)
         report.events += len(fresh)
+        fresh, unseen_ends = self._unseen_ends(fresh)
         self._audit_dropped(fresh)
         if any(_needs_model(e) for e in fresh):
             # A missing or broken model stops the batch here, before anything is written:
@@ -249,11 +250,16 @@ class CapturePipeline:
         # Sessions count events: saved after the steps that can fail, so a retry counts once.
         touched = self._sessions(fresh)
         for _, event in parsed:
-            if event["event_id"] in seen and event["event_type"] in WINDOWED:
-                # Taken in before a crash: its window may not have been extracted yet.
+            # Taken in before a crash: its window may not have been extracted yet (a
+            # session end of a session never seen has none).
+            if (
+                event["event_id"] in seen
+                and event["event_type"] in WINDOWED
+                and self.journal.session(event["session_id"]) is not None
+            ):
                 touched.setdefault(event["session_id"], set()).add(event["event_type"])
         buffered = [e for e in fresh if e["event_type"] in WINDOWED]
-        self.journal.take_in([*fresh, *gated], buffered)
+        self.journal.take_in([*fresh, *gated, *unseen_ends], buffered)
         for path, _ in parsed:
             self.inbox.remove(path)
         for session_id, types in touched.items():
@@ -266,6 +272,28 @@ class CapturePipeline:
         elif report.saved or report.reinforced:
             self.digests.mark(e.get("project") for e in fresh)
         return report
+
+    def _unseen_ends(self, events: list[InboxEvent]) -> tuple[list[InboxEvent], list[InboxEvent]]:
+        """(the events to handle, the session ends to only mark processed): a session end
+        for a session lexmem never saw -- no session row, nothing else of it in this batch --
+        ends nothing. Claude Code fires SessionEnd alone for a command that starts no
+        session (``claude mcp list``); it would otherwise leave a completed empty session."""
+        others = {e["session_id"] for e in events if e["event_type"] != "session_end"}
+        ends = [
+            e for e in events if e["event_type"] == "session_end" and e["session_id"] not in others
+        ]
+        unseen = {e["session_id"] for e in ends if self.journal.session(e["session_id"]) is None}
+        if not unseen:
+            return events, []
+        log.info("[MEM:CAPTURE] Skipped %d session ends of sessions never seen", len(unseen))
+        return (
+            [
+                e
+                for e in events
+                if e["event_type"] != "session_end" or e["session_id"] not in unseen
+            ],
+            [e for e in events if e["event_type"] == "session_end" and e["session_id"] in unseen],
+        )
 
     # -- opt-out, asked again at drain time ------------------------------------------
 
