@@ -205,9 +205,15 @@ class Sandbox:
 
     def _stop_service(self) -> None:
         pid_file = self.lexmem_home / "service.lock"  # holds the pid of the service
-        try:
-            pid = int(pid_file.read_text().split()[0])
-        except (OSError, ValueError, IndexError):
+        # A service the last session's hook is still starting writes its pid in a moment.
+        pid = None
+        for _ in range(30):
+            try:
+                pid = int(pid_file.read_text().split()[0])
+                break
+            except (OSError, ValueError, IndexError):
+                time.sleep(0.1)
+        if pid is None:
             return
         try:
             os.kill(pid, signal.SIGTERM)
