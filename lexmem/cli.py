@@ -1122,6 +1122,7 @@ def serve(c: Ctx, once: bool) -> None:
     with _as_service(c, "") as service:
         stop = threading.Event()
         service.readers = reader_handlers(service.lm)
+        service.readers_warm = reader_warmup(service.lm)
 
         def on_signal(*_: object) -> None:
             stop.set()
@@ -1686,3 +1687,16 @@ def reader_handlers(lm: Any) -> dict[str, Any]:
         serve_connection(lm, request, conn, stream, lock=shared)
 
     return {"cli": cli_read, "mcp": mcp_session}
+
+
+def reader_warmup(lm: Any) -> Callable[[], None]:
+    """What the service does once its reader socket is up: record its answers to an
+    MCP agent's opening requests for the relay (which also loads the MCP SDK now rather
+    than in the first session)."""
+
+    def warm() -> None:
+        from lexmem.agents.mcp_server import record_manifest
+
+        record_manifest(lm)
+
+    return warm

@@ -27,7 +27,7 @@ from faultkit import environment, lexmem_command
 
 from lexmem import wire
 from lexmem.config import Paths
-from lexmem.locks import service_running
+from lexmem.locks import FileLock, service_running
 from lexmem.service.readers import ReaderServer
 from lexmem.service.registry import services
 
@@ -347,11 +347,42 @@ def test_mcp_starts_a_service_when_none_runs(seeded: Path) -> None:
         assert (seeded / "reader.sock").exists()
     finally:
         client.close()
-    started = [s for s in services() if s.home == seeded]
-    assert started, "the relay's service is not listed"
-    for s in started:
-        os.kill(s.pid, 15)
-    wait_for(lambda: not service_running(Paths(seeded)), "the service to stop")
+    assert [s for s in services() if s.home == seeded], "the relay's service is not listed"
+    stop_services_of(seeded)
+
+
+def stop_services_of(home: Path) -> None:
+    for s in services():
+        if s.home == home:
+            os.kill(s.pid, 15)
+    wait_for(lambda: not service_running(Paths(home)), "the service to stop")
+
+
+def test_mcp_answers_the_opening_while_the_service_starts(seeded: Path) -> None:
+    with serving(seeded):
+        wait_for(lambda: (seeded / "mcp-manifest.json").exists(), "the recorded answers")
+        warm = McpClient(seeded)
+        warm_init = warm.initialize()
+        warm_tools = warm.request("tools/list")
+        assert warm.close() == 0
+    assert stat.S_IMODE(os.stat(seeded / "mcp-manifest.json").st_mode) == 0o600
+    # A service that is starting: its lock is held, its socket not up yet.
+    lock = FileLock(Paths(seeded).service_lock, timeout=0)
+    lock.acquire()
+    client = McpClient(seeded)
+    try:
+        assert client.initialize() == warm_init
+        assert client.request("tools/list") == warm_tools
+        assert not (seeded / "reader.sock").exists()
+    finally:
+        lock.release()
+    try:
+        # the relay starts the service, replays the opening to it, and the session goes on
+        assert any("PostgreSQL" in h for h in client.search("database"))
+        assert client.request("tools/list") == warm_tools
+    finally:
+        assert client.close() == 0
+        stop_services_of(seeded)
 
 
 def test_mcp_without_a_data_folder_serves_in_process_and_creates_nothing(tmp_path: Path) -> None:

@@ -820,3 +820,64 @@ def serve_connection(
         tools.close()
         with contextlib.suppress(OSError, ValueError):
             writer.close()
+
+
+# -- the relay's manifest ------------------------------------------------------------------
+#
+# While a service starts (seconds: the store, the SDK), the relay answers an agent's
+# opening requests itself, from what this service answered to the same requests: so an
+# agent that waits only briefly for its MCP servers still sees lexmem's tools. The rest
+# of the session then runs in the service, which gets the agent's own ``initialize``.
+
+# The opening requests answered from the manifest, and the protocol versions recorded.
+MANIFEST_METHODS = ("initialize", "tools/list")
+MANIFEST_VERSIONS = ("2024-11-05", "2025-03-26", "2025-06-18", "2025-11-25", "2026-07-28")
+
+
+def manifest_path(paths: Paths) -> Path:
+    from lexmem.agents.relay import MANIFEST
+
+    return paths.home / MANIFEST
+
+
+def record_manifest(core: Lexmem) -> Path:
+    """Hold a session with this service per protocol version (over a socket pair, as a
+    relay would) and keep its answers to the opening requests for the relay."""
+    import json
+
+    from lexmem.base import atomic_write
+    from lexmem.config import FILE_MODE
+
+    sessions: dict[str, dict[str, Any]] = {}
+    for version in MANIFEST_VERSIONS:
+        mine, theirs = socket.socketpair()
+        with theirs.makefile("rb") as their_stream:
+            worker = threading.Thread(
+                target=serve_connection, args=(core, {}, theirs, their_stream), daemon=True
+            )
+            worker.start()
+            answers: dict[str, Any] = {}
+            with mine, mine.makefile("rb") as stream:
+                stream.readline()  # {"ok": true}
+                for n, method in enumerate(MANIFEST_METHODS, 1):
+                    params: dict[str, Any] = {}
+                    if method == "initialize":
+                        params = {"protocolVersion": version, "capabilities": {},
+                                  "clientInfo": {"name": "lexmem-relay", "version": __version__}}  # fmt: skip
+                    message = {"jsonrpc": "2.0", "id": n, "method": method, "params": params}
+                    mine.sendall(json.dumps(message).encode() + b"\n")
+                    reply = json.loads(stream.readline())
+                    if "result" not in reply:
+                        break
+                    answers[method] = reply["result"]
+                    if method == "initialize":
+                        note = {"jsonrpc": "2.0", "method": "notifications/initialized"}
+                        mine.sendall(json.dumps(note).encode() + b"\n")
+                mine.shutdown(socket.SHUT_WR)
+            worker.join(timeout=10)
+        if len(answers) == len(MANIFEST_METHODS):
+            sessions[version] = answers
+    target = manifest_path(core.paths)
+    text = json.dumps({"lexmem": __version__, "sessions": sessions}, ensure_ascii=False)
+    atomic_write(target, text + "\n", mode=FILE_MODE, durable=False)
+    return target

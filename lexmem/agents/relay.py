@@ -18,7 +18,9 @@ in pyproject.toml says so).
 from __future__ import annotations
 
 import contextlib
+import json
 import os
+import select
 import socket
 import threading
 import time
@@ -29,6 +31,8 @@ from lexmem.locks import service_running
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
+    from typing import Any
+
     from lexmem.config import Paths
 
 __all__ = ["START_WAIT_S", "relay"]
@@ -37,7 +41,20 @@ __all__ = ["START_WAIT_S", "relay"]
 # the model) before it gives up and the caller serves in-process.
 START_WAIT_S = 60.0
 # A running service with no socket after this long is a lexmem too old to listen.
-NO_SOCKET_S = 5.0
+NO_SOCKET_S = 15.0
+# A service the relay started that has not taken its lock after this long failed.
+NOT_STARTING_S = 30.0
+# The service's answers to an agent's opening requests (lexmem.agents.mcp_server).
+MANIFEST = "mcp-manifest.json"
+
+
+def select_works(fd: int) -> bool:
+    """Whether ``select`` can wait on ``fd`` (not on Windows, where this never runs)."""
+    try:
+        select.select([fd], [], [], 0)
+    except (OSError, ValueError):
+        return False
+    return True
 
 
 def _session(paths: Paths, cwd: str) -> socket.socket | None:
@@ -67,15 +84,10 @@ def _session(paths: Paths, cwd: str) -> socket.socket | None:
 
 
 def _wait_for_service(paths: Paths, cwd: str, wait: float) -> socket.socket | None:
-    started = False
-    if not service_running(paths):
-        try:
-            start_service(paths)
-        except OSError:
-            return None
-        started = True
+    """A session with the service, starting one if none runs (again if it stopped)."""
     begun = time.monotonic()
-    lock_seen = begun if service_running(paths) else None
+    started: float | None = None
+    lock_seen: float | None = None
     while time.monotonic() - begun < wait:
         sock = _session(paths, cwd)
         if sock is not None:
@@ -83,12 +95,153 @@ def _wait_for_service(paths: Paths, cwd: str, wait: float) -> socket.socket | No
         now = time.monotonic()
         if service_running(paths):
             lock_seen = lock_seen or now
-            if not started and now - lock_seen > NO_SOCKET_S:
-                return None  # a service that does not listen
-        elif started and now - begun > NO_SOCKET_S:
-            return None  # the service we started is not coming up
+            if started is None and now - lock_seen > NO_SOCKET_S:
+                return None  # a service that does not listen (a lexmem too old)
+        else:
+            lock_seen = None
+            if started is not None and now - started > NOT_STARTING_S:
+                return None  # the service we started is not coming up
+            if started is None:
+                try:
+                    start_service(paths)
+                except OSError:
+                    return None
+                started = now
         time.sleep(0.02)
     return None
+
+
+class _Opening:
+    """The agent's opening requests, answered from the service's manifest while the
+    service starts; what cannot be answered yet waits for it."""
+
+    def __init__(self, manifest: dict[str, Any], stdout_fd: int) -> None:
+        self.sessions = manifest.get("sessions") or {}
+        self.stdout_fd = stdout_fd
+        self.answers: dict[str, Any] | None = None
+        self.initialize: dict[str, Any] | None = None  # the agent's, replayed to the service
+        self.initialized: bytes | None = None
+        self.waiting: list[bytes] = []  # lines for the service, in order
+        self.rest = b""  # a partial line
+
+    def feed(self, data: bytes) -> None:
+        lines = (self.rest + data).split(b"\n")
+        self.rest = lines.pop()
+        for line in lines:
+            if line.strip():
+                self._line(line + b"\n")
+
+    def _line(self, line: bytes) -> None:
+        try:
+            message = json.loads(line)
+        except ValueError:
+            message = None
+        if not isinstance(message, dict) or self.waiting:
+            self.waiting.append(line)  # in order: after anything already waiting
+            return
+        method, ident = message.get("method"), message.get("id")
+        if method == "initialize" and ident is not None and self.initialize is None:
+            params = message.get("params") or {}
+            answers = self.sessions.get(str(params.get("protocolVersion")))
+            if isinstance(answers, dict):
+                self.initialize, self.answers = message, answers
+                self._answer(ident, answers["initialize"])
+                return
+        elif method == "notifications/initialized" and self.answers is not None:
+            self.initialized = line
+            return
+        elif (
+            self.answers is not None
+            and method == "tools/list"
+            and ident is not None
+            and not (message.get("params") or {}).get("cursor")
+        ):
+            self._answer(ident, self.answers["tools/list"])
+            return
+        elif self.answers is not None and method == "ping" and ident is not None:
+            self._answer(ident, {})
+            return
+        self.waiting.append(line)
+
+    def _answer(self, ident: Any, result: Any) -> None:
+        reply = json.dumps({"jsonrpc": "2.0", "id": ident, "result": result}).encode()
+        _write_all(self.stdout_fd, reply + b"\n")
+
+    def hand_over(self, sock: socket.socket) -> None:
+        """Replay the agent's opening to the service, keep its reply to the initialize
+        (the agent has had one), then send on what waited."""
+        if self.initialize is not None:
+            replay = dict(self.initialize, id="lexmem-relay-initialize")
+            sock.sendall(json.dumps(replay).encode() + b"\n")
+            line = b""
+            while not line.endswith(b"\n"):
+                chunk = sock.recv(1)
+                if not chunk:
+                    raise OSError("the service closed the session")
+                line += chunk
+            sock.sendall(
+                self.initialized or b'{"jsonrpc":"2.0","method":"notifications/initialized"}\n'
+            )
+        for line in self.waiting:
+            sock.sendall(line)
+        if self.rest:
+            sock.sendall(self.rest)
+
+
+def _opening(
+    paths: Paths, where: str, manifest: dict[str, Any], stdin_fd: int, stdout_fd: int,
+    wait: float,
+) -> socket.socket | None:  # fmt: skip
+    """Wait for the service while answering the agent's opening from ``manifest``."""
+    found: list[socket.socket | None] = []
+    ready = threading.Event()
+
+    def connect() -> None:
+        found.append(_wait_for_service(paths, where, wait))
+        ready.set()
+
+    threading.Thread(target=connect, daemon=True).start()
+    opening = _Opening(manifest, stdout_fd)
+    while not ready.is_set():
+        readable, _, _ = select.select([stdin_fd], [], [], 0.02)
+        if readable:
+            data = os.read(stdin_fd, 65536)
+            if not data:  # the agent left before the service came
+                ready.wait(wait)
+                for sock in found:
+                    if sock is not None:
+                        sock.close()
+                return None
+            opening.feed(data)
+    sock = found[0]
+    if sock is None:
+        return None
+    try:
+        opening.hand_over(sock)
+    except OSError:
+        sock.close()
+        return None
+    return sock
+
+
+def _manifest(paths: Paths) -> dict[str, Any] | None:
+    """The service's recorded answers, if a service of this very lexmem wrote them."""
+    from lexmem import __version__
+
+    try:
+        with open(paths.home / MANIFEST, encoding="utf-8") as f:
+            data = json.load(f)
+    except (OSError, ValueError):
+        return None
+    if not isinstance(data, dict) or data.get("lexmem") != __version__:
+        return None
+    return data if isinstance(data.get("sessions"), dict) else None
+
+
+def _write_all(fd: int, data: bytes) -> None:
+    view = memoryview(data)
+    while view:
+        view = view[os.write(fd, view) :]
 
 
 def _pump_in(sock: socket.socket, stdin_fd: int) -> None:
@@ -114,7 +267,15 @@ def relay(
     if not wire.available() or not paths.store.is_dir():
         return None  # no socket here, or no data folder yet: a reader never creates one
     where = cwd or os.getcwd()
-    sock = _session(paths, where) or _wait_for_service(paths, where, wait)
+    sock = _session(paths, where)
+    if sock is None:
+        manifest = _manifest(paths) if select_works(stdin_fd) else None
+        if manifest is None:
+            sock = _wait_for_service(paths, where, wait)
+        else:  # the agent hears lexmem's tools now, not after the service's start
+            sock = _opening(paths, where, manifest, stdin_fd, stdout_fd, wait)
+            if sock is None:
+                return 1  # the session was half answered: no going back to in-process
     if sock is None:
         return None
     feeder = threading.Thread(target=_pump_in, args=(sock, stdin_fd), daemon=True)
@@ -124,9 +285,7 @@ def relay(
             data = sock.recv(65536)
             if not data:
                 break
-            view = memoryview(data)
-            while view:
-                view = view[os.write(stdout_fd, view) :]
+            _write_all(stdout_fd, data)
     except OSError:
         pass
     finally:

@@ -38,9 +38,15 @@ Handler = Callable[[Request, socket.socket, BinaryIO], None]
 class ReaderServer:
     """The Unix-domain socket of one data folder, served on background threads."""
 
-    def __init__(self, paths: Paths, handlers: Mapping[str, Handler]) -> None:
+    def __init__(
+        self, paths: Paths, handlers: Mapping[str, Handler], *,
+        warm: Callable[[], None] | None = None,
+    ) -> None:  # fmt: skip
+        """``warm``: run once on a thread of its own when the socket is up (what makes
+        the first reader's answer quick: imports, recorded answers)."""
         self.paths = paths
         self.handlers = dict(handlers)
+        self.warm = warm
         self.path = wire.socket_path(paths)
         self._listener: socket.socket | None = None
         self._thread: threading.Thread | None = None
@@ -73,7 +79,16 @@ class ReaderServer:
         self._thread = threading.Thread(target=self._serve, name="lexmem-readers", daemon=True)
         self._thread.start()
         log.info("[MEM:READERS] listening on %s", self.path)
+        if self.warm is not None:
+            threading.Thread(target=self._warm, name="lexmem-readers-warm", daemon=True).start()
         return True
+
+    def _warm(self) -> None:
+        assert self.warm is not None
+        try:
+            self.warm()
+        except Exception:
+            log.exception("[MEM:READERS] warming up failed (readers are answered all the same)")
 
     def stop(self) -> None:
         """Stop listening, remove the socket, and end the connections still open."""

@@ -206,6 +206,7 @@ class CaptureService(CapturePipeline):
         # What the reader socket answers while the loop runs, by request kind (the
         # entry point that runs the service provides them: the CLI's reads, MCP).
         self.readers: Mapping[str, Handler] | None = None
+        self.readers_warm: Callable[[], None] | None = None
         self.reader_server: ReaderServer | None = None
 
     @classmethod
@@ -590,7 +591,7 @@ class CaptureService(CapturePipeline):
         observer = self._watch()
         record = register(self.lm.paths.home)
         if self.readers:
-            self.reader_server = ReaderServer(self.lm.paths, self.readers)
+            self.reader_server = ReaderServer(self.lm.paths, self.readers, warm=self.readers_warm)
             self.reader_server.start()
         folder_checked = time.monotonic()
         notes: MarkdownWatcher | None = None
