@@ -395,6 +395,7 @@ class MemoryStore:
         self._tables: dict[str, Any] = {}
         # Reader threads open tables while a writer iterates them: guard the dict itself.
         self._tables_lock = threading.Lock()
+        self._project_names: tuple[int, tuple[str, ...]] | None = None
         self._meta: dict[str, Any] = {}
         self._index_cache: dict[tuple[str, Any], bool] = {}
         self.on_commit: list[Callable[[], None]] = []
@@ -1537,8 +1538,16 @@ class MemoryStore:
         return ids
 
     def project_names(self) -> list[str]:
+        # Asked before every agent's search (which projects are opted out): a scan of the
+        # whole table, kept until the table's next version.
+        version = self.table().version
+        cached = self._project_names
+        if cached is not None and cached[0] == version:
+            return list(cached[1])
         table = self.scan_arrow("project IS NOT NULL", ["project"])
-        return sorted({str(p) for p in table.column("project").to_pylist() if p})
+        names = sorted({str(p) for p in table.column("project").to_pylist() if p})
+        self._project_names = (version, tuple(names))
+        return names
 
     def recent_fingerprint(self, fingerprint: str, since: datetime) -> str | None:
         where = (
