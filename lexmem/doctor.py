@@ -167,8 +167,27 @@ def run_checks(home: str | None = None, *, fix: bool = False, repair: bool = Fal
             Check("store", "fail", f"cannot open the store ({type(exc).__name__}: {exc})")
         )
     checks.append(_check_keyring())
+    checks.append(_check_services())
     checks.extend(_check_integrations(paths, embedder))
     return checks
+
+
+def _check_services() -> Check:
+    """The lexmem services of this user, and any whose data folder was deleted."""
+    from lexmem.service.registry import services
+
+    running = services()
+    orphans = [s for s in running if not s.folder_exists]
+    if orphans:
+        listed = "; ".join(f"pid {s.pid} for {s.home}" for s in orphans)
+        pids = " ".join(str(s.pid) for s in orphans)
+        return Check("services", "warn",
+                     f"{len(orphans)} running for a data folder that is gone ({listed}): "
+                     f"`kill {pids}`")  # fmt: skip
+    if not running:
+        return Check("services", "ok", "no lexmem service running")
+    return Check("services", "ok",
+                 "; ".join(f"pid {s.pid} for {s.home}" for s in running))  # fmt: skip
 
 
 def _check_integrations(paths: Paths, embedder: Any) -> list[Check]:

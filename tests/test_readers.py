@@ -410,3 +410,34 @@ def test_a_service_whose_data_folder_is_deleted_stops(seeded: Path) -> None:
         assert proc.stderr is not None
         assert "is gone; the service stopped" in proc.stderr.read().decode()
     assert all(s.pid != proc.pid for s in services())
+
+
+def test_doctor_lists_a_service_whose_data_folder_is_gone(tmp_path: Path) -> None:
+    from lexmem.doctor import run_checks
+    from lexmem.service.registry import register
+
+    gone = tmp_path / "deleted"
+    # What an older lexmem left: a `lexmem serve` that never stops, its folder deleted.
+    old = subprocess.Popen(
+        [sys.executable, "-c", "import time; time.sleep(120)", "lexmem", "serve"],
+        env=environment(gone), stdin=subprocess.DEVNULL,
+    )  # fmt: skip
+    # And a record of a service that was killed: pruned, not listed.
+    dead = subprocess.Popen([sys.executable, "-c", "pass"])
+    dead.wait()
+    record = register(tmp_path / "elsewhere")  # this process, as a service
+    assert record is not None
+    stale = record.with_name(f"{dead.pid}.json")
+    stale.write_text(json.dumps({"pid": dead.pid, "home": str(tmp_path / "elsewhere")}))
+    record.unlink()
+    try:
+        wait_for(lambda: any(s.pid == old.pid for s in services()), "the old service to show")
+        checks = {c.name: c for c in run_checks(str(tmp_path / "lexmem"))}
+        assert checks["services"].state == "warn"
+        assert f"pid {old.pid} for {gone}" in checks["services"].detail
+        assert f"`kill {old.pid}`" in checks["services"].detail
+        assert not stale.exists()
+        assert all(s.pid != dead.pid for s in services())
+    finally:
+        old.kill()
+        old.wait()
