@@ -1159,7 +1159,11 @@ def ingest(c: Ctx, as_json: bool) -> None:
 @cli.command()
 @pass_ctx
 def mcp(c: Ctx) -> None:
-    """Serve lexmem to an agent over MCP (stdio): search, save, correct and forget memories."""
+    """Serve lexmem to an agent over MCP (stdio): search, save, correct and forget memories.
+
+    The ``lexmem`` console script relays the session to the running service instead
+    (starting one if none runs); this command serves it in this process.
+    """
     from lexmem.agents.mcp_server import run_stdio
 
     run_stdio(c.home)
