@@ -1409,12 +1409,27 @@ def _integrate(c: Ctx, action: str, agent: str, scope: str, dry_run: bool) -> No
     else:
         for line in apply_plan(result, paths):
             click.echo(line)
+        if action == "install":
+            _record_mcp_manifest(paths)
     for note in result.notes:
         click.echo(f"note: {note}")
     if not result.changes:
         click.echo(f"nothing to change: lexmem is already {action}ed for {agent} ({scope})")
     elif dry_run:
         click.echo(f"dry run: {len(result.changes)} files would change; nothing was written")
+
+
+def _record_mcp_manifest(paths: Any) -> None:
+    """What the MCP relay answers an agent's opening with while a service starts (every
+    service records it again): so the first session after an install sees lexmem's tools
+    at once. A courtesy: the install stands without it."""
+    from lexmem.agents.mcp_server import record_manifest
+
+    try:
+        paths.ensure()
+        record_manifest(paths)
+    except Exception as exc:  # noqa: BLE001 - said, never fatal to the install
+        click.echo(f"note: lexmem mcp's opening answers were not recorded ({exc})", err=True)
 
 
 def _desktop(c: Ctx, action: str, scope: str, dry_run: bool, paths: Any) -> None:
@@ -1701,6 +1716,6 @@ def reader_warmup(lm: Any) -> Callable[[], None]:
     def warm() -> None:
         from lexmem.agents.mcp_server import record_manifest
 
-        record_manifest(lm)
+        record_manifest(lm.paths, lm)
 
     return warm

@@ -441,3 +441,13 @@ def test_doctor_lists_a_service_whose_data_folder_is_gone(tmp_path: Path) -> Non
     finally:
         old.kill()
         old.wait()
+
+
+def test_install_records_the_answers_for_the_first_session(tmp_path: Path) -> None:
+    home = tmp_path / "lexmem"
+    lexmem(home, "install", "claude")
+    manifest = json.loads((home / "mcp-manifest.json").read_text())
+    opening = manifest["sessions"]["2025-06-18"]
+    assert opening["initialize"]["serverInfo"]["name"] == "lexmem"
+    assert "search_memory" in [t["name"] for t in opening["tools/list"]["tools"]]
+    assert stat.S_IMODE(os.stat(home / "mcp-manifest.json").st_mode) == 0o600

@@ -790,8 +790,8 @@ def run_stdio(home: str | None = None) -> None:
 
 
 def serve_connection(
-    core: Lexmem, request: dict[str, Any], conn: socket.socket, stream: BinaryIO,
-    *, lock: threading.RLock | None = None,
+    core: Lexmem | None, request: dict[str, Any], conn: socket.socket, stream: BinaryIO,
+    *, lock: threading.RLock | None = None, home: Path | None = None,
 ) -> None:  # fmt: skip
     """Serve one MCP session on a reader-socket connection, with the service's warm core.
 
@@ -804,7 +804,9 @@ def serve_connection(
     from lexmem import wire
 
     cwd = request.get("cwd")
-    tools = MemoryTools(cwd=cwd if isinstance(cwd, str) and cwd else None, core=core, lock=lock)
+    tools = MemoryTools(
+        home, cwd=cwd if isinstance(cwd, str) and cwd else None, core=core, lock=lock
+    )
     server = build_server(tools)
     wire.send_json(conn, {"ok": True})
     reader = io.TextIOWrapper(stream, encoding="utf-8", errors="replace", newline="\n")
@@ -830,7 +832,9 @@ def serve_connection(
 # of the session then runs in the service, which gets the agent's own ``initialize``.
 
 # The opening requests answered from the manifest, and the protocol versions recorded.
-MANIFEST_METHODS = ("initialize", "tools/list")
+MANIFEST_METHODS = (
+    "initialize", "tools/list", "resources/list", "resources/templates/list", "prompts/list",
+)  # fmt: skip
 MANIFEST_VERSIONS = ("2024-11-05", "2025-03-26", "2025-06-18", "2025-11-25", "2026-07-28")
 
 
@@ -840,9 +844,10 @@ def manifest_path(paths: Paths) -> Path:
     return paths.home / MANIFEST
 
 
-def record_manifest(core: Lexmem) -> Path:
-    """Hold a session with this service per protocol version (over a socket pair, as a
-    relay would) and keep its answers to the opening requests for the relay."""
+def record_manifest(paths: Paths, core: Lexmem | None = None) -> Path:
+    """Hold a session per protocol version (over a socket pair, as a relay would) and
+    keep its answers to the opening requests for the relay. The opening opens no store:
+    ``core`` (the service's) only serves what it would serve anyway."""
     import json
 
     from lexmem.base import atomic_write
@@ -853,8 +858,9 @@ def record_manifest(core: Lexmem) -> Path:
         mine, theirs = socket.socketpair()
         with theirs.makefile("rb") as their_stream:
             worker = threading.Thread(
-                target=serve_connection, args=(core, {}, theirs, their_stream), daemon=True
-            )
+                target=serve_connection, args=(core, {}, theirs, their_stream),
+                kwargs={"home": paths.home}, daemon=True,
+            )  # fmt: skip
             worker.start()
             answers: dict[str, Any] = {}
             with mine, mine.makefile("rb") as stream:
@@ -868,16 +874,16 @@ def record_manifest(core: Lexmem) -> Path:
                     mine.sendall(json.dumps(message).encode() + b"\n")
                     reply = json.loads(stream.readline())
                     if "result" not in reply:
-                        break
+                        continue  # not served: the relay leaves it to the service
                     answers[method] = reply["result"]
                     if method == "initialize":
                         note = {"jsonrpc": "2.0", "method": "notifications/initialized"}
                         mine.sendall(json.dumps(note).encode() + b"\n")
                 mine.shutdown(socket.SHUT_WR)
             worker.join(timeout=10)
-        if len(answers) == len(MANIFEST_METHODS):
+        if "initialize" in answers and "tools/list" in answers:
             sessions[version] = answers
-    target = manifest_path(core.paths)
+    target = manifest_path(paths)
     text = json.dumps({"lexmem": __version__, "sessions": sessions}, ensure_ascii=False)
     atomic_write(target, text + "\n", mode=FILE_MODE, durable=False)
     return target

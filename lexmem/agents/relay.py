@@ -136,31 +136,29 @@ class _Opening:
             message = json.loads(line)
         except ValueError:
             message = None
-        if not isinstance(message, dict) or self.waiting:
-            self.waiting.append(line)  # in order: after anything already waiting
+        if not isinstance(message, dict):
+            self.waiting.append(line)
             return
         method, ident = message.get("method"), message.get("id")
+        params = message.get("params") or {}
         if method == "initialize" and ident is not None and self.initialize is None:
-            params = message.get("params") or {}
             answers = self.sessions.get(str(params.get("protocolVersion")))
-            if isinstance(answers, dict):
+            if isinstance(answers, dict) and not self.waiting:
                 self.initialize, self.answers = message, answers
                 self._answer(ident, answers["initialize"])
                 return
-        elif method == "notifications/initialized" and self.answers is not None:
-            self.initialized = line
-            return
-        elif (
-            self.answers is not None
-            and method == "tools/list"
-            and ident is not None
-            and not (message.get("params") or {}).get("cursor")
-        ):
-            self._answer(ident, self.answers["tools/list"])
-            return
-        elif self.answers is not None and method == "ping" and ident is not None:
-            self._answer(ident, {})
-            return
+        elif self.answers is not None and method == "notifications/initialized":
+            if not self.waiting:
+                self.initialized = line
+                return
+        elif self.answers is not None and ident is not None and not params.get("cursor"):
+            # A listing does not depend on what else waits: answered now, in any order.
+            if method in self.answers and method != "initialize":
+                self._answer(ident, self.answers[method])
+                return
+            if method == "ping":
+                self._answer(ident, {})
+                return
         self.waiting.append(line)
 
     def _answer(self, ident: Any, result: Any) -> None:
@@ -264,7 +262,7 @@ def relay(
     wait: float = START_WAIT_S,
 ) -> int | None:  # fmt: skip
     """Relay one MCP session; its exit code, or ``None`` when the caller must serve it."""
-    if not wire.available() or not paths.store.is_dir():
+    if not wire.available() or not paths.home.is_dir():
         return None  # no socket here, or no data folder yet: a reader never creates one
     where = cwd or os.getcwd()
     sock = _session(paths, where)
