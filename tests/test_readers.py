@@ -451,3 +451,28 @@ def test_install_records_the_answers_for_the_first_session(tmp_path: Path) -> No
     assert opening["initialize"]["serverInfo"]["name"] == "lexmem"
     assert "search_memory" in [t["name"] for t in opening["tools/list"]["tools"]]
     assert stat.S_IMODE(os.stat(home / "mcp-manifest.json").st_mode) == 0o600
+
+
+def test_mcp_requests_piped_in_at_once_end_cleanly(seeded: Path) -> None:
+    """A script that writes its requests and closes stdin at once gets the opening's
+    answer and a clean exit, as from the in-process server (whose SDK, like the service's,
+    ends the session at the end of its input, dropping calls still running)."""
+    lexmem(seeded, "install", "claude")  # records the opening answers
+    messages = [
+        {"jsonrpc": "2.0", "id": 1, "method": "initialize",
+         "params": {"protocolVersion": "2025-06-18", "capabilities": {},
+                    "clientInfo": {"name": "pipe", "version": "1"}}},
+        {"jsonrpc": "2.0", "method": "notifications/initialized"},
+        {"jsonrpc": "2.0", "id": 2, "method": "tools/call",
+         "params": {"name": "search_memory", "arguments": {"query": "database"}}},
+    ]  # fmt: skip
+    stdin = "".join(json.dumps(m) + "\n" for m in messages)
+    try:
+        result = subprocess.run([*lexmem_command(), "mcp"], input=stdin, env=environment(seeded),
+                                capture_output=True, text=True, timeout=120, check=False)  # fmt: skip
+        replies = {r["id"]: r for r in map(json.loads, result.stdout.splitlines())}
+        assert result.returncode == 0, result.stderr
+        assert replies[1]["result"]["serverInfo"]["name"] == "lexmem"
+        assert set(replies) <= {1, 2}
+    finally:
+        stop_services_of(seeded)

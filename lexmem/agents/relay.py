@@ -189,37 +189,39 @@ class _Opening:
 def _opening(
     paths: Paths, where: str, manifest: dict[str, Any], stdin_fd: int, stdout_fd: int,
     wait: float,
-) -> socket.socket | None:  # fmt: skip
-    """Wait for the service while answering the agent's opening from ``manifest``."""
+) -> tuple[socket.socket | None, bool]:  # fmt: skip
+    """Wait for the service while answering the agent's opening from ``manifest``: the
+    session handed over to the service, and whether the agent's stdin is still open."""
     found: list[socket.socket | None] = []
     ready = threading.Event()
 
     def connect() -> None:
-        found.append(_wait_for_service(paths, where, wait))
+        found.append(_session(paths, where) or _wait_for_service(paths, where, wait))
         ready.set()
 
     threading.Thread(target=connect, daemon=True).start()
     opening = _Opening(manifest, stdout_fd)
+    stdin_open = True
     while not ready.is_set():
         readable, _, _ = select.select([stdin_fd], [], [], 0.02)
         if readable:
             data = os.read(stdin_fd, 65536)
-            if not data:  # the agent left before the service came
+            if not data:  # the agent said all it will say; it may still wait for answers
+                stdin_open = False
                 ready.wait(wait)
-                for sock in found:
-                    if sock is not None:
-                        sock.close()
-                return None
+                break
             opening.feed(data)
-    sock = found[0]
+    sock = found[0] if found else None
     if sock is None:
-        return None
+        return None, stdin_open
     try:
         opening.hand_over(sock)
+        if not stdin_open:
+            sock.shutdown(socket.SHUT_WR)
     except OSError:
         sock.close()
-        return None
-    return sock
+        return None, stdin_open
+    return sock, stdin_open
 
 
 def _manifest(paths: Paths) -> dict[str, Any] | None:
@@ -265,19 +267,19 @@ def relay(
     if not wire.available() or not paths.home.is_dir():
         return None  # no socket here, or no data folder yet: a reader never creates one
     where = cwd or os.getcwd()
-    sock = _session(paths, where)
-    if sock is None:
-        manifest = _manifest(paths) if select_works(stdin_fd) else None
-        if manifest is None:
-            sock = _wait_for_service(paths, where, wait)
-        else:  # the agent hears lexmem's tools now, not after the service's start
-            sock = _opening(paths, where, manifest, stdin_fd, stdout_fd, wait)
-            if sock is None:
-                return 1  # the session was half answered: no going back to in-process
-    if sock is None:
-        return None
-    feeder = threading.Thread(target=_pump_in, args=(sock, stdin_fd), daemon=True)
-    feeder.start()
+    manifest = _manifest(paths) if select_works(stdin_fd) else None
+    if manifest is not None:
+        # The agent hears lexmem's tools now, whatever the service is doing (starting,
+        # or busy with the events this very session's hooks just sent it).
+        sock, stdin_open = _opening(paths, where, manifest, stdin_fd, stdout_fd, wait)
+        if sock is None:
+            return 1  # the agent's opening was read: no going back to in-process
+    else:
+        sock, stdin_open = _session(paths, where) or _wait_for_service(paths, where, wait), True
+        if sock is None:
+            return None
+    if stdin_open:
+        threading.Thread(target=_pump_in, args=(sock, stdin_fd), daemon=True).start()
     try:
         while True:
             data = sock.recv(65536)
