@@ -24,8 +24,9 @@ from lexmem.api import Lexmem
 from lexmem.capture.inbox import Inbox
 from lexmem.locks import FileLock
 from lexmem.service.writer import CaptureService
-from ui.app import PAUSE_FOREVER, App, main
+from ui.app import PAUSE_FOREVER, App
 from ui.context import UiChanges
+from ui.start import main
 
 HOOK = str(Path(sys.executable).with_name("lexmem-hook"))
 
