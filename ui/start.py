@@ -140,9 +140,13 @@ def main(
     theme: str | None = None,
     show_window: bool | None = None,
     on_started: Callable[[App], None] | None = None,
+    on_starting: Callable[[Starting], None] | None = None,
     tray: bool | None = None,
 ) -> int:
     """Run the tray app until it quits; 0 on a clean exit (or when one already runs).
+
+    ``on_starting`` is called once the icon shows, before the core opens; ``on_started``
+    once the app runs on the open core. ``tray`` overrides whether there is a system tray.
 
     A restart (the data folder moved, the embedding model changed) opens the core
     again in the same process: the folder is resolved anew each time.
@@ -153,6 +157,8 @@ def main(
             apply_theme(qt_app, theme)
         starting = Starting(home, tray=tray)
         starting.show()
+        if on_starting is not None:
+            on_starting(starting)
         outcome = _run(qt_app, starting, theme=theme, show_window=show_window, on_started=on_started)  # fmt: skip
         if isinstance(outcome, str):
             print(outcome, file=sys.stderr)
