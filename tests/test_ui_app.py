@@ -345,3 +345,32 @@ def app_quit_anyway() -> None:
     app = QApplication.instance()
     if app is not None:
         app.quit()
+
+
+def test_a_fresh_process_opens_the_core_behind_the_icon_and_runs_the_service(
+    data_home: Path,
+) -> None:
+    """In a fresh interpreter LanceDB is first imported on the starting thread while the
+    Qt loop runs (in this test process it was imported long before): the core must still
+    open and the writer run."""
+    code = """
+import sys
+from PySide6.QtCore import QTimer
+from ui.start import main
+
+def started(app):
+    def check():
+        if app.service_state == "running":
+            print("running", flush=True)
+            app.quit()
+        else:
+            QTimer.singleShot(50, check)
+    check()
+
+sys.exit(main(home=sys.argv[1], tray=True, on_started=started))
+"""
+    proc = subprocess.run(
+        [sys.executable, "-c", code, str(data_home)], capture_output=True, text=True,
+        env={**os.environ, "QT_QPA_PLATFORM": "offscreen"}, timeout=120, check=False,
+    )  # fmt: skip
+    assert proc.returncode == 0 and "running" in proc.stdout, proc.stderr[-2000:]

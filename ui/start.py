@@ -254,8 +254,12 @@ def _run(
         finally:
             qt_app.aboutToQuit.disconnect(closing.set)
 
+    # Constraint: not qasync.run, which on Python 3.11 installs a global policy that makes
+    # every new asyncio loop a Qt loop; LanceDB, imported on the starting thread while this
+    # loop runs, starts its own loop on a thread of its own, and a Qt loop there hangs.
     try:
-        qasync.run(run())
+        with asyncio.Runner(loop_factory=lambda: qasync.QEventLoop(qt_app)) as runner:
+            runner.run(run())
     finally:
         starting.wait()  # a core still opening is closed below, not dropped
         result = starting.result
