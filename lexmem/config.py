@@ -284,7 +284,7 @@ CAPTURE_MODES = ("off", "assist", "full")
 _SECTIONS: dict[str, dict[str, Any]] = {
     "embedding": {
         "model": DEFAULT_MODEL, "path": "", "pooling": "mean", "normalization": True,
-        "dim": 384, "batch_size": 32, "threads": 0,
+        "dim": 384, "batch_size": 32, "threads": 0, "idle_unload_minutes": 10.0,
     },
     "search": {
         "default_limit": 10, "salience_weight": 0.15, "recency_weight": 0.10,

@@ -7,17 +7,30 @@ and loaded through fastembed's ``specific_model_path``, so nothing is fetched.
 
 Constraint: fastembed, onnxruntime and numpy are imported when the model is
 first needed, never at module import (the CLI's light commands and the hook
-must not pay for them). The model loads once, behind a lock, and can be warmed
-on a background thread.
+must not pay for them). The model loads when first needed, behind a lock, and can
+be warmed on a background thread.
+
+A long-lived process (the tray app, ``lexmem serve``) would otherwise hold the model
+(~225 MB resident) for good. After ``[embedding] idle_unload_minutes`` without an
+embedding the model is dropped (its ONNX session freed and the C allocator asked to
+hand the memory back); the next embedding loads it again. An embedding in flight
+holds the model: an unload waits for it, and an embedding asked for while the model
+unloads waits and loads it again.
 """
 
 from __future__ import annotations
 
+import contextlib
+import ctypes
+import gc
 import hashlib
 import json
+import logging
 import os
 import shutil
+import sys
 import threading
+import time
 from collections.abc import Sequence
 from importlib import resources
 from pathlib import Path
@@ -49,6 +62,8 @@ TOKENIZER_FILES = (
 WINDOW_WORDS = 160
 WINDOW_OVERLAP = 32
 
+log = logging.getLogger("lexmem.embedder")
+
 _REGISTER_LOCK = threading.Lock()
 _REGISTERED: set[str] = set()
 
@@ -69,6 +84,15 @@ def long_text_windows(
     return out
 
 
+def _trim_heap() -> None:
+    """Ask glibc to return freed heap pages to the system (elsewhere: nothing to do).
+    Without it a dropped model's ~200 MB mostly stays resident as free heap."""
+    if not sys.platform.startswith("linux"):
+        return
+    with contextlib.suppress(OSError, AttributeError):  # not glibc: musl has no malloc_trim
+        ctypes.CDLL(None).malloc_trim(0)
+
+
 def _sha256(path: Path) -> str:
     h = hashlib.sha256()
     with open(path, "rb") as fh:
@@ -84,9 +108,14 @@ class Embedder:
         self.settings = settings
         self.models_dir = models_dir
         self._model: Any = None
+        # Guards the model's loading and unloading and the count of embeddings using it;
+        # the reaper waits on it for the model to go idle.
         self._lock = threading.Lock()
-        self._loader: threading.Thread | None = None
-        self._load_error: BaseException | None = None
+        self._idle = threading.Condition(self._lock)
+        self._users = 0
+        self._last_used = 0.0
+        self._reaper: threading.Thread | None = None
+        self.loads = 0  # how often the model was loaded (a reload after an unload counts)
 
     # -- identity ---------------------------------------------------------
 
@@ -109,42 +138,101 @@ class Embedder:
     def loaded(self) -> bool:
         return self._model is not None
 
+    @property
+    def idle_unload_s(self) -> float:
+        """Seconds without an embedding before the model is dropped (0: never)."""
+        return max(0.0, float(self.settings.idle_unload_minutes) * 60)
+
     # -- loading ----------------------------------------------------------
 
     def start_loading(self) -> None:
-        """Load the model on a background thread; :meth:`embed` waits for it."""
-        with self._lock:
-            if self._model is not None or self._loader is not None:
-                return
-            self._loader = threading.Thread(
-                target=self._load_quietly, name="lexmem-model", daemon=True
-            )
-            self._loader.start()
+        """Load the model on a background thread; :meth:`embed` waits for it (a failure
+        is logged here and raised again by the next :meth:`embed`, which retries)."""
+        if self._model is None:
+            threading.Thread(target=self._load_quietly, name="lexmem-model", daemon=True).start()
 
     def _load_quietly(self) -> None:
         try:
             self.load()
-        except BaseException as exc:  # noqa: BLE001 - handed to the next embed() call
-            self._load_error = exc
+        except Exception as exc:  # noqa: BLE001 - the next embed() retries and raises it
+            log.warning("[MEM:ENCODE] the embedding model failed to load: %s", exc)
 
     def load(self) -> None:
-        """Load the model now (idempotent, thread-safe)."""
-        if self._model is not None:
-            return
+        """Load the model now (idempotent, thread-safe); it counts as a use, so the idle
+        time starts again."""
         with self._lock:
-            if self._model is not None:
-                return
-            self._model = self._create()
+            self._load_locked()
+            self._last_used = time.monotonic()
+            self._watch_idle()
 
-    def _wait(self) -> None:
-        loader = self._loader
-        if loader is not None and loader is not threading.current_thread():
-            loader.join()
+    def _load_locked(self) -> Any:
         if self._model is None:
-            if self._load_error is not None:
-                error, self._load_error, self._loader = self._load_error, None, None
-                raise error
-            self.load()
+            started = time.perf_counter()
+            self._model = self._create()
+            self.loads += 1
+            log.info(
+                "[MEM:ENCODE] loaded the embedding model %s in %.0f ms",
+                self.model_name, (time.perf_counter() - started) * 1000,
+            )  # fmt: skip
+        return self._model
+
+    def unload(self) -> bool:
+        """Drop the model now unless an embedding is using it; True when it was dropped."""
+        with self._lock:
+            if self._model is None or self._users:
+                return False
+            model, self._model = self._model, None
+            self._idle.notify_all()
+        del model
+        gc.collect()  # the session sits in reference cycles in fastembed's objects
+        _trim_heap()
+        log.info("[MEM:ENCODE] unloaded the embedding model")
+        return True
+
+    def _watch_idle(self) -> None:
+        """Start the reaper when the model is loaded and may unload (the lock is held)."""
+        if self._reaper is None and self._model is not None and self.idle_unload_s > 0:
+            self._reaper = threading.Thread(
+                target=self._reap, name="lexmem-model-idle", daemon=True
+            )
+            self._reaper.start()
+
+    def _reap(self) -> None:
+        """Unload the model once it has been idle for ``idle_unload_s`` (read each time:
+        a changed setting applies within a minute)."""
+        while True:
+            with self._lock:
+                limit = self.idle_unload_s
+                if self._model is None or limit <= 0:
+                    self._reaper = None
+                    return
+                if self._users:
+                    self._idle.wait(60.0)
+                    continue
+                left = self._last_used + limit - time.monotonic()
+                if left > 0:
+                    self._idle.wait(min(left, 60.0))
+                    continue
+                self._reaper = None
+            if self.unload():
+                return
+            with self._lock:  # an embedding took it meanwhile: keep watching
+                self._watch_idle()
+            return
+
+    def _acquire(self) -> Any:
+        """The model, loaded if needed, held until :meth:`_release`."""
+        with self._lock:
+            model = self._load_locked()
+            self._users += 1
+            return model
+
+    def _release(self) -> None:
+        with self._lock:
+            self._users -= 1
+            self._last_used = time.monotonic()
+            self._idle.notify_all()
+            self._watch_idle()
 
     def _create(self) -> Any:
         try:
@@ -280,16 +368,19 @@ class Embedder:
 
         if not texts:
             return np.zeros((0, self.dim), dtype=np.float32)
-        self._wait()
         pieces: list[str] = []
         owners: list[int] = []
         for i, text in enumerate(texts):
             for window in long_text_windows(text or " "):
                 pieces.append(window)
                 owners.append(i)
-        vectors = np.asarray(
-            list(self._model.embed(pieces, batch_size=self.settings.batch_size)), dtype=np.float32
-        )
+        model = self._acquire()
+        try:
+            batch = self.settings.batch_size
+            vectors = np.asarray(list(model.embed(pieces, batch_size=batch)), dtype=np.float32)
+        finally:
+            del model
+            self._release()
         if vectors.ndim != 2 or vectors.shape[1] != self.dim:
             raise ModelError(
                 f"produced vectors of shape {vectors.shape}, expected {self.dim} numbers "

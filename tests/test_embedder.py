@@ -125,3 +125,116 @@ def test_a_half_built_table_from_an_interrupted_reembed_is_dropped(
     again = Lexmem.open(home, embedder=embedder)
     assert again.store._list_tables().count("memories_v2") == 0
     assert again.get(mid).content == "survives the crash"
+
+
+def _idle_embedder(tmp_path: Path, seconds: float) -> Embedder:
+    return Embedder(EmbeddingSettings(idle_unload_minutes=seconds / 60), tmp_path / "models")
+
+
+def test_an_idle_model_unloads_and_a_later_embed_reloads_it_with_identical_vectors(
+    tmp_path: Path,
+) -> None:
+    import time
+    import weakref
+
+    e = _idle_embedder(tmp_path, 0.5)
+    first = e.embed(["The billing ledger lives in PostgreSQL 16", "Use Black for formatting"])
+    session = weakref.ref(e._model.model.model)  # fastembed's onnxruntime InferenceSession
+    deadline = time.monotonic() + 60
+    while e.loaded and time.monotonic() < deadline:
+        time.sleep(0.05)
+    assert not e.loaded and session() is None  # the ONNX session itself is freed
+    again = e.embed(["The billing ledger lives in PostgreSQL 16", "Use Black for formatting"])
+    assert np.array_equal(first, again) and e.loads == 2
+
+
+def test_zero_keeps_the_model_and_a_changed_setting_applies_to_a_running_embedder(
+    tmp_path: Path,
+) -> None:
+    import time
+
+    settings = EmbeddingSettings(idle_unload_minutes=0)
+    e = Embedder(settings, tmp_path / "models")
+    e.embed_one("kept")
+    time.sleep(1.0)
+    assert e.loaded
+    settings.idle_unload_minutes = 0.2 / 60  # as the settings window changes it in place
+    e.embed_one("now it may go")
+    deadline = time.monotonic() + 60
+    while e.loaded and time.monotonic() < deadline:
+        time.sleep(0.05)
+    assert not e.loaded
+
+
+def test_embeds_racing_unloads_neither_fail_nor_change_their_vectors(tmp_path: Path) -> None:
+    """Searches and captures on several threads while the model keeps unloading under
+    them (an unload forced between every few embeds, as a very short idle time would)."""
+    import threading
+
+    e = _idle_embedder(tmp_path, 0.05)
+    texts = ["The API runs on port 8080", "Deploy with Terraform " * 200]
+    want = e.embed(texts)
+    errors: list[BaseException] = []
+    wrong: list[int] = []
+    done = threading.Event()
+
+    def embed(n: int) -> None:
+        try:
+            for _ in range(n):
+                if not np.array_equal(e.embed(texts), want):
+                    wrong.append(1)
+                done.wait(0.15)  # a gap now and then, for the unloads to get in
+        except BaseException as exc:  # noqa: BLE001 - collected for the assertion
+            errors.append(exc)
+
+    def unload() -> None:
+        while not done.is_set():
+            e.unload()
+            done.wait(0.02)
+
+    workers = [threading.Thread(target=embed, args=(6,)) for _ in range(3)]
+    reaper = threading.Thread(target=unload)
+    reaper.start()
+    for w in workers:
+        w.start()
+    for w in workers:
+        w.join(300)
+    done.set()
+    reaper.join(60)
+    assert not errors and not wrong
+    assert e.loads >= 3  # it really was unloaded and reloaded under the embeds
+
+
+def test_unloading_gives_the_memory_back(tmp_path: Path) -> None:
+    """In a fresh process: resident memory after the unload falls back most of the way to
+    where it was before the model loaded (a ratio, not a size in MB)."""
+    import subprocess
+    import sys
+
+    code = """
+import sys
+from pathlib import Path
+from lexmem.embedder import Embedder
+from lexmem.settings import EmbeddingSettings
+import fastembed, numpy, onnxruntime  # imported before the baseline: they stay
+def rss():
+    for line in open("/proc/self/status"):
+        if line.startswith("VmRSS:"):
+            return int(line.split()[1])
+e = Embedder(EmbeddingSettings(idle_unload_minutes=0), Path(sys.argv[1]))
+before = rss()
+e.embed(["The billing ledger lives in PostgreSQL 16 " * 30] * 64)
+loaded = rss()
+assert e.unload()
+print(before, loaded, rss())
+"""
+    if not Path("/proc/self/status").exists():
+        pytest.skip("reads resident memory from /proc")
+    out = subprocess.run(
+        [sys.executable, "-c", code, str(tmp_path / "models")],
+        capture_output=True, text=True, timeout=300, check=True,
+    )  # fmt: skip
+    before, loaded, after = (int(x) for x in out.stdout.split())
+    grown = loaded - before
+    assert grown > 0
+    assert after - before < 0.35 * grown, (before, loaded, after)

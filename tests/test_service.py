@@ -709,3 +709,33 @@ def test_a_session_end_for_a_session_never_seen_leaves_nothing(
     service.drain()
     s = service.journal.session(real.session)
     assert s is not None and s.status == "completed"
+
+
+def test_the_service_unloads_an_idle_model_and_loads_it_again_for_the_next_capture(
+    data_home: Path,
+) -> None:
+    """What `lexmem serve` runs: the writer on a core with its own embedder, which drops
+    the model after ``[embedding] idle_unload_minutes`` (here half a second)."""
+    import time
+
+    from lexmem.settings import EmbeddingSettings
+
+    settings = Settings(embedding=EmbeddingSettings(idle_unload_minutes=0.5 / 60))
+    lm = Lexmem.open(data_home, settings=settings)
+    svc = CaptureService(lm)
+    svc.acquire()
+    try:
+        inbox = Inbox(lm.paths.inbox)
+        inbox.write(make_event("explicit", "The ledger lives in PostgreSQL 16", agent="cli"))
+        assert svc.drain().saved == 1 and lm.embedder.loads == 1
+        deadline = time.monotonic() + 60
+        while lm.embedder.loaded and time.monotonic() < deadline:
+            time.sleep(0.05)
+        assert not lm.embedder.loaded
+        inbox.write(make_event("explicit", "Deploys go out on Thursdays", agent="cli"))
+        assert svc.drain().saved == 1 and lm.embedder.loads == 2
+        first = lm.search("which database holds the ledger", record_access=False).hits[0]
+        assert first.memory.content == "The ledger lives in PostgreSQL 16"
+    finally:
+        svc.release()
+        lm.close()

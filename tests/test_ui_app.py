@@ -24,8 +24,9 @@ from lexmem.api import Lexmem
 from lexmem.capture.inbox import Inbox
 from lexmem.locks import FileLock
 from lexmem.service.writer import CaptureService
-from ui.app import PAUSE_FOREVER, App, main
+from ui.app import PAUSE_FOREVER, App
 from ui.context import UiChanges
+from ui.start import main
 
 HOOK = str(Path(sys.executable).with_name("lexmem-hook"))
 
@@ -262,3 +263,114 @@ def test_changes_from_the_service_reach_the_panels(qtbot: Any, app: App) -> None
     qtbot.waitUntil(lambda: any(c.memories.created for c in seen), timeout=30_000)
     created = next(c for c in seen if c.memories.created).memories.created
     assert app.lm.get(created[0]).content == "The release train leaves every second Thursday"
+
+
+def test_the_tray_icon_shows_before_the_store_opens_and_the_loop_runs_meanwhile(
+    qtbot: Any, data_home: Path
+) -> None:
+    """A fresh data folder's store is created under the store's write lock; the test holds
+    that lock (as another process creating the store would), so opening the store really
+    waits. The icon, its "starting" menu and the event loop must not."""
+    from lexmem.config import Paths
+    from ui.start import STARTING_TEXT, Starting
+
+    paths = Paths(data_home)
+    paths.ensure()
+    write_lock = FileLock(paths.write_lock, timeout=0)
+    write_lock.acquire()
+    seen: dict[str, Any] = {}
+    ticks = [0]
+
+    def tick() -> None:
+        ticks[0] += 1
+
+    ticker = QTimer()
+    ticker.setInterval(20)
+    ticker.timeout.connect(tick)
+
+    def on_starting(starting: Starting) -> None:
+        assert starting.icon is not None and starting.menu is not None
+        seen["visible"] = starting.icon.isVisible()
+        seen["menu"] = [(a.text(), a.isEnabled()) for a in starting.menu.actions() if a.text()]
+        seen["icon"] = starting.icon
+        ticker.start()
+
+        def later() -> None:
+            # The loop has ticked while the store waited for its lock: nothing blocked it.
+            seen["ticks_while_held"] = ticks[0]
+            seen["opened_while_held"] = starting.result is not None
+            write_lock.release()
+            seen["released"] = True
+
+        QTimer.singleShot(1500, later)
+
+    def on_started(app: App) -> None:
+        seen["same_icon"] = app.tray is seen["icon"]
+        assert app.tray is not None and app.tray.contextMenu() is not None
+        seen["full_menu"] = [a.text() for a in app.tray.contextMenu().actions()]
+        seen["model_loaded"] = app.lm.embedder.loaded
+
+        def wait_running() -> None:
+            if app.service_state == "running":
+                seen["service"] = "running"
+                app.quit()
+            else:
+                QTimer.singleShot(50, wait_running)
+
+        wait_running()
+
+    guard = QTimer()  # a hard stop far above the normal ~3 s
+    guard.setSingleShot(True)
+    guard.timeout.connect(app_quit_anyway)
+    guard.start(120_000)
+    try:
+        code = main(home=str(data_home), tray=True, on_starting=on_starting, on_started=on_started)
+    finally:
+        guard.stop()
+        ticker.stop()
+        if not seen.get("released"):
+            write_lock.release()
+    assert code == 0
+    assert seen["visible"]
+    assert seen["menu"] == [(STARTING_TEXT, False), ("Quit lexmem", True)]
+    assert seen["ticks_while_held"] >= 10 and not seen["opened_while_held"]
+    assert seen["same_icon"] and "Quick remember…" in seen["full_menu"]
+    assert seen["service"] == "running"
+    assert not seen["model_loaded"]  # loaded when a capture or a search first needs it
+
+
+def app_quit_anyway() -> None:
+    from PySide6.QtWidgets import QApplication
+
+    app = QApplication.instance()
+    if app is not None:
+        app.quit()
+
+
+def test_a_fresh_process_opens_the_core_behind_the_icon_and_runs_the_service(
+    data_home: Path,
+) -> None:
+    """In a fresh interpreter LanceDB is first imported on the starting thread while the
+    Qt loop runs (in this test process it was imported long before): the core must still
+    open and the writer run."""
+    code = """
+import sys
+from PySide6.QtCore import QTimer
+from ui.start import main
+
+def started(app):
+    def check():
+        if app.service_state == "running":
+            print("running", flush=True)
+            app.quit()
+        else:
+            QTimer.singleShot(50, check)
+    check()
+
+sys.exit(main(home=sys.argv[1], tray=True, on_started=started))
+"""
+    proc = subprocess.run(
+        [sys.executable, "-c", code, str(data_home)], capture_output=True, text=True,
+        env={**os.environ, "QT_QPA_PLATFORM": "offscreen"}, timeout=120, check=False,
+    )  # fmt: skip
+    assert proc.returncode == 0 and "running" in proc.stdout, proc.stderr[-2000:]

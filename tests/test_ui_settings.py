@@ -149,6 +149,28 @@ def test_quick_remember_keeps_the_text_and_says_why_when_saving_fails(
 # -- settings ------------------------------------------------------------------------------
 
 
+def test_the_idle_time_of_the_model_round_trips_through_the_embedding_tab(
+    qtbot: Any, ctx: AppContext, dialog: SettingsDialog
+) -> None:
+    saved = lambda: load_settings(ctx.paths)  # noqa: E731
+    assert dialog.idle_unload.value() == 10  # the default, shown
+    dialog.idle_unload.setValue(3)
+    qtbot.waitUntil(lambda: saved().embedding.idle_unload_minutes == 3.0, timeout=WAIT)
+    # The shared object changes too, which the core's own embedder reads at each decision.
+    assert ctx.settings.embedding.idle_unload_minutes == 3.0
+    dialog.idle_unload.setValue(0)
+    qtbot.waitUntil(lambda: saved().embedding.idle_unload_minutes == 0.0, timeout=WAIT)
+    assert dialog.idle_unload.text() == "never"
+
+    again = SettingsDialog(ctx)  # a new window reads the saved value back
+    qtbot.addWidget(again)
+    again.embedding_tab.reload()
+    assert again.idle_unload.value() == 0
+    ctx.lm.settings.embedding.idle_unload_minutes = 25.0
+    again.embedding_tab.reload()
+    assert again.idle_unload.value() == 25
+
+
 def test_edits_land_in_the_file_and_the_shared_settings_at_once(
     qtbot: Any, ctx: AppContext, dialog: SettingsDialog, tmp_path: Path
 ) -> None:

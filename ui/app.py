@@ -1,9 +1,10 @@
 """The composition root of the desktop app: the one place that wires everything.
 
-``lexmem`` with a display (or ``lexmem app``) lands here. It opens the core on the
-data folder, runs the capture service in-process on its own thread (the single
-writer for this data folder), and puts the tray icon, its menu and the memory
-browser on a qasync event loop. Only this module reads configuration for the UI
+``lexmem`` with a display (or ``lexmem app``) starts in :mod:`ui.start`, which shows the
+tray icon at once and opens the core on the data folder off the UI thread; then
+:class:`App` runs the capture service in-process on its own thread (the single
+writer for this data folder), and puts the tray icon's full menu and the memory
+browser on the qasync event loop. Only this module reads configuration for the UI
 (STYLE.md 7); widgets get an :class:`~ui.context.AppContext`.
 
 Single instance: the first app holds ``app.lock`` in the data folder; a second
@@ -13,13 +14,8 @@ running app raises its browser when the service reads that event.
 
 from __future__ import annotations
 
-import asyncio
 import logging
-import signal
-import sys
 import threading
-import time
-from collections.abc import Callable, Sequence
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
@@ -39,11 +35,11 @@ from PySide6.QtWidgets import (
 from lexmem import __version__
 from lexmem.api import (
     CAPTURE,
+    CaptureService,
     DrainReport,
     FileLock,
     Lexmem,
     LicenceStatus,
-    LockTimeout,
     ServiceBusyError,
     is_paused,
 )
@@ -51,9 +47,9 @@ from lexmem.models import Changes
 
 from .context import AppContext, UiChanges
 from .licence_dialog import open_licence_dialog, tier_text, upgrade_prompt
-from .theme import apply_theme, icon, tray_icon
+from .theme import icon, tray_icon
 
-__all__ = ["App", "CaptureMenu", "MainWindow", "ServiceThread", "main", "send_show"]
+__all__ = ["App", "CaptureMenu", "MainWindow", "ServiceThread", "app_lock", "send_show"]
 
 log = logging.getLogger("lexmem.ui")
 
@@ -82,10 +78,12 @@ class ServiceThread(QObject):
 
     RETRY_S = 10.0
 
-    def __init__(self, lm: Lexmem, parent: QObject | None = None) -> None:
+    def __init__(
+        self, lm: Lexmem, parent: QObject | None = None, *, service: CaptureService | None = None
+    ) -> None:
         super().__init__(parent)
         self.lm = lm
-        self.service = lm.capture_service()
+        self.service = service or lm.capture_service()
         self.service.on_show = self.show_requested.emit  # emitted from the thread: queued
         self.state = "stopped"
         self._stop = threading.Event()
@@ -111,14 +109,9 @@ class ServiceThread(QObject):
         self.state_changed.emit(state)
 
     def _main(self) -> None:
+        # The embedding model loads when a capture first needs it (and unloads when idle):
+        # a model that fails to load stops that capture, reported below, and is retried.
         self._set("starting")
-        try:
-            self.lm.embedder.load()
-        except Exception as exc:  # the app stays useful for browsing; capture waits
-            log.exception("[MEM:UI] the embedding model failed to load")
-            self.problem.emit(f"The embedding model failed to load: {exc}")
-            self._set("error")
-            return
         held = False
         delay = 1.0
         while not self._stop.is_set():
@@ -533,10 +526,14 @@ class App(QObject):
         *,
         tray: bool | None = None,
         service: bool = True,
+        shown_icon: QSystemTrayIcon | None = None,
+        capture_service: CaptureService | None = None,
     ) -> None:
+        """``shown_icon``: the tray icon :mod:`ui.start` already shows, taken over with its menu
+        replaced; ``capture_service``: the writer, already built off the UI thread."""
         super().__init__()
         self.lm = lm
-        self.service_thread = ServiceThread(lm) if service else None
+        self.service_thread = ServiceThread(lm, service=capture_service) if service else None
         self.ctx = AppContext(
             lm, service=self.service_thread.service if self.service_thread else None
         )
@@ -566,7 +563,11 @@ class App(QObject):
         self.ctx.hub.notify.connect(self._notify)
 
         if self.has_tray:
-            self.tray = QSystemTrayIcon(tray_icon("capturing"), self)
+            if shown_icon is not None:
+                shown_icon.setParent(self)
+                self.tray = shown_icon
+            else:
+                self.tray = QSystemTrayIcon(tray_icon("capturing"), self)
             self._tray_menu = QMenu()
             self.menu.fill(self._tray_menu)
             self.tray.setContextMenu(self._tray_menu)
@@ -775,98 +776,3 @@ def app_lock(lm_home: Path) -> FileLock:
 def send_show(lm: Lexmem) -> None:
     """Ask the running app to raise its browser (through the inbox, like every request)."""
     lm.post_event("show_app", session_id="app", agent="app")
-
-
-def main(
-    argv: Sequence[str] | None = None,
-    *,
-    home: str | None = None,
-    theme: str | None = None,
-    show_window: bool | None = None,
-    on_started: Callable[[App], None] | None = None,
-) -> int:
-    """Run the tray app until it quits; 0 on a clean exit (or when one already runs).
-
-    A restart (the data folder moved, the embedding model changed) opens the core
-    again in the same process: the folder is resolved anew each time.
-    """
-    qt_app: QApplication | None = None
-    while True:
-        lm = Lexmem.open(home)
-        lock = app_lock(lm.paths.home)
-        try:
-            lock.acquire()
-        except LockTimeout:
-            send_show(lm)
-            lm.close()
-            print("lexmem is already running: its memory browser was raised.", file=sys.stderr)
-            return 0
-        lm.embedder.start_loading()  # on a thread: the window shows while the model loads
-        if qt_app is None:
-            qt_app = _qt_app(argv)
-        apply_theme(qt_app, theme or lm.settings.ui.theme)
-        try:
-            app = _run(qt_app, lm, show_window=show_window, on_started=on_started)
-        finally:
-            lm.close()
-            lock.release()
-        if not app.restart:
-            return 0
-        show_window = True  # the person was in the settings: bring the browser back
-
-
-def _noop() -> None:
-    pass
-
-
-def _qt_app(argv: Sequence[str] | None) -> QApplication:
-    existing = QApplication.instance()
-    qt_app = existing if isinstance(existing, QApplication) else QApplication(
-        list(argv or sys.argv[:1])
-    )  # fmt: skip
-    qt_app.setApplicationName("lexmem")
-    qt_app.setApplicationDisplayName("lexmem")
-    qt_app.setDesktopFileName("lexmem")
-    qt_app.setWindowIcon(icon("lexmem"))
-    qt_app.setQuitOnLastWindowClosed(False)  # the tray keeps it alive
-    return qt_app
-
-
-def _run(
-    qt_app: QApplication,
-    lm: Lexmem,
-    *,
-    show_window: bool | None,
-    on_started: Callable[[App], None] | None,
-) -> App:
-    import qasync
-
-    app = App(lm)
-    started = time.monotonic()
-
-    async def run() -> None:
-        # Qt drives this loop (qasync): coroutines and Qt signals share one thread.
-        closing = asyncio.Event()
-        qt_app.aboutToQuit.connect(closing.set)
-        # A logout or `kill` sends SIGTERM: quit as the menu's Quit does (pending writes
-        # finish, the service lets go of the folder). The ticker lets Python see it.
-        signal.signal(signal.SIGTERM, lambda *_: qt_app.quit())
-        signal.signal(signal.SIGINT, lambda *_: qt_app.quit())
-        ticker = QTimer()
-        ticker.start(500)
-        ticker.timeout.connect(_noop)
-        try:
-            app.start(show_window=show_window)
-            if on_started is not None:
-                on_started(app)
-            await closing.wait()
-        finally:
-            qt_app.aboutToQuit.disconnect(closing.set)
-
-    try:
-        qasync.run(run())
-    finally:
-        app.stop()
-        app.window.deleteLater()
-    log.info("[MEM:UI] the app ran for %.0f s", time.monotonic() - started)
-    return app

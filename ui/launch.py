@@ -40,7 +40,7 @@ def app(ctx: click.Context, theme: str | None, show: bool | None) -> None:
         raise click.ClickException(
             f"the desktop app needs {' and '.join(missing)}: pip install 'lexmem'"
         )
-    from .app import main as run_app
+    from .start import main as run_app
 
     obj = ctx.find_object(Ctx)
     ctx.exit(run_app(home=obj.home if obj else None, theme=theme, show_window=show))

@@ -119,6 +119,7 @@ class SettingsDialog(QDialog):
         self.optout, self.allow = p.optout, p.allow
         self.watch, self.watch_bar, self.watch_status = w.watch, w.watch_bar, w.watch_status
         self.reembed_bar, self.reembed_status = e.reembed_bar, e.reembed_status
+        self.idle_unload = e.idle_unload
         self.llm_url, self.llm_model, self.llm_licence_note = llm.llm_url, llm.llm_model, llm.llm_licence_note  # fmt: skip
         self.api_key, self.key_remove, self.key_status = llm.api_key, llm.key_remove, llm.key_status
         self.llm_timeout, self.llm_calls, self.llm_tokens = (

@@ -98,6 +98,12 @@ OPTIMIZE_EVERY = 64  # commits between compactions
 KEEP_VERSIONS_FOR = timedelta(minutes=10)  # readers mid-query keep a consistent view
 KEEP_VERSIONS = 8  # the newest versions of each table that clean-up never removes
 WRITER_WAIT_S = 3.0  # how long a commit waits for another process's commit to let the writer go
+# LanceDB's caches for one open store. Its defaults (6 GB of index data, 1 GB of file
+# metadata) never evict in practice, so a long-lived process (the tray, `lexmem serve`)
+# grew by every index page and manifest it ever read. These bound them: the scalar and
+# full-text indices of a 100,000-memory store fit in the index cache.
+INDEX_CACHE_BYTES = 64 << 20
+METADATA_CACHE_BYTES = 16 << 20
 _ID_PREFIX = re.compile(r"^[0-9a-fA-F-]{4,36}$")
 _T = TypeVar("_T")
 
@@ -392,6 +398,7 @@ class MemoryStore:
         self._opening = False
         self._thread_lock = threading.RLock()
         self._db: Any = None
+        self._session: Any = None  # lancedb.Session: the bounded caches
         self._tables: dict[str, Any] = {}
         # Reader threads open tables while a writer iterates them: guard the dict itself.
         self._tables_lock = threading.Lock()
@@ -420,8 +427,14 @@ class MemoryStore:
         with secure_umask():
             # Long-lived readers (an MCP server, the app) see other processes' commits
             # within a second; without an interval LanceDB never looks again.
+            self._session = lancedb.Session(
+                index_cache_size_bytes=INDEX_CACHE_BYTES,
+                metadata_cache_size_bytes=METADATA_CACHE_BYTES,
+            )
             self._db = lancedb.connect(
-                str(self.paths.store), read_consistency_interval=timedelta(seconds=1)
+                str(self.paths.store),
+                read_consistency_interval=timedelta(seconds=1),
+                session=self._session,
             )
         self._meta = self._read_meta()
         if not self._meta:
