@@ -1121,8 +1121,7 @@ def serve(c: Ctx, once: bool) -> None:
 
     with _as_service(c, "") as service:
         stop = threading.Event()
-        service.readers = reader_handlers(service.lm)
-        service.readers_warm = reader_warmup(service.lm)
+        service.readers, service.readers_warm = reader_setup(service.lm)
 
         def on_signal(*_: object) -> None:
             stop.set()
@@ -1706,6 +1705,12 @@ def reader_handlers(lm: Any) -> dict[str, Any]:
         serve_connection(lm, request, conn, stream, lock=shared)
 
     return {"cli": cli_read, "mcp": mcp_session}
+
+
+def reader_setup(lm: Any) -> tuple[dict[str, Any], Callable[[], None]]:
+    """The reader socket's handlers and warm-up for a service on the open core ``lm``
+    (``lexmem serve``; the tray app, through its launcher)."""
+    return reader_handlers(lm), reader_warmup(lm)
 
 
 def reader_warmup(lm: Any) -> Callable[[], None]:

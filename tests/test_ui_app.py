@@ -374,3 +374,55 @@ sys.exit(main(home=sys.argv[1], tray=True, on_started=started))
         env={**os.environ, "QT_QPA_PLATFORM": "offscreen"}, timeout=120, check=False,
     )  # fmt: skip
     assert proc.returncode == 0 and "running" in proc.stdout, proc.stderr[-2000:]
+
+
+def test_the_tray_apps_service_answers_readers_on_its_socket(data_home: Path) -> None:
+    """`lexmem app` runs the writer, and with it the reader socket: a CLI read and an MCP
+    session from other processes are answered by the app's warm core."""
+    import json
+    import signal
+    import time
+
+    from faultkit import environment, lexmem_command
+
+    env = {**environment(data_home), "QT_QPA_PLATFORM": "offscreen", "COLUMNS": "120"}
+    subprocess.run([*lexmem_command(), "remember", "The shop's database is PostgreSQL 16"],
+                   env=env, check=True, capture_output=True, timeout=120)  # fmt: skip
+    app = subprocess.Popen([*lexmem_command(), "app", "--tray"], env=env,
+                           stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)  # fmt: skip
+    try:
+        deadline = time.monotonic() + 120
+        while not (data_home / "reader.sock").exists():
+            assert app.poll() is None, app.stderr.read().decode()[-2000:] if app.stderr else ""
+            assert time.monotonic() < deadline, "the app's service has no reader socket"
+            time.sleep(0.1)
+        probe = (
+            "import sys\nsys.argv = ['lexmem', 'search', 'database']\n"
+            "from ui.front import main\ntry:\n    main()\nexcept SystemExit as e:\n    code = e.code\n"
+            "print('LOADED', 'lancedb' in sys.modules, code, file=sys.stderr)\n"
+        )
+        read = subprocess.run([sys.executable, "-c", probe], env=env, capture_output=True,
+                              text=True, timeout=120, check=False)  # fmt: skip
+        assert "PostgreSQL" in read.stdout and "LOADED False 0" in read.stderr, read.stderr
+        init = {"jsonrpc": "2.0", "id": 1, "method": "initialize",
+                "params": {"protocolVersion": "2025-06-18", "capabilities": {},
+                           "clientInfo": {"name": "t", "version": "1"}}}  # fmt: skip
+        call = {"jsonrpc": "2.0", "id": 2, "method": "tools/call",
+                "params": {"name": "search_memory", "arguments": {"query": "database"}}}  # fmt: skip
+        mcp = subprocess.Popen([*lexmem_command(), "mcp"], env=env, stdin=subprocess.PIPE,
+                               stdout=subprocess.PIPE, stderr=subprocess.DEVNULL)  # fmt: skip
+        assert mcp.stdin is not None and mcp.stdout is not None
+        for message in (init, {"jsonrpc": "2.0", "method": "notifications/initialized"}, call):
+            mcp.stdin.write((json.dumps(message) + "\n").encode())
+        mcp.stdin.flush()
+        replies = [json.loads(mcp.stdout.readline()) for _ in range(2)]
+        mcp.stdin.close()
+        assert mcp.wait(30) == 0
+        assert "PostgreSQL" in replies[1]["result"]["content"][0]["text"]
+    finally:
+        app.send_signal(signal.SIGTERM)
+        try:
+            app.wait(30)
+        except subprocess.TimeoutExpired:
+            app.kill()
+            app.wait(30)

@@ -13,7 +13,7 @@ from collections.abc import Sequence
 
 import click
 
-from lexmem.cli import Ctx, cli, has_display
+from lexmem.cli import Ctx, cli, has_display, reader_setup
 from lexmem.cli import main as cli_main
 
 __all__ = ["app", "main"]
@@ -43,7 +43,8 @@ def app(ctx: click.Context, theme: str | None, show: bool | None) -> None:
     from .start import main as run_app
 
     obj = ctx.find_object(Ctx)
-    ctx.exit(run_app(home=obj.home if obj else None, theme=theme, show_window=show))
+    ctx.exit(run_app(home=obj.home if obj else None, theme=theme, show_window=show,
+                     readers=reader_setup))  # fmt: skip
 
 
 def main(argv: Sequence[str] | None = None) -> None:

@@ -22,7 +22,7 @@ import sys
 import threading
 import time
 from collections.abc import Callable, Sequence
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from PySide6.QtCore import QObject, QTimer, Signal
 from PySide6.QtGui import QAction
@@ -34,6 +34,10 @@ if TYPE_CHECKING:
     from lexmem.api import CaptureService, FileLock, Lexmem
 
     from .app import App
+
+# Given the open core: the reader socket's handlers by request kind, and what the service
+# runs once its socket is up (lexmem.cli.reader_setup).
+ReaderSetup = Callable[[Any], tuple[Any, Any]]
 
 __all__ = ["Opened", "Starting", "main"]
 
@@ -61,9 +65,12 @@ class Starting(QObject):
     already_running = Signal()
     failed = Signal(str)  # one line
 
-    def __init__(self, home: str | None, *, tray: bool | None = None) -> None:
+    def __init__(
+        self, home: str | None, *, tray: bool | None = None, readers: ReaderSetup | None = None
+    ) -> None:
         super().__init__()
         self.home = home
+        self.readers = readers
         self.has_tray = QSystemTrayIcon.isSystemTrayAvailable() if tray is None else tray
         self.icon: QSystemTrayIcon | None = None
         self.menu: QMenu | None = None
@@ -118,7 +125,10 @@ class Starting(QObject):
                 lm.close()
                 self.already_running.emit()
                 return
-            self.result = Opened(lm, lock, lm.capture_service())
+            service = lm.capture_service()
+            if self.readers is not None:  # what the service answers on its reader socket
+                service.readers, service.readers_warm = self.readers(lm)
+            self.result = Opened(lm, lock, service)
         except Exception as exc:
             log.exception("[MEM:UI] the app could not start")
             lm.close()
@@ -142,11 +152,14 @@ def main(
     on_started: Callable[[App], None] | None = None,
     on_starting: Callable[[Starting], None] | None = None,
     tray: bool | None = None,
+    readers: ReaderSetup | None = None,
 ) -> int:
     """Run the tray app until it quits; 0 on a clean exit (or when one already runs).
 
     ``on_starting`` is called once the icon shows, before the core opens; ``on_started``
     once the app runs on the open core. ``tray`` overrides whether there is a system tray.
+    ``readers`` gives the capture service what it answers readers with over its socket
+    (the launcher passes the CLI's: CLI reads and MCP sessions).
 
     A restart (the data folder moved, the embedding model changed) opens the core
     again in the same process: the folder is resolved anew each time.
@@ -155,7 +168,7 @@ def main(
     while True:
         if theme:
             apply_theme(qt_app, theme)
-        starting = Starting(home, tray=tray)
+        starting = Starting(home, tray=tray, readers=readers)
         starting.show()
         if on_starting is not None:
             on_starting(starting)
