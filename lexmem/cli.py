@@ -1709,7 +1709,16 @@ def reader_handlers(lm: Any) -> dict[str, Any]:
 
 def reader_setup(lm: Any) -> tuple[dict[str, Any], Callable[[], None]]:
     """The reader socket's handlers and warm-up for a service on the open core ``lm``
-    (``lexmem serve``; the tray app, through its launcher)."""
+    (``lexmem serve``; the tray app, through its launcher).
+
+    The root logger gets a handler if it has none: Python's last-resort handler writes
+    to ``sys.stderr``, which is a reader's while the service renders its command.
+    """
+    import logging
+
+    root = logging.getLogger()
+    if not root.handlers:
+        root.addHandler(logging.NullHandler())
     return reader_handlers(lm), reader_warmup(lm)
 
 

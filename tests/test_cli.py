@@ -633,7 +633,7 @@ def test_stats_decay_reembed_and_doctor(data_home: Path) -> None:
     assert search_ids("which gateway do we use")[0] == a
 
     doctor = run("doctor").stdout.splitlines()
-    names = ["data folder", "permissions", "settings", "model", "store", "keyring",
+    names = ["data folder", "permissions", "settings", "model", "store", "keyring", "services",
              "claude user", "claude project", "codex", "service", "hook"]  # fmt: skip
     assert [line[6:21].strip() for line in doctor] == names
     assert all(line[:4] in ("ok  ", "warn") for line in doctor)

@@ -214,8 +214,10 @@ def test_desktop_and_agent_installs_share_their_record_without_losing_entries(
     assert stat.S_IMODE(record.stat().st_mode) == 0o600
     assert run("uninstall", "desktop").exit_code == 0
     assert json.loads(record.read_text())["created"] == sorted(
-        str(p) for p in (user_home / ".claude.json", user_home / ".claude" / "settings.json")
-    )
+        str(p)
+        for p in (user_home / ".claude", user_home / ".claude.json",
+                  user_home / ".claude" / "settings.json")
+    )  # fmt: skip
     assert run("uninstall", "claude").exit_code == 0
     assert not (user_home / ".claude" / "settings.json").exists()
     assert not (user_home / ".local").exists()

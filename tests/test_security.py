@@ -25,6 +25,7 @@ import base64
 import json
 import os
 import random
+import re
 import signal
 import stat
 import string
@@ -584,8 +585,11 @@ def socket_inodes(pids: set[int]) -> dict[str, int]:
     return inodes
 
 
-def listening(pids: set[int]) -> list[str]:
-    """Every listening TCP or unix socket, and every bound UDP or raw socket, of ``pids``."""
+def listening(pids: set[int], home: Path | None = None) -> list[str]:
+    """Every listening TCP or unix socket, and every bound UDP or raw socket, of ``pids``;
+    but the service's reader socket in the data folder ``home`` (DESIGN.md allows exactly
+    that one: a Unix-domain socket, 0600, in the 0700 folder)."""
+    allowed = {str(home / "reader.sock")} if home is not None else set()
     inodes = socket_inodes(pids)
     net = Path(f"/proc/{min(pids)}/net")
     bad = []
@@ -606,6 +610,14 @@ def listening(pids: set[int]) -> list[str]:
         flags, inode = int(cols[3], 16), cols[6]
         if inode in inodes and flags & 0x10000:  # __SO_ACCEPTCON: listen() was called
             where = cols[7] if len(cols) > 7 else "(unnamed)"
+            # A deep data folder's socket is bound through /proc/self/fd/N/reader.sock.
+            if where in allowed or (
+                allowed and re.fullmatch(r"/proc/self/fd/\d+/reader\.sock", where)
+            ):
+                assert home is not None
+                mode = stat.S_IMODE(os.lstat(home / "reader.sock").st_mode)
+                assert mode == 0o600, f"the reader socket is {mode:o}, not 600"
+                continue
             bad.append(f"pid {inodes[inode]}: unix {where}")
     return bad
 
@@ -640,7 +652,7 @@ def _drained_probe(paths: Paths) -> None:
 
 
 @linux_only
-def test_lexmem_serve_listens_on_nothing(data_home: Path, tmp_path: Path) -> None:
+def test_lexmem_serve_listens_on_its_reader_socket_only(data_home: Path, tmp_path: Path) -> None:
     paths = Paths(data_home)
     with open(tmp_path / "serve.stderr", "wb") as err:
         proc = subprocess.Popen(
@@ -651,7 +663,7 @@ def test_lexmem_serve_listens_on_nothing(data_home: Path, tmp_path: Path) -> Non
             wait_for(lambda: service_running(paths), "lexmem serve to take the service lock")
             _drained_probe(paths)
             assert proc.poll() is None
-            assert listening(family(proc.pid)) == []
+            assert listening(family(proc.pid), data_home) == []
         finally:
             stop(proc)
     assert mode_offenders(data_home) == []
@@ -664,15 +676,22 @@ def anyio_backend() -> str:
 
 @linux_only
 @pytest.mark.anyio
-async def test_lexmem_mcp_listens_on_nothing(data_home: Path, tmp_path: Path) -> None:
+@pytest.mark.parametrize("how", ["in-process", "relay"])
+async def test_lexmem_mcp_listens_on_nothing_but_the_reader_socket(
+    data_home: Path, tmp_path: Path, how: str
+) -> None:
+    """``python -m lexmem mcp`` serves in its process; ``lexmem mcp`` relays to a service
+    it starts, whose one listening socket is the reader socket in the data folder."""
     from mcp import ClientSession, StdioServerParameters
     from mcp.client.stdio import stdio_client
 
     repo = tmp_path / "repo"
     (repo / ".git").mkdir(parents=True)
+    if how == "relay":
+        Paths(data_home).ensure()  # the relay serves an existing data folder
+    command = [sys.executable, "-m", "lexmem", "mcp"] if how == "in-process" else [LEXMEM, "mcp"]
     params = StdioServerParameters(
-        command="/bin/sh", args=permissive([sys.executable, "-m", "lexmem", "mcp"])[1:],
-        env=dict(os.environ), cwd=str(repo),
+        command="/bin/sh", args=permissive(command)[1:], env=dict(os.environ), cwd=str(repo),
     )  # fmt: skip
     with open(tmp_path / "mcp.stderr", "a", encoding="utf-8") as errlog:
         async with (
@@ -689,12 +708,25 @@ async def test_lexmem_mcp_listens_on_nothing(data_home: Path, tmp_path: Path) ->
                 if b"mcp" in Path(f"/proc/{pid}/cmdline").read_bytes().split(b"\0")
             ]  # fmt: skip
             assert len(servers) == 1, servers
-            assert listening(family(servers[0])) == []
+            assert listening(family(servers[0]), data_home) == []
+            if how == "relay":  # the service it started, and nothing else, listens
+                from lexmem.service.registry import services
+
+                started = [s.pid for s in services() if s.home == data_home]
+                assert started
+                assert listening(set().union(*(family(p) for p in started)), data_home) == []
+    if how == "relay":
+        from lexmem.service.registry import services
+
+        for s in services():
+            if s.home == data_home:
+                os.kill(s.pid, 15)
+        wait_for(lambda: not service_running(Paths(data_home)), "the service to stop")
     assert mode_offenders(data_home) == []
 
 
 @linux_only
-def test_the_desktop_app_listens_on_nothing(data_home: Path, tmp_path: Path) -> None:
+def test_the_desktop_app_listens_on_its_reader_socket_only(data_home: Path, tmp_path: Path) -> None:
     paths = Paths(data_home)
     env = dict(os.environ, QT_QPA_PLATFORM="offscreen")
     with open(tmp_path / "app.stderr", "wb") as err:
@@ -707,7 +739,7 @@ def test_the_desktop_app_listens_on_nothing(data_home: Path, tmp_path: Path) -> 
                      "the app's in-process service to take the lock")  # fmt: skip
             assert proc.poll() is None, (tmp_path / "app.stderr").read_text()
             _drained_probe(paths)
-            assert listening(family(proc.pid)) == []
+            assert listening(family(proc.pid), data_home) == []
         finally:
             stop(proc)
     assert proc.returncode == 0, (tmp_path / "app.stderr").read_text()
