@@ -232,6 +232,16 @@ def pending(home: Path) -> int:
         return 0
 
 
+def wait_for(condition: Callable[[], Any], what: str, timeout: float = 60.0) -> None:
+    """Poll ``condition`` until it holds; a test failure naming ``what`` after ``timeout``
+    (a ceiling for a busy machine, never a measurement)."""
+    deadline = time.monotonic() + timeout
+    while not condition():
+        if time.monotonic() > deadline:
+            raise AssertionError(f"timed out waiting for {what}")
+        time.sleep(0.05)
+
+
 def _wait_until(check: Callable[[], bool], timeout: float, what: str, poll: float = 0.1) -> None:
     deadline = time.monotonic() + timeout
     while not check():

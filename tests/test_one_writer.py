@@ -8,7 +8,6 @@ from __future__ import annotations
 import ast
 import subprocess
 import threading
-import time
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
@@ -17,7 +16,7 @@ from typing import Any
 import pytest
 from click.testing import CliRunner
 from conftest import shared_model
-from faultkit import environment, lexmem_command
+from faultkit import environment, lexmem_command, wait_for
 
 from lexmem.api import Lexmem
 from lexmem.cli import cli
@@ -28,15 +27,6 @@ from lexmem.service.client import drain_if_no_service
 from lexmem.service.writer import CaptureService
 
 ROOT = Path(__file__).resolve().parent.parent
-WAIT = 60.0
-
-
-def wait_for(condition: Any, what: str, timeout: float = WAIT) -> None:
-    deadline = time.monotonic() + timeout
-    while not condition():
-        if time.monotonic() > deadline:
-            raise AssertionError(f"timed out waiting for {what}")
-        time.sleep(0.05)
 
 
 @contextmanager

@@ -16,30 +16,19 @@ import stat
 import subprocess
 import sys
 import threading
-import time
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
 import pytest
-from faultkit import environment, lexmem_command
+from faultkit import environment, lexmem_command, wait_for
 
 from lexmem import wire
 from lexmem.config import Paths
 from lexmem.locks import FileLock, service_running
 from lexmem.service.readers import ReaderServer
 from lexmem.service.registry import services
-
-WAIT = 60.0
-
-
-def wait_for(condition: Any, what: str, timeout: float = WAIT) -> None:
-    deadline = time.monotonic() + timeout
-    while not condition():
-        if time.monotonic() > deadline:
-            raise AssertionError(f"timed out waiting for {what}")
-        time.sleep(0.05)
 
 
 def echo(request: dict[str, Any], conn: socket.socket, stream: Any) -> None:
