@@ -62,8 +62,9 @@ _SUN_PATH = 100
 
 
 def available() -> bool:
-    """Whether this platform has Unix-domain sockets (Windows builds may not)."""
-    return hasattr(socket, "AF_UNIX")
+    """Whether this platform has Unix-domain sockets and user ids to check them by (a
+    Windows build may have the one without the other: lexmem then works without them)."""
+    return hasattr(socket, "AF_UNIX") and hasattr(os, "getuid")
 
 
 def socket_path(paths: Paths) -> Path:
