@@ -1,11 +1,12 @@
-"""The bundle's ``lexmem``: the installed command's entry point (``ui.launch:main``).
+"""The bundle's ``lexmem``: the installed command's entry point (``ui.front:main``).
 
-With no command it opens the tray app on a desktop and prints the status elsewhere;
-every other command (``mcp``, ``serve``, ``ingest``, ``search`` …) is the CLI's.
+A read command or ``mcp`` goes to the running service when there is one (the front
+door); with no command it opens the tray app on a desktop and prints the status
+elsewhere; every other command (``serve``, ``ingest``, ``remember`` …) is the CLI's.
 """
 
 from __future__ import annotations
 
-from ui.launch import main
+from ui.front import main
 
 main()
