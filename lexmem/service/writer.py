@@ -604,14 +604,15 @@ class CaptureService(CapturePipeline):
         last_maintenance = 0.0
         last_optimize = time.monotonic()
         self.digests.mark_all()  # digests written by an older version, or never
-        try:  # rows written while no service ran (a cold CLI's access records) into the indices
-            with self._exclusive:
-                self.lm.store.optimize(build_vector_index=False)
-        except Exception:  # upkeep: the loop's own maintenance retries it
-            log.exception("[MEM:STORE] folding new rows into the indices failed")
         failures, said = 0, ""
+        # From here jobs other threads hand over wait for this loop (none runs on theirs).
         self._loop_thread = threading.current_thread()
         try:
+            try:  # rows written while no service ran (a cold CLI's access records) into the indices
+                with self._exclusive:
+                    self.lm.store.optimize(build_vector_index=False)
+            except Exception:  # upkeep: the loop's own maintenance retries it
+                log.exception("[MEM:STORE] folding new rows into the indices failed")
             while not stop.is_set():
                 if time.monotonic() - folder_checked > FOLDER_CHECK_S:
                     folder_checked = time.monotonic()
