@@ -26,7 +26,7 @@ from typing import Any, NoReturn, TypeVar
 
 import click
 
-from lexmem import __version__
+from lexmem import __version__, wire
 from lexmem.config import tighten_umask
 from lexmem.errors import InvalidInputError, LexmemError
 
@@ -1658,8 +1658,6 @@ class _Routed:
 def render_for_reader(lm: Any, argv: Sequence[str], *, cwd: str, columns: int | None,
                       tty: Sequence[bool] = (False, False, False)) -> tuple[int, str, str]:  # fmt: skip
     """Run the read command ``argv`` with the open core ``lm``: exit code, stdout, stderr."""
-    from lexmem import wire
-
     if not argv or argv[0] not in wire.READ_COMMANDS:
         return 2, "", f"lexmem: error: the service answers reads only, not {argv[:1]}\n"
     out, err = _Output(bool(tty[1])), _Output(bool(tty[2]))
@@ -1682,8 +1680,6 @@ def render_for_reader(lm: Any, argv: Sequence[str], *, cwd: str, columns: int | 
 
 def reader_handlers(lm: Any) -> dict[str, Any]:
     """What the service's reader socket answers, with the service's open core ``lm``."""
-    from lexmem import wire
-
     shared = threading.RLock()  # the MCP sessions' tool calls, one at a time
 
     def cli_read(request: dict[str, Any], conn: Any, stream: Any) -> None:
@@ -1709,16 +1705,7 @@ def reader_handlers(lm: Any) -> dict[str, Any]:
 
 def reader_setup(lm: Any) -> tuple[dict[str, Any], Callable[[], None]]:
     """The reader socket's handlers and warm-up for a service on the open core ``lm``
-    (``lexmem serve``; the tray app, through its launcher).
-
-    The root logger gets a handler if it has none: Python's last-resort handler writes
-    to ``sys.stderr``, which is a reader's while the service renders its command.
-    """
-    import logging
-
-    root = logging.getLogger()
-    if not root.handlers:
-        root.addHandler(logging.NullHandler())
+    (``lexmem serve``; the tray app, through its launcher)."""
     return reader_handlers(lm), reader_warmup(lm)
 
 

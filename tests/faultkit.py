@@ -32,6 +32,7 @@ import time
 import uuid
 from collections import Counter
 from collections.abc import Callable, Iterator, Sequence
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -240,6 +241,30 @@ def wait_for(condition: Callable[[], Any], what: str, timeout: float = 60.0) -> 
         if time.monotonic() > deadline:
             raise AssertionError(f"timed out waiting for {what}")
         time.sleep(0.05)
+
+
+@contextmanager
+def serving(
+    home: Path, *, ready: Callable[[], bool] | None = None,
+    what: str = "lexmem serve to take the service lock", stderr: int = subprocess.DEVNULL,
+) -> Iterator[subprocess.Popen[bytes]]:  # fmt: skip
+    """A real `lexmem serve` on ``home``, yielded once ``ready()`` holds (by default: once
+    it holds the service lock); stopped with SIGTERM at the end."""
+    from lexmem.config import Paths
+    from lexmem.locks import service_running
+
+    up = ready or (lambda: service_running(Paths(home)))
+    proc = subprocess.Popen(
+        [*lexmem_command(), "serve"], env=environment(home), stdin=subprocess.DEVNULL,
+        stdout=subprocess.DEVNULL, stderr=stderr,
+    )  # fmt: skip
+    try:
+        wait_for(lambda: up() or proc.poll() is not None, what)
+        assert proc.poll() is None, proc.stderr.read() if proc.stderr else "lexmem serve exited"
+        yield proc
+    finally:
+        proc.terminate()
+        proc.wait(30)
 
 
 def _wait_until(check: Callable[[], bool], timeout: float, what: str, poll: float = 0.1) -> None:

@@ -6,17 +6,14 @@ this process's own service, or no service at all."""
 from __future__ import annotations
 
 import ast
-import subprocess
 import threading
-from collections.abc import Iterator
-from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
 import pytest
 from click.testing import CliRunner
 from conftest import shared_model
-from faultkit import environment, lexmem_command, wait_for
+from faultkit import serving, wait_for
 
 from lexmem.api import Lexmem
 from lexmem.cli import cli
@@ -27,25 +24,6 @@ from lexmem.service.client import drain_if_no_service
 from lexmem.service.writer import CaptureService
 
 ROOT = Path(__file__).resolve().parent.parent
-
-
-@contextmanager
-def serving(home: Path) -> Iterator[subprocess.Popen[bytes]]:
-    """A real `lexmem serve` on ``home``: the writer, in another process."""
-    proc = subprocess.Popen(
-        [*lexmem_command(), "serve"], env=environment(home), stdin=subprocess.DEVNULL,
-        stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
-    )  # fmt: skip
-    try:
-        wait_for(
-            lambda: service_running(Lexmem.open(home).paths) or proc.poll() is not None,
-            "lexmem serve to take the service lock",
-        )
-        assert proc.poll() is None, "lexmem serve exited"
-        yield proc
-    finally:
-        proc.terminate()
-        proc.wait(30)
 
 
 def cli_run(*args: str, code: int = 0) -> Any:

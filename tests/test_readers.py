@@ -16,11 +16,11 @@ import stat
 import subprocess
 import sys
 import threading
-from collections.abc import Iterator
-from contextlib import contextmanager
+from contextlib import AbstractContextManager
 from pathlib import Path
 from typing import Any
 
+import faultkit
 import pytest
 from faultkit import environment, lexmem_command, wait_for
 
@@ -147,21 +147,17 @@ def test_another_user_is_refused_even_with_the_door_open() -> None:
 # -- a real service ---------------------------------------------------------------------------
 
 
-@contextmanager
-def serving(home: Path) -> Iterator[subprocess.Popen[bytes]]:
+def serving(home: Path) -> AbstractContextManager[subprocess.Popen[bytes]]:
     """A real `lexmem serve` on ``home``, up once its reader socket answers."""
-    proc = subprocess.Popen(
-        [*lexmem_command(), "serve"], env=environment(home), stdin=subprocess.DEVNULL,
-        stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
-    )  # fmt: skip
-    try:
-        wait_for(lambda: wire.connect(Paths(home)) is not None or proc.poll() is not None,
-                 "the service's reader socket")  # fmt: skip
-        assert proc.poll() is None, proc.stderr.read() if proc.stderr else "lexmem serve exited"
-        yield proc
-    finally:
-        proc.terminate()
-        proc.wait(30)
+
+    def answers() -> bool:
+        sock = wire.connect(Paths(home))
+        if sock is not None:
+            sock.close()
+        return sock is not None
+
+    return faultkit.serving(home, ready=answers, what="the service's reader socket",
+                            stderr=subprocess.PIPE)  # fmt: skip
 
 
 def lexmem(home: Path, *args: str, cold: bool = False, cwd: Path | None = None,

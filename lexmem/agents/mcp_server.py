@@ -789,17 +789,6 @@ def run_stdio(home: str | None = None) -> None:
         tools.close()
 
 
-def _no_sdk_logging() -> None:
-    """Keep the SDK from configuring the service's logging. Building a server calls
-    ``logging.basicConfig`` with a handler on stderr when the root logger has none; in
-    the service that would print every lexmem record on its terminal, and into a
-    reader's output while the service renders a command for it. The service's own
-    records go to its log file (the ``lexmem`` logger's handler)."""
-    root = logging.getLogger()
-    if not root.handlers:
-        root.addHandler(logging.NullHandler())
-
-
 def serve_connection(
     core: Lexmem | None, request: dict[str, Any], conn: socket.socket, stream: BinaryIO,
     *, lock: threading.RLock | None = None, home: Path | None = None,
@@ -813,8 +802,9 @@ def serve_connection(
     from mcp.server.stdio import stdio_server
 
     from lexmem import wire
+    from lexmem.service.readers import keep_logging_off_stderr
 
-    _no_sdk_logging()
+    keep_logging_off_stderr()  # building the server would configure it
     cwd = request.get("cwd")
     tools = MemoryTools(
         home, cwd=cwd if isinstance(cwd, str) and cwd else None, core=core, lock=lock

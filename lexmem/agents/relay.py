@@ -57,6 +57,18 @@ def select_works(fd: int) -> bool:
     return True
 
 
+def _reply_line(sock: socket.socket, limit: int | None = None) -> bytes:
+    """One line from the service, read byte by byte: nothing past it is taken from the
+    socket, since what follows is the agent's to read."""
+    line = b""
+    while not line.endswith(b"\n"):
+        byte = sock.recv(1)
+        if not byte or (limit is not None and len(line) > limit):
+            raise OSError("the service closed the connection")
+        line += byte
+    return line
+
+
 def _session(paths: Paths, cwd: str) -> socket.socket | None:
     """A connection with an MCP session accepted by the service, or ``None``."""
     sock = wire.connect(paths)
@@ -64,15 +76,7 @@ def _session(paths: Paths, cwd: str) -> socket.socket | None:
         return None
     try:
         wire.send_json(sock, {"v": wire.PROTOCOL, "kind": "mcp", "cwd": cwd})
-        line = b""
-        while not line.endswith(b"\n"):  # byte by byte: nothing past the reply is read
-            byte = sock.recv(1)
-            if not byte or len(line) > 4096:
-                raise OSError("the service closed the connection")
-            line += byte
-        import json
-
-        reply = json.loads(line)
+        reply = json.loads(_reply_line(sock, limit=4096))
     except (OSError, ValueError):
         sock.close()
         return None
@@ -171,12 +175,7 @@ class _Opening:
         if self.initialize is not None:
             replay = dict(self.initialize, id="lexmem-relay-initialize")
             sock.sendall(json.dumps(replay).encode() + b"\n")
-            line = b""
-            while not line.endswith(b"\n"):
-                chunk = sock.recv(1)
-                if not chunk:
-                    raise OSError("the service closed the session")
-                line += chunk
+            _reply_line(sock)  # the agent has had its answer
             sock.sendall(
                 self.initialized or b'{"jsonrpc":"2.0","method":"notifications/initialized"}\n'
             )

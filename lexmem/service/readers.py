@@ -25,7 +25,7 @@ from typing import Any, BinaryIO
 from lexmem import wire
 from lexmem.config import Paths, secure_umask
 
-__all__ = ["Handler", "ReaderServer", "Request"]
+__all__ = ["Handler", "ReaderServer", "Request", "keep_logging_off_stderr"]
 
 log = logging.getLogger("lexmem.readers")
 
@@ -33,6 +33,17 @@ Request = dict[str, Any]
 # A handler serves one connection: the request line (already read), the socket, and
 # the buffered binary stream the request was read from (it may hold what followed).
 Handler = Callable[[Request, socket.socket, BinaryIO], None]
+
+
+def keep_logging_off_stderr() -> None:
+    """Give the root logger a handler if it has none. Without one, Python's last-resort
+    handler writes warnings to ``sys.stderr``, and building an MCP server calls
+    ``logging.basicConfig`` with a handler on stderr, which would then print every lexmem
+    record there. In a service, stderr is its terminal and, while it renders a command
+    for a reader, that reader's output; its own records go to its log file."""
+    root = logging.getLogger()
+    if not root.handlers:
+        root.addHandler(logging.NullHandler())
 
 
 class ReaderServer:
@@ -61,6 +72,7 @@ class ReaderServer:
         """Bind and listen; ``False`` (logged) where a socket cannot be had here."""
         if not wire.available():
             return False
+        keep_logging_off_stderr()
         self._remove_stale()
         listener = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
         try:

@@ -160,6 +160,14 @@ class FakeModel:
                 self.end_headers()
                 self.wfile.write(out)
 
+            def _stream_start(self) -> None:
+                """The headers of a server-sent event stream (both APIs stream so)."""
+                self.send_response(200)
+                self.send_header("Content-Type", "text/event-stream")
+                self.send_header("Cache-Control", "no-cache")
+                self.send_header("Connection", "close")
+                self.end_headers()
+
         self.handler = Handler
         self._server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
         self._server.daemon_threads = True
@@ -261,11 +269,7 @@ class FakeModel:
         if not rec.body.get("stream"):
             h._json(200, message)
             return
-        h.send_response(200)
-        h.send_header("Content-Type", "text/event-stream")
-        h.send_header("Cache-Control", "no-cache")
-        h.send_header("Connection", "close")
-        h.end_headers()
+        h._stream_start()
         start = dict(message, content=[], stop_reason=None, usage=dict(usage, output_tokens=1))
         events = [("message_start", {"type": "message_start", "message": start})]
         if block["type"] == "text":
@@ -330,11 +334,7 @@ class FakeModel:
         if not rec.body.get("stream"):
             h._json(200, response)
             return
-        h.send_response(200)
-        h.send_header("Content-Type", "text/event-stream")
-        h.send_header("Cache-Control", "no-cache")
-        h.send_header("Connection", "close")
-        h.end_headers()
+        h._stream_start()
         for name, data in self._response_events(response, item):
             h.wfile.write(_sse(name, dict(data, type=name)))
         h.wfile.flush()
