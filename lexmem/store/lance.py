@@ -72,6 +72,7 @@ from lexmem.models import (
     utcnow,
 )
 from lexmem.settings import StoreSettings
+from lexmem.store.flat import ACCESS_COLUMNS, FLAT_MAX_ROWS, FlatVectors
 from lexmem.store.protocol import DigestColumns, MemoryBackend, MemoryFilter, Neighbour, members
 from lexmem.store.schema import (
     CONFIDENCE,
@@ -102,6 +103,9 @@ WRITER_WAIT_S = 3.0  # how long a commit waits for another process's commit to l
 # metadata) never evict in practice, so a long-lived process (the tray, `lexmem serve`)
 # grew by every index page and manifest it ever read. These bound them: the scalar and
 # full-text indices of a 100,000-memory store fit in the index cache.
+# How long the vector leg trusts its in-memory copy without asking the table's version
+# (the connection's read_consistency_interval: LanceDB looks no more often).
+FLAT_RECHECK_S = 1.0
 INDEX_CACHE_BYTES = 64 << 20
 METADATA_CACHE_BYTES = 16 << 20
 _ID_PREFIX = re.compile(r"^[0-9a-fA-F-]{4,36}$")
@@ -403,6 +407,11 @@ class MemoryStore:
         # Reader threads open tables while a writer iterates them: guard the dict itself.
         self._tables_lock = threading.Lock()
         self._project_names: tuple[int, tuple[str, ...]] | None = None
+        self._flat: FlatVectors | None = None  # the vector leg's in-memory copy
+        # (this process's commit count, when) the copy was last found current.
+        self._flat_fresh: tuple[int, float] | None = None
+        self._commits = 0  # commits made by this process
+        self._flat_kept = False  # the commit under way left the copy good (_keeping_flat)
         self._meta: dict[str, Any] = {}
         self._index_cache: dict[tuple[str, Any], bool] = {}
         self.on_commit: list[Callable[[], None]] = []
@@ -647,6 +656,7 @@ class MemoryStore:
             self._meta = self._read_meta()
             self._tables.clear()
         self._index_cache.clear()
+        self._flat = self._flat_fresh = None
 
     # -- writing ----------------------------------------------------------
 
@@ -700,13 +710,21 @@ class MemoryStore:
                     with secure_umask():
                         yield
                 except Exception as exc:
+                    self._commits += 1  # it may have committed before it failed
+                    self._flat = self._flat_fresh = None
                     failure = store_failure(exc, self.paths.store)
                     if failure is None:
                         raise
                     raise failure from exc
+                self._commits += 1
+                if not self._flat_kept:
+                    # A commit that may have changed what the copy holds: a forgotten
+                    # memory's text does not stay in memory until the next search.
+                    self._flat = self._flat_fresh = None
                 for callback in self.on_commit:
                     callback()
             finally:
+                self._flat_kept = False
                 self._lock.release()
 
     def _check_vector(self, m: Memory) -> None:
@@ -857,7 +875,7 @@ class MemoryStore:
         if not memory_ids:
             return 0
         where = "id IN (" + ", ".join(q(i) for i in memory_ids) + ")"
-        with self._writing():
+        with self._writing(), self._keeping_flat(memory_ids):
             n = self._update(
                 where,
                 values_sql={"access_count": "access_count + 1", "last_accessed_at": _ts(utcnow())},
@@ -876,7 +894,7 @@ class MemoryStore:
         if not by_count:
             return 0
         updated = 0
-        with self._writing():
+        with self._writing(), self._keeping_flat([i for ids in by_count.values() for i in ids]):
             now = _ts(utcnow())
             for n, ids in sorted(by_count.items()):
                 updated += self._update(
@@ -1251,6 +1269,9 @@ class MemoryStore:
         if not ids:
             return []
         cols = [*ROW_COLUMNS, "vector"] if with_embedding else list(ROW_COLUMNS)
+        flat = None if with_embedding else self._flat_copy(refresh=False)
+        if flat is not None and flat.serves(cols):
+            return [memory_from_row(row) for row in flat.get(ids, cols)]
         found: dict[str, Memory] = {}
         for start in range(0, len(ids), 500):
             part = ids[start : start + 500]
@@ -1463,7 +1484,7 @@ class MemoryStore:
     def optimize(self, *, build_vector_index: bool = True) -> None:
         """Build missing indices (the vector index once the table is large), compact,
         fold new rows into the indices and prune versions older than a few minutes."""
-        with self._writing():
+        with self._writing(), self._keeping_flat():
             _index_memories(self.table(), only_missing=True)
             if build_vector_index:
                 self._ensure_vector_index()
@@ -1582,8 +1603,81 @@ class MemoryStore:
             query = query.where(where, prefilter=True)
         return query.select([*columns, "_distance"]).limit(depth)
 
+    def nearest_rows(
+        self, vector: Any, flt: MemoryFilter, depth: int, columns: Sequence[str], *,
+        copy: bool = True,
+    ) -> list[dict[str, Any]]:  # fmt: skip
+        """The ``depth`` rows ``flt`` admits nearest ``vector`` by cosine, nearest first,
+        with ``columns`` and ``_distance``: from the in-memory copy of the rows while the
+        store is below its vector-index size (:mod:`lexmem.store.flat`), else LanceDB's
+        query. ``copy``: take a new copy when the one held is stale (a search: it pays
+        off over the next ones); without, a stale copy sends the query to LanceDB."""
+        flat = self._flat_copy(refresh=copy)
+        if flat is not None and flat.serves(columns):
+            return flat.nearest(vector, flt, depth, columns)
+        rows: list[dict[str, Any]] = self.vector_query(
+            vector, filter_where(flt), depth, columns
+        ).to_list()
+        return rows
+
+    def _flat_copy(self, *, refresh: bool) -> FlatVectors | None:
+        flat = self._flat
+        commits = self._commits
+        if flat is not None and self._flat_fresh is not None:
+            # Asking the table its version waits behind any query LanceDB is running
+            # (the keyword leg's, meanwhile); other processes' commits are seen within
+            # a second either way (the connection's read_consistency_interval).
+            seen_commits, seen_at = self._flat_fresh
+            if seen_commits == commits and time.monotonic() - seen_at < FLAT_RECHECK_S:
+                return flat
+        table = self.table()
+        version = table.version
+        if flat is not None and flat.version == version:
+            self._flat_fresh = (commits, time.monotonic())
+            return flat
+        self._flat = self._flat_fresh = None
+        if not refresh or self.has_vector_index() or table.count_rows() > FLAT_MAX_ROWS:
+            return None
+        columns = [*ROW_COLUMNS, "vector"]
+
+        def read() -> tuple[int, pa.Table]:
+            # A query, not to_lance(): the lance module and a second dataset handle
+            # cost a long-lived process ~80 MB for good.
+            live = self.table()
+            version = live.version
+            rows = live.search().select(columns).limit(max(live.count_rows(), 1)).to_arrow()
+            return (version if live.version == version else -1), rows  # -1: never current
+
+        version, data = self.reading(read)
+        fresh = FlatVectors.from_table(version, data, self.dim)
+        with self._thread_lock:
+            if self.table().version == version and self._commits == commits:
+                self._flat = fresh
+                self._flat_fresh = (commits, time.monotonic())
+        return fresh
+
+    @contextmanager
+    def _keeping_flat(self, accessed: Sequence[str] = ()) -> Iterator[None]:
+        """Around commits that change nothing the flat copy holds but the access
+        records of ``accessed`` (or nothing at all: compaction, index upkeep), inside
+        :meth:`_writing`: a copy good before them is moved to the version after, with
+        those records as the store now has them."""
+        flat = self._flat
+        before = self.table().version if flat is not None else None
+        yield
+        if flat is None or flat.version != before or self._flat is not flat:
+            return
+        rows: list[dict[str, Any]] = []
+        for start in range(0, len(accessed), 500):
+            part = accessed[start : start + 500]
+            where = "id IN (" + ", ".join(q(i) for i in part) + ")"
+            rows += self._scan(where, ["id", *ACCESS_COLUMNS], limit=len(part))
+        self._flat = flat.at(self.table().version, rows)
+        self._flat_fresh = None  # checked against the table at the next search
+        self._flat_kept = True
+
     def nearest(self, embedding: Sequence[float], flt: MemoryFilter, k: int) -> list[Neighbour]:
-        rows = self.vector_query(embedding, filter_where(flt), k, ["id", "content"]).to_list()
+        rows = self.nearest_rows(embedding, flt, k, ["id", "content"], copy=False)
         return [
             Neighbour(str(r["id"]), str(r["content"]), 1.0 - float(r["_distance"])) for r in rows
         ]

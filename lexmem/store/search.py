@@ -236,7 +236,8 @@ class Searcher:
             vector = self.embedder.embed_one(query)
             timings["embed"] = (time.perf_counter() - t0) * 1000
             t0 = time.perf_counter()
-            for rank, row in enumerate(self._vector(vector, where, depth, columns), start=1):
+            rows = self.store.nearest_rows(vector, flt, depth, columns)
+            for rank, row in enumerate(rows, start=1):
                 c = candidates.setdefault(row["id"], _Candidate(row["id"], row, partial=slim))
                 c.vector_rank = rank
                 c.similarity = 1.0 - float(row.get("_distance") or 0.0)
@@ -340,12 +341,6 @@ class Searcher:
     ) -> Any:
         """The vector leg's LanceDB query (:meth:`MemoryStore.vector_query`)."""
         return self.store.vector_query(vector, where, depth, columns)
-
-    def _vector(
-        self, vector: Any, where: str | None, depth: int, columns: list[str] = _RANK_COLUMNS
-    ) -> list[dict[str, Any]]:
-        rows: list[dict[str, Any]] = self.vector_query(vector, where, depth, columns).to_list()
-        return rows
 
     def _session_context(
         self, candidates: dict[str, _Candidate], vector: Any, where: str | None
