@@ -1122,6 +1122,9 @@ def serve(c: Ctx, once: bool) -> None:
     with _as_service(c, "") as service:
         stop = threading.Event()
         service.readers, service.readers_warm = reader_setup(service.lm)
+        # A service stays up for days: its model in a process of its own, so that the
+        # idle unload gives back everything the model took.
+        service.lm.embedder.isolate = not once
 
         def on_signal(*_: object) -> None:
             stop.set()
@@ -1711,12 +1714,28 @@ def reader_setup(lm: Any) -> tuple[dict[str, Any], Callable[[], None]]:
 
 def reader_warmup(lm: Any) -> Callable[[], None]:
     """What the service does once its reader socket is up: record its answers to an
-    MCP agent's opening requests for the relay (which also loads the MCP SDK now rather
-    than in the first session)."""
+    MCP agent's opening requests for the relay, in a process of its own. The MCP SDK
+    (about 30 MB resident) then enters the service with an agent's first session, whose
+    relay connects as the agent starts: the import overlaps the agent's first turn."""
 
     def warm() -> None:
-        from lexmem.agents.mcp_server import record_manifest
+        import subprocess
 
-        record_manifest(lm.paths, lm)
+        if getattr(sys, "frozen", False):  # a bundle: no interpreter to run it apart
+            from lexmem.agents.mcp_server import record_manifest
+
+            record_manifest(lm.paths, lm)
+            return
+        argv = [sys.executable, "-m", "lexmem.agents.mcp_server", "--record-manifest"]
+        done = subprocess.run(
+            [*argv, str(lm.paths.home)], stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
+            stderr=subprocess.PIPE, timeout=300, check=False, cwd=str(lm.paths.home),
+        )  # fmt: skip
+        if done.returncode != 0:
+            said = done.stderr.decode("utf-8", "replace").strip().splitlines()
+            raise LexmemError(
+                f"recording the MCP manifest failed (exit code {done.returncode}"
+                f"{': ' + said[-1] if said else ''})"
+            )
 
     return warm

@@ -45,7 +45,7 @@ if TYPE_CHECKING:
     import numpy as np
     import numpy.typing as npt
 
-__all__ = ["DEFAULT_MODEL_SHA256", "Embedder", "long_text_windows"]
+__all__ = ["DEFAULT_MODEL_SHA256", "Embedder", "child_main", "long_text_windows"]
 
 DEFAULT_MODEL_SHA256 = "8199be6f699a395f99f89df973f9dc5285fbcfcdb2ae1a4e1201dab014f3d2a6"
 # How a person puts the embedded model right: every message about it ends with this.
@@ -104,9 +104,14 @@ def _sha256(path: Path) -> str:
 class Embedder:
     """Turns text into unit-length float32 vectors of :attr:`dim` numbers."""
 
-    def __init__(self, settings: EmbeddingSettings, models_dir: Path) -> None:
+    def __init__(
+        self, settings: EmbeddingSettings, models_dir: Path, *, isolate: bool = False
+    ) -> None:
         self.settings = settings
         self.models_dir = models_dir
+        # Load the model in a process of its own (lexmem.embed_worker): a long-lived
+        # process sets it, so that an unload gives back everything loading took.
+        self.isolate = isolate
         self._model: Any = None
         # Guards the model's loading and unloading and the count of embeddings using it;
         # the reaper waits on it for the model to go idle.
@@ -168,7 +173,7 @@ class Embedder:
     def _load_locked(self) -> Any:
         if self._model is None:
             started = time.perf_counter()
-            self._model = self._create()
+            self._model = self._create_isolated() if self.isolate else self._create()
             self.loads += 1
             log.info(
                 "[MEM:ENCODE] loaded the embedding model %s in %.0f ms",
@@ -183,6 +188,9 @@ class Embedder:
                 return False
             model, self._model = self._model, None
             self._idle.notify_all()
+        close = getattr(model, "close", None)
+        if callable(close):
+            close()  # the model's own process (isolate): ending it frees everything
         del model
         gc.collect()  # the session sits in reference cycles in fastembed's objects
         _trim_heap()
@@ -233,6 +241,13 @@ class Embedder:
             self._last_used = time.monotonic()
             self._idle.notify_all()
             self._watch_idle()
+
+    def _create_isolated(self) -> Any:
+        from lexmem.embed_worker import ModelProcess, can_isolate
+
+        if not can_isolate():
+            return self._create()
+        return ModelProcess(self.settings, self.models_dir)
 
     def _create(self) -> Any:
         try:
@@ -397,3 +412,48 @@ class Embedder:
 
     def embed_one(self, text: str) -> npt.NDArray[np.float32]:
         return cast("npt.NDArray[np.float32]", self.embed([text])[0])
+
+
+# -- the model's own process (lexmem.embed_worker) -------------------------------------------
+
+
+def child_main() -> int:
+    """The model's process: load the model, then embed what the parent sends until its
+    input ends (the protocol: :mod:`lexmem.embed_worker`)."""
+    import numpy as np
+
+    from lexmem.embed_worker import receive, send
+
+    stdin, stdout = sys.stdin.buffer, sys.stdout.buffer
+    sys.stdout = sys.stderr  # nothing but frames on the parent's pipe
+    try:
+        first = receive(stdin)
+        settings = EmbeddingSettings(**first["settings"])
+        model = Embedder(settings, Path(first["models_dir"]))._create()
+    except ModelError as exc:
+        send(stdout, {"error": str(exc).removeprefix(f"embedding model {exc.model}: ")})
+        return 1
+    except (EOFError, OSError):
+        return 0
+    except Exception as exc:  # noqa: BLE001 - the parent shows it in one line
+        send(stdout, {"error": f"{type(exc).__name__}: {exc}"})
+        return 1
+    send(stdout, {"dim": settings.dim})
+    while True:
+        try:
+            request = receive(stdin)
+        except (EOFError, OSError):
+            return 0
+        try:
+            texts = request["texts"]
+            vectors = np.asarray(
+                list(model.embed(texts, batch_size=request["batch_size"])), dtype="<f4"
+            ).reshape(len(texts), -1)
+        except Exception as exc:  # noqa: BLE001 - one line for the parent
+            send(stdout, {"error": f"{type(exc).__name__}: {exc}"})
+            continue
+        send(stdout, {"shape": list(vectors.shape)}, vectors.tobytes())
+
+
+if __name__ == "__main__":
+    sys.exit(child_main())

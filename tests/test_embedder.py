@@ -2,8 +2,12 @@
 
 from __future__ import annotations
 
+import os
 import shutil
+import signal
 import socket
+import sys
+import time
 from pathlib import Path
 
 import numpy as np
@@ -238,3 +242,85 @@ print(before, loaded, rss())
     grown = loaded - before
     assert grown > 0
     assert after - before < 0.35 * grown, (before, loaded, after)
+
+
+# -- the model in a process of its own (lexmem.embed_worker) ---------------------------------
+
+
+def _alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    try:
+        return Path(f"/proc/{pid}/stat").read_text().split()[2] != "Z"
+    except OSError:
+        return False
+
+
+def test_an_isolated_model_gives_the_same_vectors_and_its_unload_ends_its_process(
+    embedder: Embedder,
+) -> None:
+    e = Embedder(EmbeddingSettings(), embedder.models_dir, isolate=True)
+    texts = ["The billing ledger lives in PostgreSQL 16.", "tabs, not spaces", "word " * 400]
+    got = e.embed(texts)
+    assert np.array_equal(got, embedder.embed(texts))
+    pid = e._model.pid
+    assert pid != os.getpid() and _alive(pid)
+    assert e.unload()
+    assert not _alive(pid)  # ended and reaped: its memory is the system's again
+    assert np.array_equal(e.embed_one(texts[0]), got[0])  # loads again on demand
+    e.unload()
+
+
+def test_an_isolated_model_that_cannot_load_says_why_in_one_line(tmp_path: Path) -> None:
+    e = Embedder(
+        EmbeddingSettings(model="my/model", path=str(tmp_path)), tmp_path / "models", isolate=True
+    )
+    with pytest.raises(ModelError, match=r"^embedding model my/model: .*lacks model\.onnx") as err:
+        e.embed_one("x")
+    assert "\n" not in str(err.value) and str(err.value).count("embedding model") == 1
+
+
+def test_a_killed_model_process_is_started_again_by_the_next_embedding(
+    embedder: Embedder,
+) -> None:
+    e = Embedder(EmbeddingSettings(idle_unload_minutes=0), embedder.models_dir, isolate=True)
+    first = e.embed_one("the shop deploys with make ship")
+    pid = e._model.pid
+    os.kill(pid, signal.SIGKILL)
+    deadline = time.monotonic() + 10
+    while _alive(pid) and time.monotonic() < deadline:
+        time.sleep(0.05)
+    assert np.array_equal(e.embed_one("the shop deploys with make ship"), first)
+    assert e._model.pid != pid
+    e.unload()
+
+
+def test_the_model_process_leaves_with_its_parent(tmp_path: Path, embedder: Embedder) -> None:
+    """A parent that dies without unloading (killed) leaves no model process behind: the
+    child's input ends and it exits."""
+    import subprocess
+
+    code = f"""
+import sys, os
+from pathlib import Path
+from lexmem.embedder import Embedder
+from lexmem.settings import EmbeddingSettings
+e = Embedder(EmbeddingSettings(), Path({str(embedder.models_dir)!r}), isolate=True)
+e.embed_one("x")
+print(e._model.pid, flush=True)
+sys.stdin.readline()
+"""
+    parent = subprocess.Popen(
+        [sys.executable, "-c", code], stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True
+    )
+    assert parent.stdout is not None
+    child = int(parent.stdout.readline())
+    assert _alive(child)
+    parent.kill()
+    parent.wait()
+    deadline = time.monotonic() + 20
+    while _alive(child) and time.monotonic() < deadline:
+        time.sleep(0.1)
+    assert not _alive(child)

@@ -112,6 +112,9 @@ class Starting(QObject):
             from . import browser, panels  # noqa: F401 - the window's modules, imported early
 
             lm = Lexmem.open(self.home)
+            # The app stays up for days: its model in a process of its own, so that the
+            # idle unload gives back everything the model took (lexmem.embed_worker).
+            lm.embedder.isolate = True
         except Exception as exc:
             log.exception("[MEM:UI] the data folder could not be opened")
             self.failed.emit(f"lexmem could not open its data folder: {exc}")

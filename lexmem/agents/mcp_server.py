@@ -889,3 +889,20 @@ def record_manifest(paths: Paths, core: Lexmem | None = None) -> Path:
     text = json.dumps({"lexmem": __version__, "sessions": sessions}, ensure_ascii=False)
     atomic_write(target, text + "\n", mode=FILE_MODE, durable=False)
     return target
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """``python -m lexmem.agents.mcp_server --record-manifest HOME``: what a long-lived
+    service runs to record the manifest in a process of its own, so that the MCP SDK
+    (about 30 MB resident once imported) enters the service only with an agent's first
+    session."""
+    args = list(sys.argv[1:] if argv is None else argv)
+    if len(args) != 2 or args[0] != "--record-manifest":
+        print("usage: python -m lexmem.agents.mcp_server --record-manifest HOME", file=sys.stderr)
+        return 2
+    record_manifest(Paths(Path(args[1])))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
