@@ -463,3 +463,30 @@ def test_mcp_requests_piped_in_at_once_end_cleanly(seeded: Path) -> None:
         assert set(replies) <= {1, 2}
     finally:
         stop_services_of(seeded)
+
+
+def test_a_starting_service_records_the_answers_without_loading_the_mcp_sdk(
+    tmp_path: Path,
+) -> None:
+    """The manifest is recorded in a process of its own: the MCP SDK (~30 MB resident)
+    enters a long-lived service only with an agent's first session."""
+    home = tmp_path / "lexmem"
+    code = f"""
+import sys
+from lexmem.api import Lexmem
+from lexmem.cli import reader_warmup
+lm = Lexmem.open({str(home)!r})
+reader_warmup(lm)()
+print(sorted(m for m in ("mcp", "mcp_types", "lexmem.agents.mcp_server") if m in sys.modules))
+lm.close()
+"""
+    out = subprocess.run(
+        [sys.executable, "-c", code], env=environment(home), capture_output=True, text=True,
+        timeout=300, check=True,
+    )  # fmt: skip
+    assert out.stdout.strip() == "[]"
+    manifest = json.loads((home / "mcp-manifest.json").read_text())
+    assert manifest["sessions"] and all(
+        "initialize" in s and "tools/list" in s for s in manifest["sessions"].values()
+    )
+    assert stat.S_IMODE((home / "mcp-manifest.json").stat().st_mode) == 0o600
