@@ -7,7 +7,9 @@ set-ups, run in turn (A, B, C, A, B, C, ...) so drift in the machine's load hits
 
 - ``bare``: no lexmem;
 - ``hooks``: lexmem's hooks only (``lexmem install claude``, the MCP server taken out);
-- ``hooks+mcp``: what ``lexmem install claude`` sets up, hooks and the ``lexmem mcp`` server.
+- ``hooks+mcp``: what ``lexmem install claude`` sets up, hooks and the ``lexmem mcp`` server;
+- ``noop-hooks``: the floor, Claude Code's own cost of running hooks: the same hook
+  registrations as ``hooks``, each running ``true`` (a command that does nothing).
 
 Reports the median wall time of each (``claude -p`` start to exit), and in how many of the
 ``hooks+mcp`` sessions lexmem's tools were in the first model request (Claude Code in
@@ -46,7 +48,7 @@ from _common import (  # noqa: E402
 )
 
 NAME = "agents"
-SETUPS = ("bare", "hooks", "hooks+mcp")
+SETUPS = ("bare", "hooks", "hooks+mcp", "noop-hooks")
 TOOL = "mcp__lexmem__search_memory"
 TARGET_SLOWDOWN = 0.15
 
@@ -72,11 +74,19 @@ def _setup(root: Path, model_url: str, setup: str) -> Any:
         sb.lexmem("install", "claude")
         # Warm the data folder (settings, model files) so the first run pays no set-up.
         sb.lexmem("remember", "The shop is released with 'make ship'", "--project", str(sb.project))
-    if setup == "hooks":
+    if setup in ("hooks", "noop-hooks"):
         claude_json = sb.home / ".claude.json"
         data = json.loads(claude_json.read_text())
         data.get("mcpServers", {}).pop("lexmem", None)
         claude_json.write_text(json.dumps(data, indent=2))
+    if setup == "noop-hooks":
+        settings = sb.home / ".claude" / "settings.json"
+        data = json.loads(settings.read_text())
+        for groups in data["hooks"].values():
+            for group in groups:
+                for handler in group["hooks"]:
+                    handler["command"] = "true"
+        settings.write_text(json.dumps(data, indent=2))
     return sb
 
 
@@ -158,6 +168,8 @@ def main(argv: Sequence[str] | None = None) -> int:
              "without lexmem, median", m["bare"]),
             ("session with lexmem's hooks only, median", m["hooks"], "s",
              "without lexmem, median", m["bare"]),
+            ("session with hooks that do nothing (Claude Code's own cost), median",
+             m["noop-hooks"], "s", "without lexmem, median", m["bare"]),
             ("sessions with lexmem's tools in the first request", f["tools_in_first_request"],
              "sessions", "sessions run", f["runs"]),
         )  # fmt: skip
@@ -167,7 +179,8 @@ def main(argv: Sequence[str] | None = None) -> int:
             f"{NAME}: Claude Code one-tool session, median of {f['runs']}: "
             f"{m['bare']:.2f} s bare, {m['hooks']:.2f} s with hooks ({s['hooks']:+.0%}), "
             f"{m['hooks+mcp']:.2f} s with hooks + MCP ({s['hooks+mcp']:+.0%}; target "
-            f"+{TARGET_SLOWDOWN:.0%}); lexmem's tools in the first request "
+            f"+{TARGET_SLOWDOWN:.0%}), {m['noop-hooks']:.2f} s with hooks that do nothing "
+            f"({s['noop-hooks']:+.0%}); lexmem's tools in the first request "
             f"{f['tools_in_first_request']} of {f['runs']} (target {f['runs']} of {f['runs']})",
             flush=True,
         )

@@ -24,8 +24,10 @@ and a one-item menu), both started as processes the same way, alternately:
 - idle memory: resident memory (RSS) after a capture has loaded the embedding model and
   the model has been idle for longer than ``[embedding] idle_unload_minutes`` (set short
   for the run), against the bare tray's after the same wait; the peak while the model
-  was loaded is reported beside it. The app runs on a data
-  folder of a few hundred memories.
+  was loaded is reported beside it, and the idle memory again after an agent's MCP
+  session (``lexmem mcp``: one search), which brings the MCP SDK in. Every figure is
+  the app's process and the processes below it (the model's own). The app runs on a
+  data folder of a few hundred memories.
 """
 
 from __future__ import annotations
@@ -221,10 +223,37 @@ TRAY_RUNS = 5
 
 
 def rss_mb(pid: int) -> float:
-    for line in Path(f"/proc/{pid}/status").read_text().splitlines():
-        if line.startswith("VmRSS:"):
-            return int(line.split()[1]) / 1024
-    raise BenchError(f"no VmRSS for process {pid}")
+    """The resident memory of a process and of every process below it (the model's
+    process, a helper recording the MCP manifest): what the app costs the machine."""
+    total = 0.0
+    for one in [pid, *descendants(pid)]:
+        try:
+            lines = Path(f"/proc/{one}/status").read_text().splitlines()
+        except OSError:
+            if one == pid:
+                raise BenchError(f"no process {pid}") from None
+            continue  # a child that ended meanwhile
+        total += next((int(x.split()[1]) for x in lines if x.startswith("VmRSS:")), 0) / 1024
+    return total
+
+
+def descendants(pid: int) -> list[int]:
+    found: list[int] = []
+    todo = [pid]
+    while todo:
+        parent = todo.pop()
+        try:
+            tasks = list(Path(f"/proc/{parent}/task").iterdir())
+        except OSError:
+            continue
+        for task in tasks:
+            try:
+                kids = [int(k) for k in (task / "children").read_text().split()]
+            except OSError:
+                continue
+            found += kids
+            todo += kids
+    return found
 
 
 class XScreen:
@@ -346,6 +375,37 @@ def capture_one(env: dict[str, str]) -> None:
         raise BenchError(f"lexmem remember failed: {proc.stderr.decode(errors='replace')[-500:]}")
 
 
+def mcp_search(env: dict[str, str]) -> None:
+    """One agent's MCP session through ``lexmem mcp`` (the relay to the running app):
+    the opening, one ``search_memory`` call, the end of input."""
+    import json
+
+    cli = Path(sys.executable).with_name("lexmem")
+    messages = [
+        {"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": {
+            "protocolVersion": "2025-06-18", "capabilities": {},
+            "clientInfo": {"name": "bench", "version": "1"}}},
+        {"jsonrpc": "2.0", "method": "notifications/initialized"},
+        {"jsonrpc": "2.0", "id": 2, "method": "tools/call", "params": {
+            "name": "search_memory", "arguments": {"query": "billing ledger"}}},
+    ]  # fmt: skip
+    proc = subprocess.Popen(
+        [str(cli), "mcp"], env=env, stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+        stderr=subprocess.DEVNULL,
+    )  # fmt: skip
+    assert proc.stdin is not None and proc.stdout is not None
+    for message in messages:
+        proc.stdin.write(json.dumps(message).encode() + b"\n")
+        proc.stdin.flush()
+        if "id" in message:
+            line = proc.stdout.readline()
+            if b'"result"' not in line:
+                stop(proc)
+                raise BenchError(f"lexmem mcp answered {line[:300]!r}")
+    proc.stdin.close()
+    proc.wait(60)
+
+
 def measure_tray(tmp: Path, embedder: Any, seed: int) -> dict[str, Any]:
     missing = [tool for tool in ("Xvfb", "trayer") if shutil.which(tool) is None]
     if missing:
@@ -378,13 +438,18 @@ def measure_tray(tmp: Path, embedder: Any, seed: int) -> dict[str, Any]:
                     time.sleep(IDLE_WAIT_S)
                 rss["peak_with_model_mb"] = round(peak.mb, 1)
                 rss["idle_mb"] = settled_rss(proc.pid)
+                # An agent's MCP session brings the MCP SDK into the service for good.
+                mcp_search(env)
+                time.sleep(IDLE_WAIT_S)
+                rss["idle_after_mcp_mb"] = settled_rss(proc.pid)
             stop(proc)
             log(f"  run {run + 1}: bare tray {bare_s[-1] * 1000:.0f} ms, "
                 f"lexmem {app_s[-1] * 1000:.0f} ms to the icon")  # fmt: skip
     bare_ms = statistics.median(bare_s) * 1000
     app_ms = statistics.median(app_s) * 1000
     log(f"  tray: icon after {app_ms:.0f} ms (bare {bare_ms:.0f} ms); idle RSS "
-        f"{rss['idle_mb']:.0f} MB (bare {rss['bare_idle_mb']:.0f} MB)")  # fmt: skip
+        f"{rss['idle_mb']:.0f} MB, {rss['idle_after_mcp_mb']:.0f} MB after an MCP session "
+        f"(bare {rss['bare_idle_mb']:.0f} MB)")  # fmt: skip
     return {
         "runs": TRAY_RUNS,
         "launch_to_icon_ms": round(app_ms, 1),
@@ -449,11 +514,14 @@ def main(argv: Sequence[str] | None = None) -> int:
              "a bare PySide6 tray", tray["bare_launch_to_icon_ms"]),
             ("idle RSS, the model unloaded", tray["rss"]["idle_mb"], "MB",
              "a bare PySide6 tray", tray["rss"]["bare_idle_mb"]),
+            ("idle RSS after an agent's MCP session", tray["rss"]["idle_after_mcp_mb"], "MB",
+             "a bare PySide6 tray", tray["rss"]["bare_idle_mb"]),
         ]  # fmt: skip
         lines.append(
             f"tray icon after {tray['launch_to_icon_ms']:.0f} ms "
             f"({tray['bare_launch_to_icon_ms']:.0f} ms bare, x{tray['launch_ratio']:.2f}); idle "
-            f"RSS {tray['rss']['idle_mb']:.0f} MB ({tray['rss']['bare_idle_mb']:.0f} MB bare)"
+            f"RSS {tray['rss']['idle_mb']:.0f} MB, {tray['rss']['idle_after_mcp_mb']:.0f} MB "
+            f"after an MCP session ({tray['rss']['bare_idle_mb']:.0f} MB bare)"
         )
     else:
         lines.append(f"tray skipped: {tray['skipped']}")
