@@ -128,6 +128,8 @@ def _width() -> int:
 
 def cells(text: str) -> int:
     """How many terminal columns ``text`` takes (wide characters such as 📌 take two)."""
+    if text.isascii() and text.isprintable():
+        return len(text)  # one column a character: the common case, without a lookup each
     return sum(
         0 if unicodedata.combining(ch) else 2 if unicodedata.east_asian_width(ch) in "WF" else 1
         for ch in text

@@ -63,7 +63,8 @@ class FlatVectors:
         unit = np.divide(matrix, norms, out=np.zeros_like(matrix), where=norms > 0)
         access = {c: table.column(c).to_pylist() for c in ACCESS_COLUMNS}
         position = {str(i): n for n, i in enumerate(table.column("id").to_pylist())}
-        rows = table.drop_columns(["vector", *ACCESS_COLUMNS])
+        # One chunk a column: taking a few rows from one chunk is several times quicker.
+        rows = table.drop_columns(["vector", *ACCESS_COLUMNS]).combine_chunks()
         return cls(version, rows, unit, access, position)
 
     def at(self, version: int, accessed: Sequence[dict[str, Any]] = ()) -> FlatVectors:
