@@ -13,7 +13,11 @@ be warmed on a background thread.
 A long-lived process (the tray app, ``lexmem serve``) would otherwise hold the model
 (~225 MB resident) for good. After ``[embedding] idle_unload_minutes`` without an
 embedding the model is dropped (its ONNX session freed and the C allocator asked to
-hand the memory back); the next embedding loads it again. An embedding in flight
+hand the memory back); the next embedding loads it again. Such a process sets
+:attr:`Embedder.isolate`: the model then runs in a process of its own
+(:mod:`lexmem.embed_worker`), and dropping it ends that process, which gives back what
+freeing the session in-process cannot (the runtime's libraries, fastembed's imports,
+heap the allocator keeps: about 70 MB). An embedding in flight
 holds the model: an unload waits for it, and an embedding asked for while the model
 unloads waits and loads it again.
 """

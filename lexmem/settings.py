@@ -50,8 +50,8 @@ class EmbeddingSettings:
     dim: int = 384
     batch_size: int = 32
     threads: int = 0
-    # A long-running app or service drops the model (~225 MB) after this many minutes
-    # without an embedding, and loads it again when next needed (0: keep it loaded).
+    # A long-running app or service drops the model (~250 MB, with its process) after this
+    # many minutes without an embedding, and loads it again when next needed (0: keep it).
     idle_unload_minutes: float = 10.0
 
 

@@ -53,7 +53,7 @@ class EmbeddingTab(SettingsTab):
         self.idle_unload.setSpecialValueText("never")
         self.idle_unload.setKeyboardTracking(False)
         self.idle_unload.setToolTip(
-            "The model takes about 225 MB while loaded; it loads again (about a second) "
+            "The model takes about 250 MB while loaded; it loads again (about a second) "
             "when a capture or a search next needs it"
         )
         self.idle_unload.valueChanged.connect(self._idle_unload_edited)
