@@ -227,3 +227,31 @@ def test_insights_empty_state(qtbot: Any, ctx: AppContext) -> None:
         panel.show()
     assert panel.summary.text() == "No memories yet"
     assert panel.by_type_chart.is_empty() and panel.projects_chart.is_empty()
+
+
+def test_keyboard_triage_moves_on_to_the_next_memory(qtbot: Any, ctx: AppContext) -> None:
+    """A, then A or R again, decides one memory after another: a decision leaves the
+    next row selected (issue 18, defect 5)."""
+    ctx.lm.settings.capture.mode = "full"
+    _say(ctx.lm, "s1", PG)
+    _say(ctx.lm, "s2", MAIN)
+    _say(ctx.lm, "s3", "We decided to deploy the shop with make ship on Fridays.")
+    panel = ReviewPanel(ctx)
+    qtbot.addWidget(panel)
+    panel.show()
+    qtbot.waitUntil(lambda: panel.count == 3, timeout=10_000)
+    first, second, third = panel.ids()
+    panel.select([first])
+    panel.view.setFocus()
+    QTest.keyClick(panel.view, Qt.Key.Key_A)
+    assert panel.ids() == [second, third] and panel.selected_ids() == [second]
+    QTest.keyClick(panel.view, Qt.Key.Key_R)
+    assert panel.ids() == [third] and panel.selected_ids() == [third]
+    qtbot.waitUntil(lambda: _idle(ctx) and panel.count == 1, timeout=30_000)
+    assert ctx.lm.get(first).status == MemoryStatus.ACTIVE
+    assert ctx.lm.store.get_optional(second) is None
+    assert ctx.lm.review_queue() == [third]
+    # The last one decided: nothing left to select, and nothing breaks.
+    panel.select([third])
+    QTest.keyClick(panel.view, Qt.Key.Key_A)
+    assert panel.ids() == [] and panel.selected_ids() == []

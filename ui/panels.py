@@ -695,8 +695,18 @@ class ReviewPanel(_Panel):
         Constraint: a reload already under way still holds these rows; ``_pending``
         keeps them hidden until the write has settled.
         """
+        selected = _selected_rows(self.view)
+        before = self.model.rows()
         self._pending.update(ids)
-        self.model.set_rows(m for m in self.model.rows() if m.id not in self._pending)
+        self.model.set_rows(m for m in before if m.id not in self._pending)
+        if selected and not _selected_rows(self.view):
+            # Keyboard triage (A, A, R, ...): the memory after the decided ones is next,
+            # or, after the last, the one before them.
+            after = [m.id for m in before[selected[-1] + 1 :] if m.id not in self._pending]
+            earlier = [m.id for m in before[: selected[0]] if m.id not in self._pending]
+            nearest = after[:1] or earlier[-1:]
+            if nearest:
+                _select_row(self.view, self.model.find(nearest[0]))
         self._counted()
 
     def _settle(self, ids: Sequence[str], failed: bool = False) -> None:
