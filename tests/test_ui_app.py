@@ -426,3 +426,34 @@ def test_the_tray_apps_service_answers_readers_on_its_socket(data_home: Path) ->
         except subprocess.TimeoutExpired:
             app.kill()
             app.wait(30)
+
+
+def test_ctrl_z_on_the_review_tab_undoes_the_last_decision(
+    qtbot: Any, app: App, repo: Path
+) -> None:
+    """The Edit menu offers Undo on every tab; its shortcut works on the Review tab too
+    (issue 18, defect 5)."""
+    from PySide6.QtCore import Qt
+    from PySide6.QtTest import QTest
+
+    app.lm.settings.capture.mode = "full"
+    agent_session(repo, "We decided to use PostgreSQL 16 for the billing service.")
+    app.ctx.wake()
+    qtbot.waitUntil(lambda: app.menu.review_count == 1, timeout=30_000)
+    app.window.show_tab("review")
+    review = app.window.review
+    qtbot.waitUntil(lambda: review.count == 1, timeout=10_000)
+    (memory_id,) = review.ids()
+    review.select([memory_id])
+    review.view.setFocus()
+    QTest.keyClick(review.view, Qt.Key.Key_A)
+    qtbot.waitUntil(
+        lambda: app.ctx.runner.pending == 0 and app.lm.review_queue() == [], timeout=30_000
+    )
+    # The person clicks the Review tab itself: the focus is on the tab bar, in the
+    # window but outside the panel.
+    bar = app.window.tabs.tabBar()
+    bar.setFocus()
+    assert bar.hasFocus() or not app.window.isActiveWindow()
+    QTest.keyClick(bar, Qt.Key.Key_Z, Qt.KeyboardModifier.ControlModifier)
+    qtbot.waitUntil(lambda: app.lm.review_queue() == [memory_id], timeout=30_000)

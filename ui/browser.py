@@ -430,6 +430,10 @@ class SelectionActions(QObject):
             widget = tabs.widget(i)
             if widget is not None:
                 self._watch(widget)
+        # And while the focus is on the tab bar (a click on a tab puts it there): the
+        # actions act on the panel on screen all the same.
+        for a in self._shortcut_actions:
+            tabs.addAction(a)
         tabs.currentChanged.connect(self._tab_changed)
         self.update()
 
