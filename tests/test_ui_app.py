@@ -457,3 +457,16 @@ def test_ctrl_z_on_the_review_tab_undoes_the_last_decision(
     assert bar.hasFocus() or not app.window.isActiveWindow()
     QTest.keyClick(bar, Qt.Key.Key_Z, Qt.KeyboardModifier.ControlModifier)
     qtbot.waitUntil(lambda: app.lm.review_queue() == [memory_id], timeout=30_000)
+
+
+def _shown_title(title: str, display_name: str) -> str:
+    """The title an X11 or Wayland window manager shows: Qt appends the application's
+    display name unless the title already ends with it (QPlatformWindow::formatWindowTitle)."""
+    return title if title.endswith(display_name) else f"{title} \u2014 {display_name}"
+
+
+def test_the_browsers_title_names_lexmem_once(app: App) -> None:
+    """ui.start names the app "lexmem", which Qt adds to every window's title on Linux:
+    the browser read "lexmem — memory browser — lexmem" (issue 18, defect 8)."""
+    shown = _shown_title(app.window.windowTitle(), "lexmem")
+    assert shown.count("lexmem") == 1, shown

@@ -96,6 +96,7 @@ def test_archive_restore_edit_type_forget(qtbot: Any, ctx: AppContext) -> None:
     b = _remember(qtbot, ctx, "Run the linter with ruff before each commit")
     _wait(qtbot, ctx, lambda: ops.archive(ctx, [a, b]))
     assert {ctx.lm.get(i).status for i in (a, b)} == {MemoryStatus.ARCHIVED}
+    assert ctx.undo_entry is not None and ctx.undo_entry.label == "Undo archive 2 memories"
     _wait(qtbot, ctx, lambda: ops.undo(ctx))
     assert {ctx.lm.get(i).status for i in (a, b)} == {MemoryStatus.ACTIVE}
 

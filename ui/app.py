@@ -411,7 +411,7 @@ class MainWindow(QMainWindow):
 
         self.ctx = ctx
         self.has_tray = has_tray
-        self.setWindowTitle("lexmem — memory browser")
+        self.setWindowTitle("Memory browser — lexmem")
         self.setWindowIcon(icon("lexmem"))
         self.resize(1180, 760)
 
@@ -650,7 +650,7 @@ class App(QObject):
     def _restart(self, why: str) -> None:
         """Quit the loop and let :func:`main` open the core again (new folder, new model)."""
         self.restart = True
-        QMessageBox.information(self.window, "lexmem restarts", why)
+        QMessageBox.information(self.window, "Restarting — lexmem", why)
         self.quit()
 
     # -- state ------------------------------------------------------------------------

@@ -106,8 +106,12 @@ def _merge(items: Sequence[Changes]) -> Changes:
     return out
 
 
+_PLURALS = {"memory": "memories"}
+
+
 def _plural(n: int, what: str) -> str:
-    return f"{what}" if n == 1 else f"{n} {what}s"
+    """``memory`` for one, ``3 memories`` for more (the Edit menu's Undo labels)."""
+    return what if n == 1 else f"{n} {_PLURALS.get(what, what + 's')}"
 
 
 def _memories(ctx: AppContext, ids: Sequence[str]) -> list[Memory]:
