@@ -463,8 +463,12 @@ class Lexmem:
         by: str | None = None,
         with_text: str | None = None,
         new_memory_id: str | None = None,
+        own: bool = False,
     ) -> tuple[Changes, str]:
-        """Replace ``old`` by an existing memory or by a new one written from ``with_text``."""
+        """Replace ``old`` by an existing memory or by a new one written from ``with_text``.
+        ``own``: the text is the person's own words (the browser, ``lexmem supersede``), so
+        the new version is theirs (source ``explicit``) and waits for no review; an
+        agent's correction keeps the old memory's source."""
         if (by is None) == (with_text is None):
             raise InvalidInputError("supersede needs exactly one of a replacement id or a new text")
         old_id = self.resolve(old)
@@ -483,7 +487,8 @@ class Lexmem:
                 with_text or "",
                 type=previous.type,
                 context=MemoryContext(
-                    source=previous.source, project=previous.project, user_id=previous.user_id,
+                    source=MemorySource.EXPLICIT if own else previous.source,
+                    project=previous.project, user_id=previous.user_id,
                     pinned=previous.pinned, learning_context=f"supersedes {old_id}",
                 ),
                 memory_id=new_memory_id,

@@ -830,7 +830,7 @@ def supersede(c: Ctx, old: str, by: str | None, with_text: str | None, as_json: 
         raise InvalidInputError("--with: the new text is empty")
     lm = c.lm()
     old_id = lm.resolve(old)
-    changes, new_id = c.writer().supersede(old_id, by=by, with_text=with_text)
+    changes, new_id = c.writer().supersede(old_id, by=by, with_text=with_text, own=True)
     if as_json:
         emit_json({"superseded": old_id, "by": new_id, "changes": changes.to_dict()})
     else:

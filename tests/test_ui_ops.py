@@ -129,6 +129,31 @@ def test_supersede_with_new_version_and_undo(qtbot: Any, ctx: AppContext) -> Non
         ctx.lm.get(new)
 
 
+def test_a_new_version_in_the_persons_own_words_is_not_queued_for_review(
+    qtbot: Any, ctx: AppContext
+) -> None:
+    """Superseding a captured memory with text the person typed keeps that text without
+    review (issue 18, defect 3); the captured original was in the queue."""
+    from lexmem.models import MemoryContext, MemorySource
+
+    captured = (
+        ctx.lm.remember(
+            "The API rate limit is 100 requests per minute",
+            context=MemoryContext(source=MemorySource.CORRECTION),
+        )
+        .memories[0]
+        .id
+    )
+    assert captured in ctx.lm.review_queue()
+    (c,) = _wait(
+        qtbot, ctx, lambda: ops.supersede(ctx, captured, with_text="The API rate limit is 500 rpm")
+    )
+    new = next(i for i in c.memories.created)
+    assert ctx.lm.get(new).content == "The API rate limit is 500 rpm"
+    assert new not in ctx.lm.review_queue()
+    assert ctx.lm.review_queue() == []  # the original is superseded: not waiting either
+
+
 def test_failed_operation_says_why(qtbot: Any, ctx: AppContext) -> None:
     errors: list[str] = []
     ctx.hub.error.connect(errors.append)

@@ -298,7 +298,8 @@ def supersede(
 
     def work() -> tuple[Changes, UndoEntry | None]:
         old_id = ctx.lm.resolve(old)
-        changes, new_id = ctx.writer.supersede(old_id, by=by, with_text=with_text)
+        # A new version typed here is the person's own: kept without review.
+        changes, new_id = ctx.writer.supersede(old_id, by=by, with_text=with_text, own=True)
         drop = new_id if with_text is not None else None
         entry = UndoEntry("Undo supersede", lambda: ctx.writer.unsupersede(old_id, drop))
         return changes, entry

@@ -148,9 +148,10 @@ class InboxWriter:
         return self._changes(self._run("edit", ident=ident, **fields))
 
     def supersede(
-        self, old: str, *, by: str | None = None, with_text: str | None = None
+        self, old: str, *, by: str | None = None, with_text: str | None = None, own: bool = False
     ) -> tuple[Changes, str]:
-        result = self._run("supersede", old=old, by=by, with_text=with_text)
+        """``own``: ``with_text`` is the person's own words (see :meth:`Lexmem.supersede`)."""
+        result = self._run("supersede", old=old, by=by, with_text=with_text, own=own)
         return self._changes(result), str(result["new_id"])
 
     def decay(self, factor: float | None = None) -> tuple[Changes, int]:

@@ -57,7 +57,7 @@ def apply_op(lm: Lexmem, op: str, kwargs: dict[str, Any], event_id: str) -> dict
     if op == "supersede":
         changes, new_id = lm.supersede(
             kwargs["old"], by=kwargs.get("by"), with_text=kwargs.get("with_text"),
-            new_memory_id=derived_id("op", event_id, "memory"),
+            new_memory_id=derived_id("op", event_id, "memory"), own=bool(kwargs.get("own")),
         )  # fmt: skip
         return {"changes": changes.to_dict(), "new_id": new_id}
     if op == "decay":
