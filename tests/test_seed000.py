@@ -36,6 +36,32 @@ def test_capture_user_correction(service: CaptureService) -> None:
     assert m.salience > 0.5 and m.last_reinforced_at is not None
 
 
+def test_a_setting_changed_again_supersedes_its_older_preference(
+    service: CaptureService,
+) -> None:
+    """Dark, then light: one preference stays active, the newer (issue 18, defect 2)."""
+    from lexmem.models import MemoryStatus
+
+    [dark] = service.capture_configuration_change("editor.theme", "light", "dark")
+    [size] = service.capture_configuration_change("editor.font_size", 12, 14)
+    [light] = service.capture_configuration_change("editor.theme", "dark", "light")
+    store = service.lm.store
+    assert store.get(dark.id).status == MemoryStatus.SUPERSEDED
+    assert store.get(dark.id).superseded_by == light.id
+    assert store.get(light.id).status == MemoryStatus.ACTIVE
+    assert store.get(size.id).status == MemoryStatus.ACTIVE  # another setting: untouched
+    # The same setting in another project is that project's own preference.
+    [other] = service.capture_configuration_change("editor.theme", "light", "dark", project="shop")
+    assert store.get(light.id).status == MemoryStatus.ACTIVE
+    assert store.get(other.id).status == MemoryStatus.ACTIVE
+    # Back to dark: news again, the light preference gives way; the same again: a repeat.
+    [dark_again] = service.capture_configuration_change("editor.theme", "light", "dark")
+    assert store.get(light.id).status == MemoryStatus.SUPERSEDED
+    assert store.get(dark_again.id).status == MemoryStatus.ACTIVE
+    assert service.capture_configuration_change("editor.theme", "light", "dark") == []
+    assert store.get(dark_again.id).status == MemoryStatus.ACTIVE
+
+
 def test_capture_configuration_change(service: CaptureService) -> None:
     [m] = service.capture_configuration_change("theme", "light", "dark")
     assert m.content.rstrip(".") == "User prefers dark mode"

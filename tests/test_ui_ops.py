@@ -162,8 +162,12 @@ def test_failed_operation_says_why(qtbot: Any, ctx: AppContext) -> None:
     assert "does-not-exist" in errors[0] and "\n" not in errors[0]
 
 
-def test_settings_change_applies_at_once_and_is_captured(qtbot: Any, ctx: AppContext) -> None:
+def test_settings_change_applies_at_once_and_is_no_memory(qtbot: Any, ctx: AppContext) -> None:
+    """lexmem's own settings are not the agents' business: switching the theme to dark
+    and back made two "User prefers ... mode" memories in every digest (issue 18,
+    defect 2)."""
     from lexmem.capture.inbox import Inbox
+    from lexmem.service.writer import CaptureService
     from lexmem.settings import load_settings
 
     shared = ctx.lm.settings.capture
@@ -173,8 +177,14 @@ def test_settings_change_applies_at_once_and_is_captured(qtbot: Any, ctx: AppCon
     assert diffs[0] == [("capture.mode", "assist", "full")]
     assert shared.mode == "full"  # the same object the service reads
     assert load_settings(ctx.paths).capture.mode == "full"
-    events = [Inbox(ctx.paths.inbox).read(p) for p in Inbox(ctx.paths.inbox).pending()]
-    assert [e["event_type"] for e in events] == ["config_change"]
+    for theme in ("dark", "light"):
+        ctx.update_settings(lambda s, t=theme: setattr(s.ui, "theme", t), diffs.append)
+    qtbot.waitUntil(lambda: len(diffs) == 3, timeout=10_000)
+    assert load_settings(ctx.paths).ui.theme == "light"
+    assert Inbox(ctx.paths.inbox).pending() == []
+    with CaptureService(ctx.lm) as service:
+        service.drain()
+    assert ctx.lm.store.count() == 0
 
 
 def test_review_reject_erases_and_is_not_undoable(qtbot: Any, ctx: AppContext) -> None:

@@ -85,11 +85,6 @@ def settings_diff(old: Settings, new: Settings) -> list[tuple[str, Any, Any]]:
 
 # Settings whose change says something about the person's preferences (seed 000's
 # configuration capture): the others are plumbing (paths, timeouts, weights).
-PREFERENCE_KEYS = frozenset(
-    {"capture.mode", "ui.theme", "embedding.model", "llm.model", "context.digest_bytes"}
-)
-
-
 class AppContext:
     """The core opened on one data folder, as the app uses it."""
 
@@ -145,9 +140,10 @@ class AppContext:
         mutate: Callable[[Settings], None],
         on_done: Callable[[list[tuple[str, Any, Any]]], None] | None = None,
     ) -> None:
-        """Change settings: applied at once (the in-process service shares the object),
-        saved for the hook and other processes, and preference changes captured as
-        configuration-change events (seed 000)."""
+        """Change settings: applied at once (the in-process service shares the object)
+        and saved for the hook and other processes. lexmem's own settings are not the
+        agents' business: no memory is made of them (seed 000's configuration-change
+        capture is for the preferences of the tools a person works in)."""
 
         def work() -> list[tuple[str, Any, Any]]:
             before = copy.deepcopy(self.lm.settings)
@@ -161,12 +157,6 @@ class AppContext:
             for section in after.to_dict():
                 if section != "schema_version":  # same objects: the service sees new values
                     _assign(getattr(current, section), getattr(after, section))
-            for key, old, new in diff:
-                if key in PREFERENCE_KEYS:
-                    meta = {"key": key, "old": old, "new": new}
-                    self.lm.post_event(
-                        "config_change", "", session_id="app-settings", agent="app", metadata=meta
-                    )
             self.wake()
             return diff
 

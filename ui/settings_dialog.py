@@ -7,9 +7,9 @@ embedding, llm, retention, appearance, data).
 
 Each tab only wires model to screen (STYLE.md 6): its ``reload`` writes the shared
 settings into its widgets with their signals blocked (no echo), and an edit goes back
-through an operation in :mod:`ui.ops`, which saves the file, updates the object the
-in-process service reads and turns preference changes into ``config_change`` events. A
-value that cannot be used is refused with one line under the tabs and never saved.
+through an operation in :mod:`ui.ops`, which saves the file and updates the object the
+in-process service reads (lexmem's own settings never become memories). A value that
+cannot be used is refused with one line under the tabs and never saved.
 
 Long work (a watched folder's first scan, re-embedding with another model, moving the
 data folder, exporting) runs off the UI thread; progress from worker threads reaches the

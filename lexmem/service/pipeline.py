@@ -32,7 +32,7 @@ from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 from typing import TYPE_CHECKING, Any
 
-from lexmem.capture.extract import Candidate, Extractor, confirmations
+from lexmem.capture.extract import Candidate, CandidateKind, Extractor, confirmations
 from lexmem.capture.extract.thresholds import MODE_THRESHOLDS
 from lexmem.capture.inbox import BadEvent, Inbox, derived_id
 from lexmem.capture.policy import (
@@ -832,9 +832,14 @@ class CapturePipeline:
         audit: list[AuditEntry] = []
         keep: list[tuple[Candidate, str]] = []
         for cand in candidates:
+            # From events, a candidate's id is theirs: a retry after a crash finds it
+            # stored. A direct call (seed 000's capture_* API) has no events and is not
+            # retried: each call is its own candidate (the same change of a setting made
+            # again, after another, is news; a repeat is caught as one below).
             cid = derived_id(
-                "candidate", session_id, cand.rule, cand.title, *sorted(cand.event_ids)
-            )
+                "candidate", session_id, cand.rule, cand.title,
+                *(sorted(cand.event_ids) or [uuid.uuid4().hex]),
+            )  # fmt: skip
             entry = AuditEntry(
                 id=derived_id("audit", cid), timestamp=utcnow(), session_id=session_id, candidate_id=cid,
                 decision="skipped", reason="", confidence=cand.confidence, rule=cand.rule, kind=str(cand.kind),
@@ -859,6 +864,30 @@ class CapturePipeline:
         if report.saved:
             self._count_session(session_id, report.saved)
         return report
+
+    def _preferences(self, project: str | None) -> list[Memory]:
+        """The active configuration memories of ``project`` (None: those of no project)."""
+        flt = MemoryFilter(source=MemorySource.CONFIGURATION, project=project)  # active ones
+        return [m for m in self.lm.store.list_memories(flt, limit=10_000) if m.project == project]
+
+    def _same_preference(self, setting: str, content: str, project: str | None) -> str | None:
+        for m in self._preferences(project):
+            if m.metadata.get("setting") == setting and m.content == content:
+                return m.id
+        return None
+
+    def _supersede_settings(self, stored: Sequence[Memory], project: str | None) -> None:
+        """A setting changed again: its newer memory supersedes the older ones of the same
+        setting and project (one preference per setting stays active)."""
+        keys = {str(m.metadata.get("setting")): m.id for m in stored if m.metadata.get("setting")}
+        if not keys:
+            return
+        for older in self._preferences(project):
+            newer = keys.get(str(older.metadata.get("setting")))
+            if newer and older.id != newer:
+                self.lm.store.supersede(older.id, newer)
+                log.info("[MEM:CAPTURE] Setting %s changed again: %s supersedes %s",
+                         older.metadata.get("setting"), newer, older.id)  # fmt: skip
 
     def _store(
         self, keep: list[tuple[Candidate, str]], session_id: str, project: str | None, mode: str,
@@ -898,6 +927,7 @@ class CapturePipeline:
                         "candidate_kind": str(cand.kind),
                         "event_ids": list(cand.event_ids),
                         **_speaker_of(cand),
+                        **_setting_of(cand),
                     },
                 ),
                 explicit_type=cand.type,
@@ -926,7 +956,14 @@ class CapturePipeline:
                 report.skipped += 1
                 audit.append(entry)
                 continue
-            existing = self._duplicate_of(head, project, mode)
+            setting = _setting_of(cand).get("setting")
+            # A preference repeats only the same setting's same value: "User prefers light
+            # mode" is a change from "dark mode", however alike the two sentences read.
+            existing = (
+                self._same_preference(setting, head.content, project)
+                if setting
+                else self._duplicate_of(head, project, mode)
+            )
             if existing is not None:
                 store.reinforce(existing, 0.15 if cand.trigger else 0.1)
                 entry.decision, entry.reason, entry.memory_id = (
@@ -954,6 +991,7 @@ class CapturePipeline:
             report.memory_ids.extend(m.id for m in group)
         if to_store:
             store.store_many(to_store)
+            self._supersede_settings(to_store, project)
         for source, ids in captured.items():
             self.metrics[f"captured.{source}"] += len(ids)
             log.info(
@@ -1015,6 +1053,13 @@ class CapturePipeline:
         if s is not None:
             s.memory_count += n
             self.journal.save_sessions([s])
+
+
+def _setting_of(cand: Candidate) -> dict[str, str]:
+    """A configuration memory names its setting, so that the next change of it supersedes
+    it."""
+    key = cand.metadata.get("key") if cand.kind == CandidateKind.CONFIGURATION else None
+    return {"setting": str(key)} if key else {}
 
 
 def _speaker_of(cand: Candidate) -> dict[str, str]:
