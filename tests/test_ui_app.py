@@ -470,3 +470,15 @@ def test_the_browsers_title_names_lexmem_once(app: App) -> None:
     the browser read "lexmem — memory browser — lexmem" (issue 18, defect 8)."""
     shown = _shown_title(app.window.windowTitle(), "lexmem")
     assert shown.count("lexmem") == 1, shown
+
+
+def test_quick_remember_says_what_it_kept(qtbot: Any, app: App) -> None:
+    """The box closes on a save; the app says so, quoting the text (issue 18, defect 6)."""
+    app.quick_remember()
+    box = app._quick
+    assert box is not None
+    box.text.setPlainText("The staging database runs on port 5433")
+    box.save()
+    qtbot.waitUntil(lambda: not box.isVisible(), timeout=30_000)
+    shown = app.window.statusBar().currentMessage()
+    assert shown == "Remembered: The staging database runs on port 5433"

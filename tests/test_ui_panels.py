@@ -255,3 +255,24 @@ def test_keyboard_triage_moves_on_to_the_next_memory(qtbot: Any, ctx: AppContext
     panel.select([third])
     QTest.keyClick(panel.view, Qt.Key.Key_A)
     assert panel.ids() == [] and panel.selected_ids() == []
+
+
+def test_reject_all_says_what_it_did_on_the_tab(qtbot: Any, ctx: AppContext) -> None:
+    """Reject all asks, then says on the tab what it did (issue 18, defect 6)."""
+    from PySide6.QtWidgets import QMessageBox
+
+    _queued(ctx)
+    panel = ReviewPanel(ctx)
+    qtbot.addWidget(panel)
+    panel.show()
+    qtbot.waitUntil(lambda: panel.count == 2, timeout=10_000)
+    panel.reject_all()
+    box = panel.dialog
+    assert isinstance(box, QMessageBox)
+    yes = next(b for b in box.buttons() if b.text() == "Reject 2")
+    yes.click()
+    qtbot.waitUntil(lambda: _idle(ctx) and panel.count == 0, timeout=30_000)
+    assert panel.status.isVisible()
+    assert panel.status.text() == (
+        "Rejected 2 memories: erased, and capture will not keep the same again."
+    )

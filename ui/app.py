@@ -622,7 +622,19 @@ class App(QObject):
 
         if self._quick is None:
             self._quick = QuickRememberDialog(self.ctx)
+            self._quick.remembered.connect(self._remembered)
         self._quick.popup()
+
+    def _remembered(self, _ids: list[str]) -> None:
+        """The box closes on a save: say so, quoting what was kept."""
+        text = " ".join((self._quick.saved_text if self._quick else "").split())
+        quote = text if len(text) <= 80 else text[:79].rstrip() + "…"
+        if self.tray is not None:
+            self.tray.showMessage(
+                "Remembered", quote, QSystemTrayIcon.MessageIcon.Information, 4_000
+            )
+        else:
+            self.window.statusBar().showMessage(f"Remembered: {quote}", 10_000)
 
     def open_settings(self) -> None:
         from .settings_dialog import SettingsDialog

@@ -31,6 +31,7 @@ from PySide6.QtCore import (
     QPersistentModelIndex,
     QPoint,
     Qt,
+    QTimer,
     Signal,
 )
 from PySide6.QtGui import (
@@ -311,6 +312,11 @@ class _Panel(QWidget):
         self.status = _label("", "muted")
         self.status.setWordWrap(True)
         self.status.hide()
+        # What the last action did, kept across the reload it causes for a while.
+        self._notice = ""
+        self._notice_timer = QTimer(self)
+        self._notice_timer.setSingleShot(True)
+        self._notice_timer.timeout.connect(lambda: self.report(""))
         ctx.hub.changed.connect(self._on_changed)
 
     def refresh(self) -> None:
@@ -319,7 +325,11 @@ class _Panel(QWidget):
         self._load()
 
     def report(self, text: str, *, error: bool = False) -> None:
-        """One line under the panel: what an action from the Edit menu did here."""
+        """One line under the panel: what an action did here. It stays through the
+        reloads the action causes, and goes after :data:`NOTICE_MS`."""
+        self._notice = text
+        if text:
+            self._notice_timer.start(NOTICE_MS)
         self._say(text)
 
     def _on_changed(self, changes: UiChanges) -> None:
@@ -346,7 +356,7 @@ class _Panel(QWidget):
 
         def done(result: Any) -> None:
             if current():
-                self.status.hide()
+                self._say(self._notice)
                 apply(result)
 
         def failed(exc: BaseException) -> None:
@@ -360,6 +370,8 @@ class _Panel(QWidget):
         self.status.setText(text)
         self.status.setVisible(bool(text))
 
+
+NOTICE_MS = 8_000  # how long what an action did stays under its panel
 
 # -- review ---------------------------------------------------------------------------------
 
@@ -684,10 +696,25 @@ class ReviewPanel(_Panel):
         if not todo:
             return
         self._hide(todo)
-        ops.review(
-            self.ctx, todo, decision,
-            on_done=lambda _c: self._settle(todo), on_error=lambda _e: self._settle(todo, True),
-        )  # fmt: skip
+        n = len(todo)
+        what = "1 memory" if n == 1 else f"{n} memories"
+        said = (
+            f"Accepted {what}: kept."
+            if decision == "accepted"
+            else f"Rejected {what}: erased, and capture will not keep the same again."
+        )
+
+        def done(_changes: Changes) -> None:
+            self._settle(todo)
+            if isValid(self):
+                self.report(said)
+
+        def failed(exc: BaseException) -> None:
+            self._settle(todo, True)
+            if isValid(self):
+                self.report(f"Nothing was {decision}: {exc}", error=True)
+
+        ops.review(self.ctx, todo, decision, on_done=done, on_error=failed)
 
     def _hide(self, ids: Sequence[str]) -> None:
         """Take rows out at once; the reload after the write confirms it.
@@ -924,7 +951,7 @@ class AuditPanel(_Panel):
 
             def done(_c: Changes, title: str = e.title) -> None:
                 if isValid(self):
-                    self._say(f"Remembered: {_one_line(title, 80)}")
+                    self.report(f"Remembered: {_one_line(title, 80)}")
 
             ops.capture_anyway(self.ctx, e.text, project=e.project, on_done=done, on_error=failed)
         self._show()

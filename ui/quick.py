@@ -77,6 +77,7 @@ class QuickRememberDialog(QDialog):
         self.ctx = ctx
         self._guess_generation = 0
         self._saving = False
+        self.saved_text = ""  # the last text saved (for the app's confirmation)
         self.setWindowTitle("Remember — lexmem")
         self.setWindowFlags(
             Qt.WindowType.Dialog
@@ -242,6 +243,7 @@ class QuickRememberDialog(QDialog):
             if not shiboken6.isValid(self):
                 return
             self._set_saving(False)
+            self.saved_text = text  # what the app's confirmation quotes
             self.reset()  # the app shows this box again: it starts empty next time
             self.remembered.emit(list(changes.created))
             self.accept()
