@@ -391,8 +391,14 @@ def test_a_service_whose_data_folder_is_deleted_stops(seeded: Path) -> None:
 
     with serving(seeded) as proc:
         assert any(s.pid == proc.pid and s.folder_exists for s in services())
-        shutil.rmtree(seeded)
+        # As a person would: delete it, and again if the running service was writing an
+        # index file into it meanwhile (rmtree then finds a folder it emptied refilled).
+        wait_for(
+            lambda: shutil.rmtree(seeded, ignore_errors=True) or not seeded.exists(),
+            timeout=30, what="the data folder deleted",
+        )  # fmt: skip
         proc.wait(60)  # it notices within seconds
+        assert not seeded.exists()  # and wrote nothing back into it meanwhile
         assert proc.returncode == 0
         assert proc.stderr is not None
         assert "is gone; the service stopped" in proc.stderr.read().decode()

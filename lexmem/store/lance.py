@@ -696,6 +696,10 @@ class MemoryStore:
                     f"cannot write to the store ({exc.strerror or exc}): {self.paths.store}"
                 ) from exc
             try:
+                if not self._opening and not self.paths.store.is_dir():
+                    # The data folder was deleted (or moved) under this process: a commit
+                    # would only write fragments of a table back into its old place.
+                    raise StoreIOError(f"the store is gone: {self.paths.store}")
                 if self._meta:
                     fresh = self._read_meta()
                     if fresh.get("memories_table") != self._meta.get("memories_table"):
