@@ -276,3 +276,19 @@ def test_reject_all_says_what_it_did_on_the_tab(qtbot: Any, ctx: AppContext) -> 
     assert panel.status.text() == (
         "Rejected 2 memories: erased, and capture will not keep the same again."
     )
+
+
+@pytest.mark.parametrize("count", [1, 8, 10, 99, 8_003])
+def test_the_tray_badge_says_a_count_that_fits_it(qtbot: Any, count: int) -> None:
+    """8,003 to review showed a clipped "9" on the tray's badge (issue 18, defect 8):
+    what the badge says fits its circle at every icon size."""
+    from PySide6.QtGui import QFontMetricsF
+
+    from ui.theme import badge_font, badge_text
+
+    text = badge_text(count)
+    assert text == (str(count) if count < 10 else "9+")
+    for size in (22, 24, 32, 48, 64):
+        width = size * 0.46  # the badge's circle in tray_icon
+        font = badge_font(text, width)
+        assert QFontMetricsF(font).horizontalAdvance(text) <= width, (count, size)

@@ -10,7 +10,16 @@ from functools import cache
 from importlib.resources import files
 
 from PySide6.QtCore import QRectF, Qt
-from PySide6.QtGui import QColor, QFont, QGuiApplication, QIcon, QPainter, QPalette, QPixmap
+from PySide6.QtGui import (
+    QColor,
+    QFont,
+    QFontMetricsF,
+    QGuiApplication,
+    QIcon,
+    QPainter,
+    QPalette,
+    QPixmap,
+)
 from PySide6.QtSvg import QSvgRenderer
 from PySide6.QtWidgets import QApplication
 
@@ -80,16 +89,32 @@ def tray_icon(state: str, review_count: int = 0) -> QIcon:
             p.setBrush(QColor("#e03131"))
             p.setPen(Qt.PenStyle.NoPen)
             p.drawEllipse(box)
-            font = QFont()
-            font.setBold(True)
-            font.setPixelSize(max(7, int(r * 0.62)))
-            p.setFont(font)
+            text = badge_text(review_count)
+            p.setFont(badge_font(text, box.width()))
             p.setPen(QColor("#ffffff"))
-            text = str(review_count) if review_count < 100 else "99+"
             p.drawText(box, Qt.AlignmentFlag.AlignCenter, text)
             p.end()
         out.addPixmap(pm)
     return out
+
+
+def badge_text(count: int) -> str:
+    """The review count as the tray's badge says it: a badge ~10 pixels wide holds two
+    characters at most, so from 10 on it says "9+" (the menu gives the number)."""
+    return str(count) if count < 10 else "9+"
+
+
+def badge_font(text: str, width: float) -> QFont:
+    """A bold font in which ``text`` fits across the badge's circle, ``width`` wide (never
+    below 5 px)."""
+    font = QFont()
+    font.setBold(True)
+    size = max(5, int(width * 0.62))
+    while True:
+        font.setPixelSize(size)
+        if size <= 5 or QFontMetricsF(font).horizontalAdvance(text) <= width:
+            return font
+        size -= 1
 
 
 def _system_is_dark() -> bool:
