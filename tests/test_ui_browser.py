@@ -298,7 +298,13 @@ def test_edit_in_the_detail_panel_then_forget(
     c = _wait_changed(qtbot, page, forget.click)
     assert set(c.memories.deleted) == {a, b}
     qtbot.waitUntil(lambda: page.model.ids == [], timeout=WAIT)
-    qtbot.waitUntil(lambda: page.detail.stack.currentWidget() is page.detail.error_label)
+    # Both gone from the list: the detail panel shows nothing rather than a memory that
+    # is no longer there (issue 18, defect 4).
+    qtbot.waitUntil(
+        lambda: (
+            page.detail.memory_id is None and page.detail.stack.currentWidget() is page.detail.empty
+        )
+    )
 
 
 def test_copy_as_markdown(qtbot: Any, ctx: AppContext, page: MemoriesPage) -> None:
@@ -534,3 +540,56 @@ def test_scrolling_100k_memories_reads_only_the_visible_rows(qtbot: Any, big_lm:
         assert model.fetched_rows < 5 * (rows_per_screen + 2 * MARGIN)
     finally:
         ctx.close()
+
+
+def test_the_detail_follows_what_is_left_after_an_archive(
+    qtbot: Any, ctx: AppContext, page: MemoriesPage
+) -> None:
+    """Archive the memory shown: it leaves the active list, and the detail panel leaves
+    it too, never showing a memory that is not in the list (issue 18, defect 4)."""
+    a = _remember(qtbot, page, "Deploys go out on Tuesdays after the standup")
+    b = _remember(qtbot, page, "Run the linter with ruff before each commit")
+    _select(qtbot, page, a)
+    page.detail.show_memory(a)
+    qtbot.waitUntil(lambda: page.detail.memory_id == a and page.detail.data is not None)
+    _wait_changed(qtbot, page, page.act_archive.trigger)
+    qtbot.waitUntil(lambda: page.model.ids == [b], timeout=WAIT)
+    _settle(qtbot, page)
+    shown = page.detail.memory_id
+    assert shown is None or (shown in page.model.ids and page.selected_ids() == [shown])
+    # The last one archived too: nothing is listed, and nothing is shown.
+    _select(qtbot, page, b)
+    _wait_changed(qtbot, page, page.act_archive.trigger)
+    qtbot.waitUntil(lambda: page.model.ids == [], timeout=WAIT)
+    _settle(qtbot, page)
+    assert page.detail.memory_id is None
+
+
+def test_the_detail_starts_at_the_top_and_f2_shows_the_editor(
+    qtbot: Any, ctx: AppContext, page: MemoriesPage
+) -> None:
+    """A newly shown memory starts at its top, not at the last one's scroll position;
+    F2's caret lands in an editor on screen (issue 18, defect 4)."""
+    long_text = " ".join(
+        f"Step {i}: run the migration for shard {i} and check it." for i in range(80)
+    )
+    a = _remember(qtbot, page, long_text)
+    b = _remember(qtbot, page, "Run the linter with ruff before each commit")
+    page.resize(900, 360)  # a short panel: the long memory scrolls
+    _select(qtbot, page, a)
+    page.detail.show_memory(a)
+    qtbot.waitUntil(lambda: page.detail.memory_id == a and page.detail.data is not None)
+    bar = page.detail.scroll.verticalScrollBar()
+    qtbot.waitUntil(lambda: bar.maximum() > 0, timeout=WAIT)
+    bar.setValue(bar.maximum())
+    page.detail.show_memory(b)
+    qtbot.waitUntil(lambda: page.detail.memory_id == b and page.detail.data is not None)
+    qtbot.waitUntil(lambda: page.detail.data.detail.memory.id == b, timeout=WAIT)
+    assert bar.value() == 0
+
+    bar.setValue(bar.maximum())
+    page.detail.focus_editor()
+    editor = page.detail.editor
+    viewport = page.detail.scroll.viewport()
+    top_left = editor.mapTo(viewport, editor.rect().topLeft())
+    assert 0 <= top_left.y() < viewport.height()  # the editor's top is on screen

@@ -1128,7 +1128,26 @@ class MemoriesPage(QWidget):
             else:
                 self._pending_select = None
                 self._status(f"Memory {pending[:8]} is not in the store.", error=True)
+        else:
+            self._keep_detail_in_step()
         self.selection_changed.emit()
+
+    def _keep_detail_in_step(self) -> None:
+        """The detail panel shows the selected memory or nothing: after the list changed
+        under it (an archive, a restore, a forget), a memory that left the list gives way
+        to the row now current, and one still listed is selected again."""
+        shown = self.detail.memory_id
+        sel = self.view.selectionModel()
+        if shown is None or sel.hasSelection():
+            return
+        row = self.model.row_of(shown)
+        if row is None:
+            current = sel.currentIndex()
+            row = current.row() if current.isValid() else None
+        if row is None:
+            self.detail.show_memory(None)
+        else:
+            self._select_row(row)
 
     def _widen(self) -> None:
         """The memory to show is filtered out: list every memory, of any status."""

@@ -19,7 +19,7 @@ from dataclasses import dataclass, field
 from datetime import datetime
 from typing import TYPE_CHECKING
 
-from PySide6.QtCore import QPointF, QRectF, QSignalBlocker, Qt, Signal
+from PySide6.QtCore import QPoint, QPointF, QRectF, QSignalBlocker, Qt, Signal
 from PySide6.QtGui import (
     QColor,
     QKeySequence,
@@ -242,6 +242,7 @@ class MemoryDetailPanel(QWidget):
         body = QWidget()
         scroll.setWidget(body)
         self.stack.addWidget(scroll)
+        self.scroll = scroll
         lay = QVBoxLayout(body)
         lay.setContentsMargins(10, 8, 10, 10)
         lay.setSpacing(6)
@@ -386,7 +387,15 @@ class MemoryDetailPanel(QWidget):
         )
 
     def focus_editor(self) -> None:
+        """The caret in the editor, with the editor scrolled into view (F2, a double
+        click)."""
         self.editor.setFocus(Qt.FocusReason.ShortcutFocusReason)
+        self.editor.ensureCursorVisible()
+        body = self.scroll.widget()
+        bar = self.scroll.verticalScrollBar()
+        top = self.editor.mapTo(body, QPoint(0, 0)).y() if body is not None else 0
+        if not bar.value() <= top < bar.value() + max(1, self.scroll.viewport().height() - 24):
+            bar.setValue(max(0, top - 8))  # the editor's top, a little below the edge
 
     def is_dirty(self) -> bool:
         if self._memory is None:
@@ -451,6 +460,8 @@ class MemoryDetailPanel(QWidget):
         m = d.memory
         same = self._memory is not None and self._memory.id == m.id
         keep_edits = same and self.is_dirty()
+        if not same:  # another memory: from its top, not where the last one was scrolled
+            self.scroll.verticalScrollBar().setValue(0)
         self._data, self._memory = data, m
         with QSignalBlocker(self.editor), QSignalBlocker(self.title_edit):
             if not keep_edits:
