@@ -579,7 +579,7 @@ def test_the_detail_starts_at_the_top_and_f2_shows_the_editor(
     _select(qtbot, page, a)
     page.detail.show_memory(a)
     qtbot.waitUntil(lambda: page.detail.memory_id == a and page.detail.data is not None)
-    bar = page.detail.scroll.verticalScrollBar()
+    bar = page.detail.scroll_area.verticalScrollBar()
     qtbot.waitUntil(lambda: bar.maximum() > 0, timeout=WAIT)
     bar.setValue(bar.maximum())
     page.detail.show_memory(b)
@@ -590,6 +590,6 @@ def test_the_detail_starts_at_the_top_and_f2_shows_the_editor(
     bar.setValue(bar.maximum())
     page.detail.focus_editor()
     editor = page.detail.editor
-    viewport = page.detail.scroll.viewport()
+    viewport = page.detail.scroll_area.viewport()
     top_left = editor.mapTo(viewport, editor.rect().topLeft())
     assert 0 <= top_left.y() < viewport.height()  # the editor's top is on screen

@@ -242,7 +242,7 @@ class MemoryDetailPanel(QWidget):
         body = QWidget()
         scroll.setWidget(body)
         self.stack.addWidget(scroll)
-        self.scroll = scroll
+        self.scroll_area = scroll
         lay = QVBoxLayout(body)
         lay.setContentsMargins(10, 8, 10, 10)
         lay.setSpacing(6)
@@ -391,10 +391,10 @@ class MemoryDetailPanel(QWidget):
         click)."""
         self.editor.setFocus(Qt.FocusReason.ShortcutFocusReason)
         self.editor.ensureCursorVisible()
-        body = self.scroll.widget()
-        bar = self.scroll.verticalScrollBar()
+        body = self.scroll_area.widget()
+        bar = self.scroll_area.verticalScrollBar()
         top = self.editor.mapTo(body, QPoint(0, 0)).y() if body is not None else 0
-        if not bar.value() <= top < bar.value() + max(1, self.scroll.viewport().height() - 24):
+        if not bar.value() <= top < bar.value() + max(1, self.scroll_area.viewport().height() - 24):
             bar.setValue(max(0, top - 8))  # the editor's top, a little below the edge
 
     def is_dirty(self) -> bool:
@@ -461,7 +461,7 @@ class MemoryDetailPanel(QWidget):
         same = self._memory is not None and self._memory.id == m.id
         keep_edits = same and self.is_dirty()
         if not same:  # another memory: from its top, not where the last one was scrolled
-            self.scroll.verticalScrollBar().setValue(0)
+            self.scroll_area.verticalScrollBar().setValue(0)
         self._data, self._memory = data, m
         with QSignalBlocker(self.editor), QSignalBlocker(self.title_edit):
             if not keep_edits:
