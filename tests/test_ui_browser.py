@@ -576,15 +576,19 @@ def test_the_detail_starts_at_the_top_and_f2_shows_the_editor(
     a = _remember(qtbot, page, long_text)
     b = _remember(qtbot, page, "Run the linter with ruff before each commit")
     page.resize(900, 360)  # a short panel: the long memory scrolls
+
+    def showing(mid: str) -> bool:
+        data = page.detail.data
+        return page.detail.memory_id == mid and data is not None and data.detail.memory.id == mid
+
+    # As a person does: select a row, and the detail panel follows the current row.
     _select(qtbot, page, a)
-    page.detail.show_memory(a)
-    qtbot.waitUntil(lambda: page.detail.memory_id == a and page.detail.data is not None)
+    qtbot.waitUntil(lambda: showing(a), timeout=WAIT)
     bar = page.detail.scroll_area.verticalScrollBar()
     qtbot.waitUntil(lambda: bar.maximum() > 0, timeout=WAIT)
     bar.setValue(bar.maximum())
-    page.detail.show_memory(b)
-    qtbot.waitUntil(lambda: page.detail.memory_id == b and page.detail.data is not None)
-    qtbot.waitUntil(lambda: page.detail.data.detail.memory.id == b, timeout=WAIT)
+    _select(qtbot, page, b)
+    qtbot.waitUntil(lambda: showing(b), timeout=WAIT)
     assert bar.value() == 0
 
     bar.setValue(bar.maximum())
