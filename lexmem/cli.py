@@ -27,7 +27,7 @@ from typing import Any, NoReturn, TypeVar
 import click
 
 from lexmem import __version__, wire
-from lexmem.config import tighten_umask
+from lexmem.config import is_frozen, tighten_umask
 from lexmem.errors import InvalidInputError, LexmemError
 
 __all__ = ["Ctx", "cli", "has_display", "main"]
@@ -1723,7 +1723,7 @@ def reader_warmup(lm: Any) -> Callable[[], None]:
     def warm() -> None:
         import subprocess
 
-        if getattr(sys, "frozen", False):  # a bundle: no interpreter to run it apart
+        if is_frozen():  # a bundle: no interpreter to run it apart
             from lexmem.agents.mcp_server import record_manifest
 
             record_manifest(lm.paths, lm)

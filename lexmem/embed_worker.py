@@ -29,6 +29,7 @@ from dataclasses import asdict
 from pathlib import Path
 from typing import IO, TYPE_CHECKING, Any
 
+from lexmem.config import is_frozen
 from lexmem.errors import ModelError
 from lexmem.settings import EmbeddingSettings
 
@@ -47,7 +48,7 @@ LOAD_TIMEOUT_S = 300.0
 def can_isolate() -> bool:
     """Whether this lexmem can start the model's process: an interpreter to run it with
     (a bundle's executable is lexmem itself, not Python)."""
-    return not getattr(sys, "frozen", False) and bool(sys.executable)
+    return not is_frozen() and bool(sys.executable)
 
 
 def send(out: IO[bytes], payload: dict[str, Any], body: bytes = b"") -> None:

@@ -83,8 +83,6 @@ def settings_diff(old: Settings, new: Settings) -> list[tuple[str, Any, Any]]:
     return out
 
 
-# Settings whose change says something about the person's preferences (seed 000's
-# configuration capture): the others are plumbing (paths, timeouts, weights).
 class AppContext:
     """The core opened on one data folder, as the app uses it."""
 

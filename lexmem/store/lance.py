@@ -103,11 +103,11 @@ WRITER_WAIT_S = 3.0  # how long a commit waits for another process's commit to l
 # metadata) never evict in practice, so a long-lived process (the tray, `lexmem serve`)
 # grew by every index page and manifest it ever read. These bound them: the scalar and
 # full-text indices of a 100,000-memory store fit in the index cache.
+INDEX_CACHE_BYTES = 64 << 20
+METADATA_CACHE_BYTES = 16 << 20
 # How long the vector leg trusts its in-memory copy without asking the table's version
 # (the connection's read_consistency_interval: LanceDB looks no more often).
 FLAT_RECHECK_S = 1.0
-INDEX_CACHE_BYTES = 64 << 20
-METADATA_CACHE_BYTES = 16 << 20
 _ID_PREFIX = re.compile(r"^[0-9a-fA-F-]{4,36}$")
 _T = TypeVar("_T")
 
@@ -1276,13 +1276,18 @@ class MemoryStore:
         flat = None if with_embedding else self._flat_copy(refresh=False)
         if flat is not None and flat.serves(cols):
             return [memory_from_row(row) for row in flat.get(ids, cols)]
-        found: dict[str, Memory] = {}
+        found = {row["id"]: memory_from_row(row) for row in self._rows_by_id(ids, cols)}
+        return [found[i] for i in ids if i in found]
+
+    def _rows_by_id(self, ids: Sequence[str], columns: Sequence[str]) -> list[dict[str, Any]]:
+        """The table's rows of ``ids`` (in no order; unknown ids skipped), read from
+        LanceDB 500 ids a query."""
+        rows: list[dict[str, Any]] = []
         for start in range(0, len(ids), 500):
             part = ids[start : start + 500]
             where = "id IN (" + ", ".join(q(i) for i in part) + ")"
-            for row in self._scan(where, cols, limit=len(part)):
-                found[row["id"]] = memory_from_row(row)
-        return [found[i] for i in ids if i in found]
+            rows += self._scan(where, list(columns), limit=len(part))
+        return rows
 
     def get_by_type(self, mtype: MemoryType, user_id: str, limit: int = 50) -> list[Memory]:
         """Active memories of a type for a user, most salient first (seed 004)."""
@@ -1671,11 +1676,7 @@ class MemoryStore:
         yield
         if flat is None or flat.version != before or self._flat is not flat:
             return
-        rows: list[dict[str, Any]] = []
-        for start in range(0, len(accessed), 500):
-            part = accessed[start : start + 500]
-            where = "id IN (" + ", ".join(q(i) for i in part) + ")"
-            rows += self._scan(where, ["id", *ACCESS_COLUMNS], limit=len(part))
+        rows = self._rows_by_id(accessed, ["id", *ACCESS_COLUMNS])
         self._flat = flat.at(self.table().version, rows)
         self._flat_fresh = None  # checked against the table at the next search
         self._flat_kept = True
