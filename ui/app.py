@@ -411,6 +411,8 @@ class MainWindow(QMainWindow):
 
         self.ctx = ctx
         self.has_tray = has_tray
+        #: Set by :meth:`App.quit`: the close that quitting sends is then accepted.
+        self.quitting = False
         self.setWindowTitle("Memory browser — lexmem")
         self.setWindowIcon(icon("lexmem"))
         self.resize(1180, 760)
@@ -504,7 +506,9 @@ class MainWindow(QMainWindow):
 
     def closeEvent(self, event: QCloseEvent) -> None:
         # With a tray the app lives on in it; without one, closing the window quits.
-        if self.has_tray:
+        # Constraint: Qt 6's quit() first asks every window to close and gives up when one
+        # refuses, so the window refuses only a person's close, never the app's quit.
+        if self.has_tray and not self.quitting:
             event.ignore()
             self.hide()
         else:
@@ -608,9 +612,17 @@ class App(QObject):
         self.window.hide()
 
     def quit(self) -> None:
+        """Quit the app: tray ▸ Quit, the browser's menu, SIGTERM and SIGINT all come here."""
+        self.window.quitting = True
         app = QApplication.instance()
         if app is not None:
             app.quit()
+        # A window that still refused (the settings wait for a data-folder move) kept the app
+        # running: a later close of the browser then hides it again rather than quitting.
+        QTimer.singleShot(0, self._quit_done)
+
+    def _quit_done(self) -> None:
+        self.window.quitting = False
 
     # -- dialogs ---------------------------------------------------------------------
 

@@ -253,14 +253,22 @@ def _run(
 
     starting.already_running.connect(already_running)
 
+    def quit_now() -> None:
+        # Through the app's own quit once it runs: a bare quit() is refused by a browser
+        # window that only hides on close while the tray is there.
+        if ran:
+            ran[0].quit()
+        else:
+            qt_app.quit()
+
     async def run() -> None:
         # Qt drives this loop (qasync): coroutines and Qt signals share one thread.
         closing = asyncio.Event()
         qt_app.aboutToQuit.connect(closing.set)
         # A logout or `kill` sends SIGTERM: quit as the menu's Quit does (pending writes
         # finish, the service lets go of the folder). The ticker lets Python see it.
-        signal.signal(signal.SIGTERM, lambda *_: qt_app.quit())
-        signal.signal(signal.SIGINT, lambda *_: qt_app.quit())
+        signal.signal(signal.SIGTERM, lambda *_: quit_now())
+        signal.signal(signal.SIGINT, lambda *_: quit_now())
         ticker = QTimer()
         ticker.start(500)
         ticker.timeout.connect(_noop)
