@@ -46,6 +46,7 @@ from lexmem.api import (
 from lexmem.models import Changes
 
 from .context import AppContext, UiChanges
+from .hotkey import GlobalHotkey
 from .licence_dialog import open_licence_dialog, tier_text, upgrade_prompt
 from .theme import icon, tray_icon
 
@@ -561,6 +562,10 @@ class App(QObject):
         self.menu.open_licence.connect(self.open_licence)
         self.menu.licence_required.connect(self._licence_required)
         self.menu.quit_requested.connect(self.quit)
+        # The tray menu offers Ctrl+Shift+M while the person works elsewhere: grab it for
+        # the whole session where the display allows (X11), not only in lexmem's windows.
+        self.hotkey = GlobalHotkey(self.menu.remember_action.shortcut().toString(), self)
+        self.hotkey.activated.connect(self.quick_remember)
         self.window.review.count_changed.connect(self._on_review_count)
         self.ctx.hub.changed.connect(self._on_changed)
         self.ctx.hub.show_requested.connect(self.window.bring_up)
@@ -598,12 +603,15 @@ class App(QObject):
             self.service_thread.start()
         if self.tray is not None:
             self.tray.show()
+            if not self.hotkey.start():
+                log.info("[MEM:UI] %s", self.hotkey.problem)
         if show_window if show_window is not None else not self.has_tray:
             self.window.bring_up()
         self._clock.start()
 
     def stop(self) -> None:
         self._clock.stop()
+        self.hotkey.stop()
         if self.tray is not None:
             self.tray.hide()
         self.ctx.close()  # pending writes finish first: nothing half-done
