@@ -1531,7 +1531,7 @@ def licence() -> None:
 
 def _licence_lines(st: Any) -> list[str]:
     from lexmem.keystore import backend_available
-    from lexmem.licence import GATES
+    from lexmem.licence import GATES, KEY_URL
 
     lines = [f"Tier       {st.tier_name}" + (" (trial)" if st.source == "trial" else "")]
     lic = st.licence
@@ -1551,6 +1551,8 @@ def _licence_lines(st: Any) -> list[str]:
         lines.append(f"  {mark}  {gate}: {what}")
     if st.problem:
         lines.append(f"Problem    {st.problem}")
+    if lic is None or st.tier != "writer_pro":
+        lines.append(f"Get a key  {KEY_URL}, then: lexmem licence activate KEY")
     ok, why = backend_available()
     if not ok:
         lines.append(

@@ -57,6 +57,7 @@ __all__ = [
     "ENCODER",
     "GATES",
     "KEYRING_ENTRY",
+    "KEY_URL",
     "PUBLIC_KEYS",
     "STORAGE",
     "TRIAL_DAYS",
@@ -90,6 +91,10 @@ GATES = {
 }
 CORE_ACTIVE_LIMIT = 1000
 TRIAL_DAYS = 14
+#: Where a person buys a Writer Pro key (and finds the one they bought): the licence
+#: window, the upgrade prompt and `lexmem licence show` point here. Opened in the person's
+#: own browser when they ask, never fetched by lexmem.
+KEY_URL = "https://lexmem.dev/pro"
 KEYRING_ENTRY = "licence"
 PREFIX = "LXM1"
 # Constraint: clocks on laptops drift; a key issued "in the future" by a few minutes is fine.

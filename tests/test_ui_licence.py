@@ -16,6 +16,8 @@ import pytest
 from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
 from cryptography.hazmat.primitives.serialization import Encoding, PublicFormat
 from keyring.backends import fail
+from PySide6.QtCore import QObject, QUrl, Slot
+from PySide6.QtGui import QDesktopServices
 from PySide6.QtWidgets import QApplication, QLabel, QMessageBox, QWidget
 
 from lexmem.api import Lexmem
@@ -25,6 +27,7 @@ from lexmem.licence import (
     CAPTURE,
     CORE_ACTIVE_LIMIT,
     GATES,
+    KEY_URL,
     KEYRING_ENTRY,
     STORAGE,
     LicenceService,
@@ -313,3 +316,73 @@ def test_under_core_quick_remember_past_the_limit_prompts_and_keeps_the_text(
     assert quick.text.toPlainText() == "Deploys go out on Tuesdays" and quick.isVisible()
     prompt.close_button.click()
     assert ctx.lm.count() == CORE_ACTIVE_LIMIT
+
+
+class _Browser(QObject):
+    """Stands in for the person's web browser: Qt hands it the URLs the app opens
+    (QDesktopServices.setUrlHandler), so the test sees the address and nothing launches."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.opened: list[str] = []
+
+    @Slot(QUrl)
+    def open(self, url: QUrl) -> None:
+        self.opened.append(url.toString())
+
+
+def test_the_prompt_and_the_licence_window_say_where_to_get_a_key(
+    qtbot: Any, lm: Lexmem, clock: Clock
+) -> None:
+    """Issue 18: the upgrade prompt and the Licence window had no way to get a key."""
+    browser = _Browser()
+    QDesktopServices.setUrlHandler("https", browser, "open")
+    app = App(lm, tray=False, service=False)
+    try:
+        _core(clock)
+        app.ctx.emit(UiChanges(state=True))
+        qtbot.waitUntil(
+            lambda: app.licence is not None and app.licence.tier == "core", timeout=WAIT
+        )
+        app.menu.mode_actions["full"].trigger()
+        prompt = _prompt(app.window, qtbot)
+        assert prompt.get_button.text() == "Get a key…"
+        prompt.get_button.click()
+        assert browser.opened == [KEY_URL]
+        # …and the licence window waits for the key the person comes back with.
+        qtbot.waitUntil(lambda: bool(_licence_windows()), timeout=WAIT)
+        (dialog,) = _licence_windows()
+        qtbot.addWidget(dialog)
+        assert dialog.get_button.isVisible() and dialog.get_button.isEnabled()
+        dialog.get_button.click()
+        assert browser.opened == [KEY_URL, KEY_URL]
+        dialog.close()
+    finally:
+        QDesktopServices.unsetUrlHandler("https")
+        app.stop()
+        app.window.deleteLater()
+
+
+def test_where_no_browser_opens_the_address_is_shown_to_copy(
+    qtbot: Any, ctx: AppContext, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from ui.licence_dialog import open_key_page
+
+    parent = QWidget()
+    qtbot.addWidget(parent)
+    # Offscreen with no handler Qt would start xdg-open: say no browser answered, as a
+    # machine without one does.
+    monkeypatch.setattr(QDesktopServices, "openUrl", staticmethod(lambda url: False))
+    assert not open_key_page(parent)
+    box = parent.findChild(QMessageBox, "keyPageAddress")
+    assert box is not None and box.informativeText() == KEY_URL
+
+
+def test_licence_show_says_where_to_get_a_key_until_there_is_one(data_home: Path) -> None:
+    from click.testing import CliRunner
+
+    from lexmem.cli import cli
+
+    out = CliRunner().invoke(cli, ["--home", str(data_home), "licence", "show"])
+    assert out.exit_code == 0, out.output
+    assert f"Get a key  {KEY_URL}, then: lexmem licence activate KEY" in out.output

@@ -21,8 +21,8 @@ from datetime import datetime
 from typing import Any
 
 import shiboken6
-from PySide6.QtCore import QEvent, QSignalBlocker, Qt, QTimer, Signal
-from PySide6.QtGui import QFontDatabase, QPalette, QShowEvent, QTextOption
+from PySide6.QtCore import QEvent, QSignalBlocker, Qt, QTimer, QUrl, Signal
+from PySide6.QtGui import QDesktopServices, QFontDatabase, QPalette, QShowEvent, QTextOption
 from PySide6.QtWidgets import (
     QApplication,
     QDialog,
@@ -42,6 +42,7 @@ from lexmem.api import (
     CORE_ACTIVE_LIMIT,
     ENCODER,
     GATES,
+    KEY_URL,
     STORAGE,
     TIER_NAMES,
     TRIAL_DAYS,
@@ -57,6 +58,7 @@ __all__ = [
     "GATE_TITLES",
     "LicenceDialog",
     "UpgradePrompt",
+    "open_key_page",
     "open_licence_dialog",
     "tier_text",
     "upgrade_prompt",
@@ -236,9 +238,14 @@ class LicenceDialog(QDialog):
         self.activate_button = QPushButton("Activate")
         self.activate_button.setEnabled(False)
         self.activate_button.clicked.connect(self.activate)
+        self.get_button = QPushButton("Get a key…")
+        self.get_button.setAutoDefault(False)
+        self.get_button.setToolTip(f"Buy Writer Pro, or find the key you bought: {KEY_URL}")
+        self.get_button.clicked.connect(lambda: open_key_page(self))
         buttons = QHBoxLayout()
         buttons.addWidget(self.remove_button)
         buttons.addStretch(1)
+        buttons.addWidget(self.get_button)
         buttons.addWidget(self.activate_button)
         kv.addWidget(self.key)
         kv.addWidget(self.verdict)
@@ -554,6 +561,10 @@ class UpgradePrompt(QMessageBox):
         self.enter_button = self.addButton(
             "Enter a licence key…", QMessageBox.ButtonRole.AcceptRole
         )
+        # The prompt closes with any click: the licence window opens behind the page, ready
+        # for the key the person comes back with.
+        self.get_button = self.addButton("Get a key…", QMessageBox.ButtonRole.ActionRole)
+        self.get_button.clicked.connect(self._get_key)
         self.close_button = self.addButton(QMessageBox.StandardButton.Close)
         self.setDefaultButton(self.enter_button)
         self.setEscapeButton(self.close_button)
@@ -565,10 +576,31 @@ class UpgradePrompt(QMessageBox):
         super().done(result)
         _KEPT.discard(self)
 
+    def _get_key(self) -> None:
+        self._enter_key()
+        owner = self.parentWidget()
+        open_key_page(owner.window() if owner is not None else None)
+
     def _enter_key(self) -> None:
         # The prompt closes with the click: the licence window belongs to its parent.
         owner = self.parentWidget()
         open_licence_dialog(self.ctx, owner.window() if owner is not None else None)
+
+
+def open_key_page(parent: QWidget | None) -> bool:
+    """Open :data:`KEY_URL` in the person's browser; where none opens, show the address so
+    it can be copied. Nothing is fetched by lexmem itself."""
+    if QDesktopServices.openUrl(QUrl(KEY_URL)):
+        return True
+    box = QMessageBox(parent)
+    box.setObjectName("keyPageAddress")
+    box.setAttribute(Qt.WidgetAttribute.WA_DeleteOnClose)
+    box.setWindowTitle("Get a key — lexmem")
+    box.setText("No web browser opened. Writer Pro keys are at this address:")
+    box.setInformativeText(KEY_URL)
+    box.setTextInteractionFlags(Qt.TextInteractionFlag.TextSelectableByMouse)
+    box.open()
+    return False
 
 
 def upgrade_prompt(parent: QWidget | None, gate: str, *, ctx: AppContext, detail: str = "") -> None:
