@@ -74,6 +74,7 @@ from lexmem.models import (
     fingerprint,
     make_title,
 )
+from lexmem.projects import resolve_project
 from lexmem.service.client import InboxWriter, remember_through_inbox
 from lexmem.service.ops import memories_under
 from lexmem.service.writer import CaptureService, DrainReport, ServiceBusyError
@@ -343,6 +344,10 @@ class Lexmem:
             raise InvalidInputError("nothing to remember: the text is empty")
         if title is not None:
             title = scrub(title)
+        if context is None and project:
+            # "shop" typed while the repository ~/work/shop is known is that project: one
+            # project, not a second one that only looks the same (lexmem.projects).
+            project = resolve_project(project, self.projects())
         refuse_opted_out(self.paths, self.settings.capture, context.project if context else project)
         self._require_current_space()
         ctx = context or MemoryContext(

@@ -482,3 +482,48 @@ def test_quick_remember_says_what_it_kept(qtbot: Any, app: App) -> None:
     qtbot.waitUntil(lambda: not box.isVisible(), timeout=30_000)
     shown = app.window.statusBar().currentMessage()
     assert shown == "Remembered: The staging database runs on port 5433"
+
+
+def test_one_project_goes_by_one_name(qtbot: Any, app: App, repo: Path) -> None:
+    """Issue 18, defect 7: Quick remember listed absolute paths under a blank first entry,
+    Repositories showed ``~/…`` paths, and "shop" typed by hand became a second project
+    beside the repository ``…/shop`` that looks the same in the table."""
+    agent_session(repo, "We decided to use PostgreSQL 16 for the billing service.")
+    app.ctx.wake()
+    qtbot.waitUntil(lambda: str(repo) in app.lm.projects(), timeout=30_000)
+
+    app.quick_remember()
+    box = app._quick
+    assert box is not None
+    qtbot.waitUntil(lambda: box.project.count() > 0, timeout=10_000)
+    items = [box.project.itemText(i) for i in range(box.project.count())]
+    assert items == ["shop"]  # no blank entry, no path
+    assert box.project.currentText() == ""  # "no project" until one is picked or typed
+
+    box.text.setPlainText("The shop's invoices are numbered per calendar year")
+    box.project.setEditText("shop")  # typed by hand, as a person names the repository
+    box.save()
+    qtbot.waitUntil(lambda: not box.isVisible(), timeout=30_000)
+    hits = app.lm.search("invoices numbered per calendar year", limit=1).hits
+    assert hits and hits[0].memory.project == str(repo)
+    assert app.lm.projects() == [str(repo)]  # still one project
+
+    app.menu.load_repositories()
+    qtbot.waitUntil(lambda: app.menu.repositories == [str(repo)], timeout=10_000)
+    app.menu.repos_menu.aboutToShow.emit()
+    names = [a.text() for a in app.menu.repos_menu.actions()]
+    assert names == ["shop"]
+
+
+def test_quick_remember_has_no_black_corners(qtbot: Any, app: App) -> None:
+    """Issue 18, defect 8: a translucent, rounded box shows black corners where no
+    compositor runs. Every pixel of the box is painted: no transparent corner."""
+    app.quick_remember()
+    box = app._quick
+    assert box is not None
+    qtbot.waitExposed(box)
+    image = box.grab().toImage()
+    corners = [(0, 0), (image.width() - 1, 0), (0, image.height() - 1),
+               (image.width() - 1, image.height() - 1)]  # fmt: skip
+    assert all(image.pixelColor(x, y).alpha() == 255 for x, y in corners)
+    box.reject()

@@ -44,6 +44,7 @@ from lexmem.api import (
     is_paused,
 )
 from lexmem.models import Changes
+from lexmem.projects import project_labels
 
 from .context import AppContext, UiChanges
 from .hotkey import GlobalHotkey
@@ -284,9 +285,10 @@ class CaptureMenu(QObject):
             empty.setEnabled(False)
             return
         optout = set(self.ctx.settings.capture.optout)
-        for repo in self.repositories:
-            action = self.repos_menu.addAction(_short_path(repo))
-            action.setToolTip(f"Capture from {repo}")
+        self.repos_menu.setToolTipsVisible(True)
+        for repo, label in project_labels(self.repositories).items():
+            action = self.repos_menu.addAction(label)  # the name the browser shows too
+            action.setToolTip(f"Capture from {_short_path(repo)}")
             action.setCheckable(True)
             action.setChecked(repo not in optout)
             action.setData(repo)

@@ -67,6 +67,7 @@ from PySide6.QtWidgets import (
 
 from lexmem.api import MemoryFilter, SearchHit
 from lexmem.models import Memory, MemorySource, MemoryStatus, MemoryType
+from lexmem.projects import project_labels, resolve_project
 
 from . import ops
 from .context import AppContext, UiChanges
@@ -808,6 +809,7 @@ class MemoriesPage(QWidget):
             [("Any source", None), *((s.value.replace("_", " "), s.value) for s in MemorySource)],
             "Where the memory came from",
         )
+        self._projects: list[str] = []  # the known projects' keys, once listed
         self.project_filter = QComboBox()
         self.project_filter.setEditable(True)
         self.project_filter.setInsertPolicy(QComboBox.InsertPolicy.NoInsert)
@@ -966,7 +968,7 @@ class MemoriesPage(QWidget):
         mtype = self.type_filter.currentData()
         status = self.status_filter.currentData()
         source = self.source_filter.currentData()
-        project = self.project_filter.currentText().strip()
+        project = resolve_project(self.project_filter.currentText(), self._projects)
         after = before = None
         if self.date_from.date() > _ANY_DATE:
             after = _day_start(self.date_from.date())
@@ -1192,10 +1194,14 @@ class MemoriesPage(QWidget):
             return
         box = self.project_filter
         text = box.currentText()
+        self._projects = projects
         box.blockSignals(True)
         try:
             box.clear()
-            box.addItems(projects)
+            # The names the table shows; each item's tooltip is the project it stands for.
+            for key, label in project_labels(projects).items():
+                box.addItem(label, key)
+                box.setItemData(box.count() - 1, key, Qt.ItemDataRole.ToolTipRole)
             box.setCurrentIndex(-1)
             box.setEditText(text)
         finally:

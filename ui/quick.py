@@ -31,6 +31,7 @@ from PySide6.QtWidgets import (
 
 from lexmem.api import LicenceRequiredError
 from lexmem.models import Changes, TypeClassification
+from lexmem.projects import project_labels, resolve_project
 
 from . import ops
 from .context import AppContext
@@ -78,20 +79,21 @@ class QuickRememberDialog(QDialog):
         self._guess_generation = 0
         self._saving = False
         self.saved_text = ""  # the last text saved (for the app's confirmation)
+        self._projects: list[str] = []  # the known projects' keys, once listed
         self.setWindowTitle("Remember — lexmem")
         self.setWindowFlags(
             Qt.WindowType.Dialog
             | Qt.WindowType.FramelessWindowHint
             | Qt.WindowType.WindowStaysOnTopHint
         )
-        self.setAttribute(Qt.WidgetAttribute.WA_TranslucentBackground)
+        # Constraint: no translucent background and no rounded corners: without a
+        # compositor (many X11 desktops) the transparent corners paint black.
         self.setMinimumWidth(520)
 
         frame = QFrame(self)
         frame.setObjectName("quickFrame")
         frame.setStyleSheet(
-            "QFrame#quickFrame { background: palette(window); border: 1px solid palette(mid);"
-            " border-radius: 10px; }"
+            "QFrame#quickFrame { background: palette(window); border: 1px solid palette(mid); }"
         )
         outer = QVBoxLayout(self)
         outer.setContentsMargins(0, 0, 0, 0)
@@ -188,10 +190,18 @@ class QuickRememberDialog(QDialog):
         def done(projects: list[str]) -> None:
             if not shiboken6.isValid(self):
                 return
+            # Names, as the browser shows them, with the key each stands for; no blank
+            # entry: an empty box is "no project" (its placeholder says so).
+            self._projects = projects
             typed = self.project.currentText()
             with QSignalBlocker(self.project):
                 self.project.clear()
-                self.project.addItems(["", *projects])
+                for key, label in project_labels(projects).items():
+                    self.project.addItem(label, key)
+                    self.project.setItemData(
+                        self.project.count() - 1, key, Qt.ItemDataRole.ToolTipRole
+                    )
+                self.project.setCurrentIndex(-1)
                 self.project.setEditText(typed)
 
         def failed(exc: BaseException) -> None:
@@ -262,9 +272,13 @@ class QuickRememberDialog(QDialog):
 
         ops.remember(
             self.ctx, text, mtype=None if chosen == "auto" else chosen,
-            project=self.project.currentText().strip() or None, pin=self.pin.isChecked(),
+            project=self.project_key(), pin=self.pin.isChecked(),
             on_done=done, on_error=failed,
         )  # fmt: skip
+
+    def project_key(self) -> str | None:
+        """The project the box names: a listed name is its project; "~/…" a path."""
+        return resolve_project(self.project.currentText(), self._projects)
 
     def reset(self) -> None:
         """Empty the box for the next memory (a cancelled draft is kept instead)."""
