@@ -527,3 +527,33 @@ def test_quick_remember_has_no_black_corners(qtbot: Any, app: App) -> None:
                (image.width() - 1, image.height() - 1)]  # fmt: skip
     assert all(image.pixelColor(x, y).alpha() == 255 for x, y in corners)
     box.reject()
+
+
+def test_the_detail_panel_speaks_words_not_ids(qtbot: Any, app: App, repo: Path) -> None:
+    """Issue 18, defect 8: the detail panel showed raw JSON metadata, rule ids and the
+    session's UUID, and a chart of a single point."""
+    sid = agent_session(repo, "We decided to use PostgreSQL 16 for the billing service.")
+    app.ctx.wake()
+    qtbot.waitUntil(lambda: len(app.lm.review_queue()) == 1, timeout=30_000)
+    (memory_id,) = app.lm.review_queue()
+    app.window.show_memory(memory_id)
+    detail = app.window.memories.detail
+    qtbot.waitUntil(
+        lambda: detail.data is not None and detail.data.detail.memory.id == memory_id,
+        timeout=10_000,
+    )
+    fields = {key: label.text() for key, label in detail._fields.items()}
+    assert fields["session"].startswith("Claude Code in shop, "), fields["session"]
+    assert sid not in fields["session"] and sid[:8] not in fields["session"]
+    assert fields["learned"] == "captured as a decision during the session", fields["learned"]
+    assert "{" not in fields["metadata"] and '"' not in fields["metadata"], fields["metadata"]
+    assert "Captured as: " in fields["metadata"]
+    assert "_" not in fields["metadata"].replace("<br>", "")
+    audit = detail.audit_label.text()
+    assert "saved" in audit and "rule" not in audit, audit
+    for entry in detail.data.audit if detail.data else []:
+        if entry.rule:
+            assert entry.rule not in audit
+    # One confidence value: said in words, no chart of a lone dot.
+    assert not detail.chart.isVisible()
+    assert "unchanged since" in detail.salience_label.text()

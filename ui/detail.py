@@ -13,7 +13,7 @@ the answer for a memory that is no longer the one shown.
 from __future__ import annotations
 
 import html
-import json
+import re
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
@@ -46,9 +46,10 @@ from PySide6.QtWidgets import (
     QWidget,
 )
 
-from lexmem.api import AuditEntry
+from lexmem.api import AuditEntry, Session
 from lexmem.errors import NotFoundError
 from lexmem.models import Memory, MemoryType
+from lexmem.projects import project_name
 
 from . import ops
 from .context import AppContext, UiChanges
@@ -68,6 +69,7 @@ class DetailData:
     detail: MemoryDetail
     titles: dict[str, str] = field(default_factory=dict)  # linked memories' titles
     audit: list[AuditEntry] = field(default_factory=list)
+    session: Session | None = None  # the agent session it came from, when recorded
 
 
 def load_detail(lm: Lexmem, memory_id: str) -> DetailData:
@@ -76,7 +78,80 @@ def load_detail(lm: Lexmem, memory_id: str) -> DetailData:
     others = {lk.to_id for lk in detail.links_from} | {lk.from_id for lk in detail.links_to}
     titles = {m.id: m.title for m in lm.memories_for(sorted(others))}
     audit = lm.audit_entries(memory_id=detail.memory.id, limit=50)
-    return DetailData(detail, titles, audit)
+    sid = detail.memory.session_id
+    session = lm.journal.session(sid) if sid else None
+    return DetailData(detail, titles, audit, session)
+
+
+#: How an agent is named to a person.
+AGENT_NAMES = {"claude": "Claude Code", "codex": "Codex", "mcp": "an MCP client", "app": "lexmem"}
+
+#: Metadata a person has no use for: bookkeeping of capture (shown elsewhere or nowhere).
+_HIDDEN_META = {
+    "event_ids", "reinforce", "rule_text", "synthesised_by", "word_count",
+    "classification",  # the Classified row says how; its reason is the classifier's jargon
+}  # fmt: skip
+
+#: Metadata keys in words, where the key alone does not say it.
+_META_LABELS = {
+    "candidate_kind": "Captured as",
+    "context": "Said in reply to",
+    "setting": "Setting",
+    "speaker": "Said by",
+    "llm_notes": "Model's notes",
+    "old": "Was",
+    "new": "Became",
+}
+
+
+def session_text(session: Session | None, session_id: str) -> str:
+    """ "Claude Code in shop, 27 Nov 2026 14:02" rather than the session's id."""
+    if session is None:
+        return f"session {session_id[:8]}" if session_id else ""
+    agent = AGENT_NAMES.get(session.agent, session.agent or "an agent")
+    where = f" in {project_name(session.project)}" if session.project else ""
+    return f"{agent}{where}, {_when(session.started_at)}"
+
+
+#: What memories captured before lexmem wrote this in words carry: a rule id and a UUID.
+_OLD_LEARNED = re.compile(r"^captured by \S+ from session \S+$")
+
+
+def _learned(text: str) -> str:
+    return "captured during the session" if _OLD_LEARNED.match(text) else text
+
+
+def _plural_events(n: int) -> str:
+    return "one agent event" if n == 1 else f"{n} agent events"
+
+
+def _meta_value(value: object) -> str:
+    if isinstance(value, bool):
+        return "yes" if value else "no"
+    if isinstance(value, list | tuple):
+        return ", ".join(_meta_value(v) for v in value)
+    if isinstance(value, dict):
+        return "; ".join(f"{_words(str(k))} {_meta_value(v)}" for k, v in value.items())
+    text = (
+        str(value).replace("_", " ") if isinstance(value, str) and " " not in value else str(value)
+    )
+    return text if len(text) <= 300 else text[:299] + "…"
+
+
+def _words(key: str) -> str:
+    return key.replace("_", " ").strip()
+
+
+def metadata_lines(metadata: dict[str, object]) -> list[tuple[str, str]]:
+    """The metadata a person can read, as (label, text) pairs in a stable order."""
+    out = []
+    for key in sorted(metadata):
+        value = metadata[key]
+        if key in _HIDDEN_META or value in (None, "", [], {}):
+            continue
+        label = _META_LABELS.get(key, _words(key)[:1].upper() + _words(key)[1:])
+        out.append((label, _meta_value(value)))
+    return out
 
 
 def _when(value: datetime | None) -> str:
@@ -320,6 +395,10 @@ class MemoryDetailPanel(QWidget):
             value.setWordWrap(True)
             value.setTextInteractionFlags(Qt.TextInteractionFlag.TextSelectableByMouse)
             value.setSizePolicy(QSizePolicy.Policy.Expanding, QSizePolicy.Policy.Preferred)
+            # What a memory says is shown as it is; only the metadata list is formatted.
+            value.setTextFormat(
+                Qt.TextFormat.RichText if key == "metadata" else Qt.TextFormat.PlainText
+            )
             self._fields[key] = value
             self.form.addRow(label, value)
         lay.addLayout(self.form)
@@ -481,33 +560,42 @@ class MemoryDetailPanel(QWidget):
             f"confidence {m.confidence:.2f}",
             used,
         ]
+        points = [(p.recorded_at, p.confidence) for p in d.confidence]
+        self.chart.set_data(points, m.salience)
+        # One recorded value is no trajectory: a sentence says it, the chart waits for a
+        # second value (a reinforcement, a correction, a review).
+        changed = len({round(v, 3) for _, v in points}) > 1
+        self.chart.setVisible(changed)
+        if points and not changed:
+            bits[2] = f"confidence {m.confidence:.2f}, unchanged since {_when(points[0][0])}"
         self.salience_label.setText(" · ".join(bits))
-        self.chart.set_data([(p.recorded_at, p.confidence) for p in d.confidence], m.salience)
 
         events = m.metadata.get("event_ids") if isinstance(m.metadata, dict) else None
         document = m.source_document or (m.chunk.file_path if m.chunk else "")
         if m.chunk is not None:
             document = f"{document} — chunk {m.chunk.chunk_index + 1} of {m.chunk.total_chunks}"
-        meta = {k: v for k, v in m.metadata.items() if k != "event_ids"}
-        meta_text = json.dumps(meta, sort_keys=True, ensure_ascii=False) if meta else ""
-        if len(meta_text) > 400:
-            meta_text = meta_text[:399] + "…"
+        meta = metadata_lines(m.metadata) if isinstance(m.metadata, dict) else []
+        meta_text = "<br>".join(
+            f"{html.escape(label)}: {html.escape(text)}" for label, text in meta
+        )  # fmt: skip
         values = {
             "id": m.id,
             "source": str(m.source).replace("_", " "),
-            "session": m.session_id or "",
+            "session": session_text(data.session, m.session_id or ""),
             "conversation": m.conversation_id or "",
-            "events": ", ".join(str(e) for e in events) if events else "",
+            "events": _plural_events(len(events)) if events else "",
             "document": document,
-            "learned": m.learning_context or "",
+            "learned": _learned(m.learning_context or ""),
             "capture": m.capture_mode or "",
             "classified": str(m.classification_method).replace("_", " "),
-            "project": m.project or "",
+            "project": project_name(m.project),
             "created": _when(m.created_at),
             "updated": _when(m.updated_at),
             "accessed": _when(m.last_accessed_at) if m.access_count else "",
             "metadata": meta_text,
         }
+        self._fields["project"].setToolTip(m.project or "")
+        self._fields["session"].setToolTip(m.session_id or "")
         for row, (key, label) in enumerate(self._fields.items()):
             label.setText(values[key])
             # Only what this memory has: a hand-written note has no session or document.
@@ -547,11 +635,10 @@ class MemoryDetailPanel(QWidget):
             return _muted_html("No audit entries.")
         rows = []
         for e in entries:
-            why = e.reason or e.kind
-            rule = f" · rule {html.escape(e.rule)}" if e.rule and e.rule != why else ""
+            # The reason in words; the rule's id is for the Audit tab, not for reading.
+            why = e.reason or _words(e.kind)
             rows.append(
-                f"{_when(e.timestamp)} &nbsp;<b>{html.escape(e.decision)}</b>"
-                f" {html.escape(why)}{rule}"
+                f"{_when(e.timestamp)} &nbsp;<b>{html.escape(e.decision)}</b> {html.escape(why)}"
             )
         return "<br>".join(rows)
 

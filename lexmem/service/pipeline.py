@@ -922,7 +922,9 @@ class CapturePipeline:
                     title=cand.title,
                     capture_mode=mode,
                     user_id=self.lm.settings.store.user_id,
-                    learning_context=f"captured by {cand.rule} from session {session_id}",
+                    # In words: the rule and the session are in the audit entry and the
+                    # memory's session_id; this is what a person reads in the browser.
+                    learning_context=f"captured as a {str(cand.kind).replace('_', ' ')} during the session",
                     metadata={
                         "candidate_kind": str(cand.kind),
                         "event_ids": list(cand.event_ids),
