@@ -74,7 +74,7 @@ from lexmem.models import (
     fingerprint,
     make_title,
 )
-from lexmem.projects import resolve_project
+from lexmem.projects import project_labels, project_name, resolve_project
 from lexmem.service.client import InboxWriter, remember_through_inbox
 from lexmem.service.ops import memories_under
 from lexmem.service.writer import CaptureService, DrainReport, ServiceBusyError
@@ -136,7 +136,10 @@ __all__ = [
     "llm_url_problem",
     "move_data_folder",
     "normalise_link_type",
+    "project_labels",
+    "project_name",
     "remember_through_inbox",
+    "resolve_project",
     "set_autostart",
     "set_llm_api_key",
 ]

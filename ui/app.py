@@ -42,9 +42,9 @@ from lexmem.api import (
     LicenceStatus,
     ServiceBusyError,
     is_paused,
+    project_labels,
 )
 from lexmem.models import Changes
-from lexmem.projects import project_labels
 
 from .context import AppContext, UiChanges
 from .hotkey import GlobalHotkey

@@ -65,9 +65,8 @@ from PySide6.QtWidgets import (
     QWidget,
 )
 
-from lexmem.api import MemoryFilter, SearchHit
+from lexmem.api import MemoryFilter, SearchHit, project_labels, resolve_project
 from lexmem.models import Memory, MemorySource, MemoryStatus, MemoryType
-from lexmem.projects import project_labels, resolve_project
 
 from . import ops
 from .context import AppContext, UiChanges

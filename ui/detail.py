@@ -46,10 +46,9 @@ from PySide6.QtWidgets import (
     QWidget,
 )
 
-from lexmem.api import AuditEntry, Session
+from lexmem.api import AuditEntry, Session, project_name
 from lexmem.errors import NotFoundError
 from lexmem.models import Memory, MemoryType
-from lexmem.projects import project_name
 
 from . import ops
 from .context import AppContext, UiChanges

@@ -29,9 +29,8 @@ from PySide6.QtWidgets import (
     QWidget,
 )
 
-from lexmem.api import LicenceRequiredError
+from lexmem.api import LicenceRequiredError, project_labels, resolve_project
 from lexmem.models import Changes, TypeClassification
-from lexmem.projects import project_labels, resolve_project
 
 from . import ops
 from .context import AppContext
