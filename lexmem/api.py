@@ -771,6 +771,10 @@ class Lexmem:
             decision=decision, session_id=session_id, memory_id=memory_id, limit=limit
         )
 
+    def session(self, session_id: str) -> Session | None:
+        """One agent session by its id (None when capture never recorded it)."""
+        return self.journal.session(session_id)
+
     def sessions(self, status: str | None = None, limit: int = 100) -> list[Session]:
         """Agent sessions seen by capture, newest first."""
         return self.journal.sessions(status, limit=limit)

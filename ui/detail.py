@@ -78,7 +78,7 @@ def load_detail(lm: Lexmem, memory_id: str) -> DetailData:
     titles = {m.id: m.title for m in lm.memories_for(sorted(others))}
     audit = lm.audit_entries(memory_id=detail.memory.id, limit=50)
     sid = detail.memory.session_id
-    session = lm.journal.session(sid) if sid else None
+    session = lm.session(sid) if sid else None
     return DetailData(detail, titles, audit, session)
 
 
