@@ -6,9 +6,15 @@ Real store, real model, sessions captured through the inbox and the capture serv
 
 from __future__ import annotations
 
+import json
+
+from click.testing import CliRunner
+from conftest import shared_model
 from search_corpus import ANSWER, QUESTION, populate
 
 from lexmem.api import Lexmem, listed, match_spans
+from lexmem.cli import cli
+from lexmem.embedder import Embedder
 from lexmem.store.search import query_terms
 
 
@@ -53,3 +59,19 @@ def test_match_spans_whole_words_any_case_stems_and_stop_words() -> None:
     assert _words("metadata and data", "data") == ["data"]  # whole words only
     assert _words("the the", "the") == ["the", "the"]  # only stop words: they are the query
     assert match_spans("anything", "") == [] and query_terms("   ") == set()
+
+
+def test_the_cli_table_lists_what_is_relevant_and_json_keeps_the_ranking(
+    lm: Lexmem, embedder: Embedder
+) -> None:
+    ids = populate(lm)
+    with shared_model(embedder):
+        table = CliRunner().invoke(cli, ["search", QUESTION, "-n", "20"], catch_exceptions=False)
+        data = CliRunner().invoke(
+            cli, ["search", QUESTION, "-n", "20", "--json"], catch_exceptions=False
+        )
+    rows = table.stdout.splitlines()[1:]
+    assert rows[0].startswith(ids["answer"][:8])
+    assert 1 <= len(rows) <= 8, table.stdout  # not twenty
+    assert not any("British spelling" in r for r in rows)
+    assert len(json.loads(data.stdout)["hits"]) == 20  # scripts and agents: the whole top-k

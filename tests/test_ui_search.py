@@ -6,7 +6,7 @@ tests/search_corpus.py (47 memories in three projects, four captured sessions).
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator, Sequence
 from typing import Any
 
 import pytest
@@ -15,10 +15,12 @@ from PySide6.QtGui import QColor, QImage
 from PySide6.QtWidgets import QStyle, QStyleOptionViewItem
 from search_corpus import ANSWER, QUESTION, populate
 
+import ui.table
 from lexmem.api import Lexmem
+from lexmem.models import Memory
 from ui.browser import MemoriesPage
 from ui.context import AppContext
-from ui.table import MATCH_LIGHT, MATCH_ROLE
+from ui.table import MATCH_LIGHT, MATCH_ROLE, MemoryTableModel, MemoryTableView
 
 WAIT = 30_000  # generous: a loaded 2-core machine; the waits end as soon as it is true
 LONG_TITLE = (
@@ -123,3 +125,36 @@ def test_the_memory_column_takes_the_width_the_others_leave(qtbot: Any, ctx: App
     qtbot.waitUntil(lambda: view.columnWidth(0) > width + 200, timeout=WAIT)
     assert [view.columnWidth(i) for i in range(1, page.model.columnCount())] == others
     assert QColor(MATCH_LIGHT).isValid()
+
+
+def test_marking_10000_results_reads_only_the_rows_painted(
+    qtbot: Any, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Constraint: the marks are found when a row is painted, never for the whole list."""
+    found: list[str] = []
+    real = ui.table.match_spans
+
+    def spans(text: str, query: str) -> list[tuple[int, int]]:
+        found.append(text)
+        return real(text, query)
+
+    def read(fn: Callable[[], Any], done: Any, failed: Any) -> None:
+        done(fn())  # synchronous: invented rows, no store
+
+    def fetch(part: Sequence[str]) -> list[Memory]:
+        return [Memory(content=f"The shop's database number {i}", id=i) for i in part]
+
+    monkeypatch.setattr(ui.table, "match_spans", spans)
+    model = MemoryTableModel(read, fetch)
+    view = MemoryTableView()
+    qtbot.addWidget(view)
+    view.setModel(model)
+    view.resize(900, 600)
+    view.show()
+    ids = [str(i) for i in range(10_000)]
+    model.set_ids(ids, query="which database does the shop use")
+    qtbot.waitUntil(lambda: model.is_loaded(0) and bool(found), timeout=WAIT)
+    view.viewport().grab()
+    shown = view.rowAt(view.viewport().height() - 1) - view.rowAt(0) + 1
+    assert 0 < len(set(found)) <= shown + 2 * ui.table.MARGIN
+    assert model.data(model.index(0, 0), MATCH_ROLE) == [(4, 8), (11, 19)]
