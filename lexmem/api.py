@@ -82,7 +82,7 @@ from lexmem.settings import Settings, load_settings, save_settings
 from lexmem.store.backends import journal_for, make_store, searcher_for
 from lexmem.store.journal import AuditEntry, Session
 from lexmem.store.protocol import JournalBackend, MemoryBackend, MemoryFilter
-from lexmem.store.search import SearchHit, SearchResult
+from lexmem.store.search import SearchHit, SearchResult, listed, match_spans
 
 if TYPE_CHECKING:
     from lexmem.llm import LlmClient
@@ -131,9 +131,11 @@ __all__ = [
     "autostart_supported",
     "is_paused",
     "keyring_available",
+    "listed",
     "llm_api_key_stored",
     "llm_status_line",
     "llm_url_problem",
+    "match_spans",
     "move_data_folder",
     "normalise_link_type",
     "project_labels",

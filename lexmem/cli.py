@@ -532,18 +532,23 @@ def _filter(project: str | None, mtype: str | None, status: str | None, source: 
 def search(c: Ctx, query: tuple[str, ...], project: str | None, mtype: str | None, status: str, source: str | None,
            since: str | None, until: str | None, limit: int | None, mode: str, why: bool, as_json: bool) -> None:  # fmt: skip
     """Find memories by meaning and keywords."""
+    from lexmem.store.search import listed
+
     flt = _filter(project, mtype, status, source, since=since, until=until)
     result = c.lm().search(" ".join(query), flt, limit=limit, mode=mode)
     if as_json:
         emit_json({"query": result.query, "mode": result.mode, "timings_ms": result.timings_ms,
                    "hits": [h.to_dict() for h in result.hits]})  # fmt: skip
         return
-    if not result.hits:
+    # The table is for a person: what is worth reading, not every memory sharing one word
+    # with a question. --json keeps the whole ranking, as scripts and agents want it.
+    hits = listed(result.hits, result.query)
+    if not hits:
         click.echo("No memories match.")
         return
     with_status = status != "active"
     rows = []
-    for h in result.hits:
+    for h in hits:
         m = h.memory
         title = ("📌 " if m.pinned else "") + m.title
         row = [short(m.id), f"{h.score:.3f}", m.type, *([m.status] if with_status else []),
@@ -552,7 +557,7 @@ def search(c: Ctx, query: tuple[str, ...], project: str | None, mtype: str | Non
     table(["ID", "SCORE", "TYPE", *(["STATUS"] if with_status else []), "PROJECT", "TITLE"], rows)
     if why:
         click.echo("")
-        for h in result.hits:
+        for h in hits:
             click.echo(f"{short(h.memory.id)}  {h.why()}")
 
 

@@ -65,7 +65,7 @@ from PySide6.QtWidgets import (
     QWidget,
 )
 
-from lexmem.api import MemoryFilter, SearchHit, project_labels, resolve_project
+from lexmem.api import MemoryFilter, SearchHit, listed, project_labels, resolve_project
 from lexmem.models import Memory, MemorySource, MemoryStatus, MemoryType
 
 from . import ops
@@ -98,6 +98,8 @@ __all__ = [
     "memory_markdown",
 ]
 
+#: The detail panel's width at most when the page first shows (the person may drag it).
+DETAIL_WIDTH = 440
 #: Hits a search shows (the searcher's ceiling is 1,000; 200 keeps a keystroke cheap).
 SEARCH_LIMIT = 200
 DEBOUNCE_MS = 200
@@ -868,8 +870,9 @@ class MemoriesPage(QWidget):
         self.splitter = QSplitter(Qt.Orientation.Horizontal)
         self.splitter.addWidget(self.view)
         self.splitter.addWidget(self.detail)
-        self.splitter.setStretchFactor(0, 13)
-        self.splitter.setStretchFactor(1, 7)
+        # A wider window widens the table (its Memory column), not the detail panel.
+        self.splitter.setStretchFactor(0, 1)
+        self.splitter.setStretchFactor(1, 0)
         self.splitter.setChildrenCollapsible(False)
 
         lay = QVBoxLayout(self)
@@ -1068,14 +1071,16 @@ class MemoriesPage(QWidget):
         def work() -> tuple[list[SearchHit] | None, IdPlan]:
             if query:
                 found = lm.search(query, flt, limit=SEARCH_LIMIT, record_access=False)
-                hits = _sorted_hits(found.hits, sort)
+                # A person scrolls this list: what the search found worth showing, not
+                # every memory sharing one word with a question (see lexmem.api.listed).
+                hits = _sorted_hits(listed(found.hits, query), sort)
                 return hits, plan_ids(base, [h.memory.id for h in hits])
             return None, plan_ids(base, lm.list_ids(flt, sort=sort))
 
         if not submit_read(
             self.ctx.read,
             work,
-            lambda result: self._arrived(seq, *result),
+            lambda result: self._arrived(seq, *result, query=query),
             lambda exc: self._query_failed(seq, exc),
         ):
             self._query_running = False
@@ -1095,9 +1100,11 @@ class MemoriesPage(QWidget):
         self.count_label.setText("")
         self.show_error(str(exc))
 
-    def _arrived(self, seq: int, hits: list[SearchHit] | None, plan: IdPlan) -> None:
-        """A query's answer: ``hits`` for a search (None for a plain list) and the plan
-        that turns the table's ids into the answer's."""
+    def _arrived(
+        self, seq: int, hits: list[SearchHit] | None, plan: IdPlan, *, query: str = ""
+    ) -> None:
+        """A query's answer: ``hits`` for a search (None for a plain list), the plan
+        that turns the table's ids into the answer's, and the words searched."""
         if not alive(self) or self._finish_query() or seq != self._seq:
             return  # stale: an older keystroke's answer
         if hits is not None:
@@ -1106,6 +1113,7 @@ class MemoriesPage(QWidget):
                 memories=[h.memory for h in hits],
                 scores={h.memory.id: h.score for h in hits},
                 plan=plan,
+                query=query,
             )
             n = len(hits)
             more = " (the best)" if n >= SEARCH_LIMIT else ""
@@ -1297,7 +1305,8 @@ class MemoriesPage(QWidget):
         if not self._sized:  # the first time only: later the person's split stands
             self._sized = True
             width = max(self.splitter.width(), 600)
-            self.splitter.setSizes([int(width * 0.64), width - int(width * 0.64)])
+            detail = min(DETAIL_WIDTH, int(width * 0.36))
+            self.splitter.setSizes([width - detail, detail])
 
     def eventFilter(self, watched: QObject, event: QEvent) -> bool:
         # Down from the search box goes to the results, as in a launcher.

@@ -27,13 +27,24 @@ from PySide6.QtCore import (
     QAbstractTableModel,
     QModelIndex,
     QPersistentModelIndex,
+    QRectF,
     Qt,
     QTimer,
     Signal,
 )
 from PySide6.QtGui import QColor, QIcon, QPainter, QPaintEvent, QPalette, QPixmap
-from PySide6.QtWidgets import QAbstractItemView, QHeaderView, QTableView, QWidget
+from PySide6.QtWidgets import (
+    QAbstractItemView,
+    QApplication,
+    QHeaderView,
+    QStyle,
+    QStyledItemDelegate,
+    QStyleOptionViewItem,
+    QTableView,
+    QWidget,
+)
 
+from lexmem.api import match_spans
 from lexmem.models import Memory, MemoryStatus
 
 from .theme import TYPE_COLOURS
@@ -41,15 +52,18 @@ from .theme import TYPE_COLOURS
 __all__ = [
     "COLUMNS",
     "ID_ROLE",
+    "MATCH_ROLE",
     "PLACEHOLDER",
     "SORTABLE_COLUMNS",
     "Column",
     "IdPlan",
     "IdSnapshot",
+    "MatchDelegate",
     "MemoryTableModel",
     "MemoryTableView",
     "ReadFn",
     "alive",
+    "match_spans",
     "plan_ids",
     "submit_read",
     "type_icon",
@@ -61,6 +75,9 @@ log = logging.getLogger("lexmem.ui")
 PLACEHOLDER = "…"
 #: The role under which every cell answers its memory's id.
 ID_ROLE = int(Qt.ItemDataRole.UserRole) + 1
+#: The role under which the title cell answers where the search's words are in its text:
+#: (start, end) character spans, see :func:`match_spans` (empty without a search).
+MATCH_ROLE = int(Qt.ItemDataRole.UserRole) + 2
 PIN_MARK = "★"
 PIN_COLOUR = "#f59f00"
 
@@ -243,6 +260,7 @@ class MemoryTableModel(QAbstractTableModel):
         self._epoch = 0
         self._missing: set[str] = set()  # listed, but gone by the time it was read
         self._scores: dict[str, float] = {}
+        self._query = ""  # the search the ids answer, for highlighting its words
         self._wanted: set[int] = set()
         self._in_flight = False
         self._generation = 0  # bumped whenever the id list changes
@@ -275,6 +293,11 @@ class MemoryTableModel(QAbstractTableModel):
         return self._scores.get(memory_id)
 
     @property
+    def query(self) -> str:
+        """The search the ids answer ("" for a plain list)."""
+        return self._query
+
+    @property
     def busy(self) -> bool:
         """Rows are being read, or asked for and about to be."""
         return self._in_flight or self._timer.isActive()
@@ -299,9 +322,11 @@ class MemoryTableModel(QAbstractTableModel):
         memories: Iterable[Memory] = (),
         scores: dict[str, float] | None = None,
         plan: IdPlan | None = None,
+        query: str = "",
     ) -> None:
         """Show ``ids`` in this order; ``memories`` already read (a search's hits) fill
-        the cache so those rows need no second read.
+        the cache so those rows need no second read; ``query`` is the search they
+        answer, whose words the title column marks.
 
         Rows that stay keep their identity (selection, current row, scroll position):
         the change is announced as removals, one layout change if the order of the
@@ -317,12 +342,13 @@ class MemoryTableModel(QAbstractTableModel):
             self._put(m)
             self._stale.pop(m.id, None)
         self._scores = dict(scores or {})
+        query_changed, self._query = query != self._query, query
         self._missing.clear()
         self._wanted.clear()  # row numbers of the old list; the repaint asks again
         self._generation += 1
         if not plan.same:
             self._apply(plan)
-        if fresh and self._ids:
+        if (fresh or query_changed) and self._ids:
             self._changed(0, len(self._ids) - 1)
 
     def _apply(self, plan: IdPlan) -> None:
@@ -519,6 +545,11 @@ class MemoryTableModel(QAbstractTableModel):
             return None
         if role == Qt.ItemDataRole.DisplayRole:
             return _display(m, col.key)
+        if role == MATCH_ROLE:
+            # Asked by the delegate for painted rows only: 10,000 rows cost nothing more.
+            return (
+                match_spans(_one_line(m), self._query) if col.key == "title" and self._query else []
+            )
         if role == Qt.ItemDataRole.ForegroundRole:
             if col.key == "pinned":
                 return QColor(PIN_COLOUR)
@@ -565,6 +596,9 @@ def _display(m: Memory, key: str) -> str:
 
 def _tooltip(m: Memory, score: float | None) -> str:
     text = m.content if len(m.content) <= 400 else m.content[:399] + "…"
+    title = " ".join(m.title.split())
+    if title and not " ".join(m.content.split()).startswith(title.rstrip("…")):
+        text = f"{title}\n\n{text}"  # the whole title, which the column may elide
     facts = [f"created {_when(m.created_at)}"]
     if m.access_count:
         facts.append(f"last returned {_when(m.last_accessed_at)} ({m.access_count}×)")
@@ -575,8 +609,6 @@ def _tooltip(m: Memory, score: float | None) -> str:
 
 
 def _muted() -> QColor:
-    from PySide6.QtWidgets import QApplication
-
     return QApplication.palette().color(QPalette.ColorRole.PlaceholderText)
 
 
@@ -593,6 +625,67 @@ def _ranges(rows: Sequence[int]) -> list[tuple[int, int]]:
 
 def _runs(rows: Sequence[int]) -> int:
     return sum(1 for i, r in enumerate(rows) if i == 0 or rows[i - 1] != r - 1)
+
+
+#: Behind the search's words in the title column: a marker yellow on a light base, a
+#: deeper amber on a dark one; translucent, so a selected row's colour shows through.
+MATCH_LIGHT = QColor(255, 212, 59, 170)
+MATCH_DARK = QColor(245, 159, 0, 120)
+
+
+class MatchDelegate(QStyledItemDelegate):
+    """Paints a cell as usual, with the search's words (``MATCH_ROLE``) marked.
+
+    Constraint: a view calls ``paint`` for the rows on screen only, so with 10,000
+    search results the marks cost what a screenful costs. The text is elided as the
+    style elides it, and a mark never reaches past the ellipsis.
+    """
+
+    def paint(self, painter: QPainter, option: QStyleOptionViewItem, index: Index) -> None:
+        spans = index.data(MATCH_ROLE)
+        if not spans:
+            super().paint(painter, option, index)
+            return
+        opt = QStyleOptionViewItem(option)
+        self.initStyleOption(opt, index)
+        widget = opt.widget  # type: ignore[attr-defined]
+        style = widget.style() if widget is not None else QApplication.style()
+        rect = style.subElementRect(QStyle.SubElement.SE_ItemViewItemText, opt, widget)
+        margin = style.pixelMetric(QStyle.PixelMetric.PM_FocusFrameHMargin, None, widget) + 1
+        rect = rect.adjusted(margin, 0, -margin, 0)
+        text = opt.text  # type: ignore[attr-defined]
+        opt.text = ""  # type: ignore[attr-defined]
+        # Background, selection, focus and icon as the style draws them; the text below.
+        style.drawControl(QStyle.ControlElement.CE_ItemViewItem, opt, painter, widget)
+        fm = opt.fontMetrics  # type: ignore[attr-defined]
+        shown = fm.elidedText(text, opt.textElideMode, rect.width())  # type: ignore[attr-defined]
+        visible = len(shown) if shown == text else max(0, len(shown) - 1)
+        pal = opt.palette  # type: ignore[attr-defined]
+        selected = bool(opt.state & QStyle.StateFlag.State_Selected)  # type: ignore[attr-defined]
+        group = (
+            QPalette.ColorGroup.Normal
+            if opt.state & QStyle.StateFlag.State_Enabled  # type: ignore[attr-defined]
+            else QPalette.ColorGroup.Disabled
+        )
+        dark = pal.color(QPalette.ColorRole.Base).lightness() < 128
+        painter.save()
+        painter.setClipRect(rect)
+        painter.setRenderHint(QPainter.RenderHint.Antialiasing)
+        painter.setPen(Qt.PenStyle.NoPen)
+        painter.setBrush(MATCH_DARK if dark else MATCH_LIGHT)
+        top = rect.center().y() - fm.height() / 2
+        for start, end in spans:
+            end = min(end, visible)
+            if start >= end:
+                continue
+            x = rect.left() + fm.horizontalAdvance(shown[:start])
+            width = fm.horizontalAdvance(shown[start:end])
+            painter.drawRoundedRect(QRectF(x - 1, top, width + 2, fm.height()), 2, 2)
+        role = QPalette.ColorRole.HighlightedText if selected else QPalette.ColorRole.Text
+        painter.setPen(pal.color(group, role))
+        painter.setFont(opt.font)  # type: ignore[attr-defined]
+        painter.drawText(rect, int(opt.displayAlignment), shown)  # type: ignore[attr-defined]
+        painter.restore()
 
 
 class MemoryTableView(QTableView):
@@ -629,11 +722,15 @@ class MemoryTableView(QTableView):
         hh.setStretchLastSection(False)
         hh.setMinimumSectionSize(24)
         hh.setDefaultAlignment(Qt.AlignmentFlag.AlignLeft | Qt.AlignmentFlag.AlignVCenter)
+        self.match_delegate = MatchDelegate(self)
+        self.setItemDelegateForColumn(0, self.match_delegate)
 
     def setModel(self, model: Any) -> None:
         super().setModel(model)
         hh = self.horizontalHeader()
         for i, col in enumerate(COLUMNS):
+            # The Memory column stretches over what the others leave: a wider window
+            # shows more of each title.
             self.setColumnWidth(i, col.width)
             mode = QHeaderView.ResizeMode.Stretch if i == 0 else QHeaderView.ResizeMode.Interactive
             hh.setSectionResizeMode(i, mode)

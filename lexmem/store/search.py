@@ -32,7 +32,18 @@ from lexmem.store.schema import ROW_COLUMNS, memory_from_row
 if TYPE_CHECKING:
     from lexmem.embedder import Embedder
 
-__all__ = ["MODES", "Fusion", "SearchHit", "SearchResult", "Searcher"]
+__all__ = [
+    "MODES",
+    "STOP_WORDS",
+    "Fusion",
+    "SearchHit",
+    "SearchResult",
+    "Searcher",
+    "listed",
+    "match_spans",
+    "query_terms",
+    "stem",
+]
 
 MODES = ("hybrid", "bm25", "vector")
 # Every column but the vector: the hits are built from the legs' rows, no second read.
@@ -47,7 +58,27 @@ _SLIM_COLUMNS = (
 _SESSION_SOURCES = SESSION_SOURCES
 # metadata is JSON written with sort_keys; a regex reads the speaker without parsing it.
 _SPEAKER = re.compile(r'"speaker": "((?:[^"\\]|\\.)*)"')
+# A session's handoff: the summary capture writes at a session's end (same JSON, same way).
+_SUMMARY = re.compile(r'"candidate_kind": "handoff"')
 _WORD = re.compile(r"[^\W_]+")
+# English function words (NLTK's list, which bench/locomo.py's BM25 baseline uses too):
+# a question's "which", "does", "the" say nothing about what it asks for. The full-text
+# index's own list leaves some of them in ("does" matches there).
+_STOP_TEXT = """i me my myself we our ours ourselves you your yours yourself yourselves he him his
+    himself she her hers herself it its itself they them their theirs themselves what which
+    who whom this that these those am is are was were be been being have has had having do
+    does did doing a an the and but if or because as until while of at by for with about
+    against between into through during before after above below to from up down in out on
+    off over under again further then once here there when where why how all any both each
+    few more most other some such no nor not only own same so than too very s t can will
+    just don should now d ll m o re ve y ain aren couldn didn doesn hadn hasn haven isn ma
+    mightn mustn needn shan shouldn wasn weren won wouldn"""
+STOP_WORDS = frozenset(_STOP_TEXT.split())
+# What a listing asks of a hit (see listed): more than this share of the query's words,
+# or a cosine within this margin of the best hit's and above this floor.
+LIST_COVERAGE = 0.5
+LIST_MEANING_MARGIN = 0.15
+LIST_MEANING_FLOOR = 0.25
 
 
 @dataclass(slots=True)
@@ -176,6 +207,79 @@ def _speaker(row: dict[str, Any]) -> set[str]:
         return set()
     name = json.loads(f'"{found[1]}"') if "\\" in found[1] else found[1]
     return set(_WORD.findall(name.lower()))
+
+
+def stem(word: str) -> str:
+    """A light English stem: enough that "databases", "used" and "using" meet "database"
+    and "use" (plural, past and -ing endings, a final e), not a full Porter stemmer."""
+    w = word.lower().removesuffix("'s").removesuffix("’s")
+    if len(w) > 4 and w.endswith("ies"):
+        w = w[:-3] + "y"
+    elif len(w) > 4 and w.endswith(("sses", "shes", "ches", "xes")):
+        w = w[:-2]
+    elif len(w) > 3 and w.endswith("s") and not w.endswith(("ss", "us", "is")):
+        w = w[:-1]
+    for suffix in ("ing", "ed"):
+        if len(w) >= len(suffix) + 2 and w.endswith(suffix):
+            w = w[: -len(suffix)]
+            if len(w) > 3 and w[-1] == w[-2] and w[-1] not in "aeiouls":
+                w = w[:-1]  # "running" -> "run"
+            break
+    return w[:-1] if len(w) > 2 and w.endswith("e") else w
+
+
+def query_terms(query: str) -> set[str]:
+    """The stems of a query's words that carry meaning: its stop words left out, unless
+    it has nothing else."""
+    words = [w.lower() for w in _WORD.findall(query)]
+    content = [w for w in words if w not in STOP_WORDS]
+    return {stem(w) for w in content or words}
+
+
+def match_spans(text: str, query: str) -> list[tuple[int, int]]:
+    """Where ``text`` holds the query's words: (start, end) character offsets of each
+    whole word whose stem is one of :func:`query_terms`, in order. Case aside; "database"
+    finds "Databases"."""
+    terms = query_terms(query)
+    if not terms:
+        return []
+    return [(m.start(), m.end()) for m in _WORD.finditer(text) if stem(m.group()) in terms]
+
+
+def _coverage(m: Memory, terms: set[str]) -> float:
+    """The share of ``terms`` that the memory's title or text holds."""
+    if not terms:
+        return 0.0
+    found = {stem(w) for w in _WORD.findall(f"{m.title} {m.content}")} & terms
+    return len(found) / len(terms)
+
+
+def listed(hits: list[SearchHit], query: str) -> list[SearchHit]:
+    """The hits worth showing a person who searched ``query``, in their order.
+
+    Ranking takes every memory with a keyword or some meaning in common, which suits a
+    top ten an agent reads; a list a person scrolls then shows half a small store for a
+    question, most of it matched by one common word ("use") or a vague cosine. A hit
+    is listed when it holds more than half the query's words (stop words aside, light
+    stemming) or its meaning is near the best hit's: cosine within
+    ``LIST_MEANING_MARGIN`` of the best and above ``LIST_MEANING_FLOOR``. The best hit
+    always is. Not applied to the ranked top-k agents get: bench/locomo.py measures that.
+    """
+    if not hits:
+        return []
+    terms = query_terms(query)
+    best = max((h.similarity or 0.0 for h in hits), default=0.0)
+    near = max(LIST_MEANING_FLOOR, best - LIST_MEANING_MARGIN)
+    return [
+        h
+        for n, h in enumerate(hits)
+        if n == 0 or (h.similarity or 0.0) >= near or _coverage(h.memory, terms) > LIST_COVERAGE
+    ]
+
+
+def _summary(row: dict[str, Any]) -> bool:
+    """Whether a row is a session's handoff summary (see :meth:`Searcher._fuse`)."""
+    return _SUMMARY.search(row.get("metadata") or "") is not None
 
 
 def _arrow_compute() -> Any:
@@ -409,11 +513,17 @@ class Searcher:
         ).to_numpy()
         table_order = order.tolist()
         cols = {name: table.column(name).take(order).to_pylist() for name in _SLIM_COLUMNS}
-        # A memory whose session was not read whole has no neighbours here.
+        # A memory whose session was not read whole has no neighbours here, nor has one
+        # that is not a step of the conversation: a workflow distilled from it, or the
+        # session's summary, which restates the session (its neighbours' words are its
+        # own words counted twice; see _fuse).
         keys = [
-            s if s in sessions else f"\x00{i}"
-            for s, i in zip(cols["session_id"], cols["id"], strict=True)
-        ]
+            s if s in sessions and src in _SESSION_SOURCES and not _SUMMARY.search(meta or "")
+            else f"\x00{i}"
+            for s, i, src, meta in zip(
+                cols["session_id"], cols["id"], cols["source"], cols["metadata"], strict=True
+            )
+        ]  # fmt: skip
         cands: list[_Candidate] = []
         for k in range(n):
             row = {name: cols[name][k] for name in _SLIM_COLUMNS}
@@ -450,7 +560,9 @@ class Searcher:
         query's pool puts "how far above the rest" on one scale for all of them.
         Two small priors ride along: length (a longer memory holds more, and BM25's
         length normalisation over-punishes it) and the query naming the memory's
-        speaker (``metadata["speaker"]``). The session boost then adds half the best
+        speaker (``metadata["speaker"]``). A session's handoff summary gets no length
+        prior: it is long because it restates its whole session, and with it a handoff
+        that mentions the question's words in passing outranked the memory answering it. The session boost then adds half the best
         fused score in the memory's session: evidence that the session is about the
         question.
         """
@@ -466,11 +578,13 @@ class Searcher:
         floor = min((c.similarity for c in candidates if c.similarity is not None), default=0.0)
         meaning = [floor if c.similarity is None else c.similarity for c in candidates]
         words = set(_WORD.findall(query.lower()))
+        length = z([math.log1p(float(c.row.get("word_count") or 0)) for c in candidates])
+        length[[n for n, c in enumerate(candidates) if _summary(c.row)]] = 0.0
         fused = (
             f.keyword * z([c.bm25_score or 0.0 for c in candidates])
             + f.meaning * z(meaning)
             + f.neighbour_keyword * z([c.neighbour_keywords for c in candidates])
-            + f.length * z([math.log1p(float(c.row.get("word_count") or 0)) for c in candidates])
+            + f.length * length
             + f.speaker * z([float(bool(words & _speaker(c.row))) for c in candidates])
         )
         if f.session:
