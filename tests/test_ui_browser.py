@@ -21,7 +21,7 @@ from lexmem.models import Memory, MemoryStatus
 from ui import ops
 from ui.browser import LinkDialog, MemoriesPage, SupersedeDialog, memory_markdown
 from ui.context import AppContext, UiChanges
-from ui.table import MARGIN, PLACEHOLDER, MemoryTableModel, plan_ids
+from ui.table import COLUMNS, MARGIN, PLACEHOLDER, MemoryTableModel, plan_ids
 
 WAIT = 30_000  # generous: a loaded 2-core machine; the waits end as soon as it is true
 
@@ -597,3 +597,28 @@ def test_the_detail_starts_at_the_top_and_f2_shows_the_editor(
     viewport = page.detail.scroll_area.viewport()
     top_left = editor.mapTo(viewport, editor.rect().topLeft())
     assert 0 <= top_left.y() < viewport.height()  # the editor's top is on screen
+
+
+def test_two_projects_that_share_a_name_are_told_apart(qtbot: Any, page: MemoriesPage) -> None:
+    """Issue 18, defect 7: "shop" typed by hand and the repository ``~/work/shop`` both
+    showed as "shop". Each project now has one label, the same in the table and the
+    project filter, and picking a label filters to that project alone."""
+    repo = str(Path.home() / "work" / "shop")
+    named = _remember(qtbot, page, "The shop's invoices are numbered per year", project="shop")
+    captured = _remember(qtbot, page, "The shop deploys on Tuesdays", project=repo)
+    _shown(qtbot, page, named, captured)
+    column = next(i for i, c in enumerate(COLUMNS) if c.key == "project")
+
+    def shown(mid: str) -> str:
+        row = page.model.row_of(mid)
+        assert row is not None
+        return str(page.model.index(row, column).data())
+
+    qtbot.waitUntil(lambda: shown(captured) == "shop (~/work)", timeout=WAIT)
+    assert shown(named) == "shop"
+    box = page.project_filter
+    assert sorted(box.itemText(i) for i in range(box.count())) == ["shop", "shop (~/work)"]
+    box.setEditText("shop (~/work)")
+    assert page.current_filter().project == repo
+    box.setEditText("shop")
+    assert page.current_filter().project == "shop"

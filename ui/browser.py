@@ -1202,6 +1202,7 @@ class MemoriesPage(QWidget):
         box = self.project_filter
         text = box.currentText()
         self._projects = projects
+        self.model.set_project_labels(project_labels(projects))
         box.blockSignals(True)
         try:
             box.clear()

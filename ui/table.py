@@ -44,7 +44,7 @@ from PySide6.QtWidgets import (
     QWidget,
 )
 
-from lexmem.api import match_spans
+from lexmem.api import match_spans, project_name
 from lexmem.models import Memory, MemoryStatus
 
 from .theme import TYPE_COLOURS
@@ -261,6 +261,9 @@ class MemoryTableModel(QAbstractTableModel):
         self._missing: set[str] = set()  # listed, but gone by the time it was read
         self._scores: dict[str, float] = {}
         self._query = ""  # the search the ids answer, for highlighting its words
+        # project key -> the label every view shows (lexmem.projects), once the page
+        # has listed the projects; a project not in it shows its folder name.
+        self._project_labels: dict[str, str] = {}
         self._wanted: set[int] = set()
         self._in_flight = False
         self._generation = 0  # bumped whenever the id list changes
@@ -270,6 +273,18 @@ class MemoryTableModel(QAbstractTableModel):
         self._timer.timeout.connect(self._fetch)
         self.fetched_rows = 0
         self.fetch_calls = 0
+
+    def set_project_labels(self, labels: dict[str, str]) -> None:
+        """Name projects as :func:`lexmem.api.project_labels` does, where two look alike."""
+        if labels == self._project_labels:
+            return
+        self._project_labels = dict(labels)
+        column = next(i for i, c in enumerate(COLUMNS) if c.key == "project")
+        if self._ids:
+            self.dataChanged.emit(
+                self.index(0, column), self.index(len(self._ids) - 1, column),
+                [Qt.ItemDataRole.DisplayRole],
+            )  # fmt: skip
 
     # -- the id list ---------------------------------------------------------------
 
@@ -544,6 +559,8 @@ class MemoryTableModel(QAbstractTableModel):
                 return _muted()
             return None
         if role == Qt.ItemDataRole.DisplayRole:
+            if col.key == "project":
+                return self._project_labels.get(m.project or "") or project_name(m.project)
             return _display(m, col.key)
         if role == MATCH_ROLE:
             # Asked by the delegate for painted rows only: 10,000 rows cost nothing more.
@@ -576,10 +593,7 @@ def _display(m: Memory, key: str) -> str:
         return str(m.type)
     if key == "project":
         # A repository root shows as its folder name; the row's tooltip has the full path.
-        p = m.project or ""
-        if "/" not in p and "\\" not in p:
-            return p
-        return p.rstrip("/\\").replace("\\", "/").rsplit("/", 1)[-1] or p
+        return project_name(m.project)
     if key == "salience":
         return f"{m.salience:.2f}"
     if key == "created":
