@@ -93,11 +93,23 @@ def test_a_question_lists_the_answer_first_and_marks_the_words_it_matched(
         assert _marked(image, page.view.visualRect(page.model.index(0, column))) == 0
     assert MATCH_LIGHT.alpha() < 255  # translucent: the selection shows through
 
+    # The detail panel marks the same words in the memory's text.
+    page.select(ids["answer"])
+    qtbot.waitUntil(
+        lambda: page.detail.data is not None and page.detail.data.detail.memory.id == ids["answer"],
+        timeout=WAIT,
+    )
+    editor = page.detail.editor
+    marked = [editor.toPlainText()[s.cursor.selectionStart() : s.cursor.selectionEnd()]
+              for s in editor.extraSelections()]  # fmt: skip
+    assert marked and {w.lower() for w in marked} <= {"shop", "uses", "database"}, marked
+
     # Without a search nothing is marked.
     page.set_query("")
     _settle(qtbot, page)
     assert page.model.rowCount() == 47
     assert page.model.data(page.model.index(0, 0), MATCH_ROLE) == []
+    assert editor.extraSelections() == []
 
 
 def test_the_memory_column_takes_the_width_the_others_leave(qtbot: Any, ctx: AppContext) -> None:

@@ -1115,11 +1115,13 @@ class MemoriesPage(QWidget):
                 plan=plan,
                 query=query,
             )
+            self.detail.set_query(query)
             n = len(hits)
             more = " (the best)" if n >= SEARCH_LIMIT else ""
             self.count_label.setText(f"{n:,} match{'es' if n != 1 else ''}{more}")
         else:
             self.model.set_ids(plan.ids, plan=plan)
+            self.detail.set_query("")
             n = len(plan.ids)
             self.count_label.setText(f"{n:,} memor{'ies' if n != 1 else 'y'}")
         self._after_ids()

@@ -29,6 +29,7 @@ from PySide6.QtGui import (
     QPalette,
     QPen,
     QShortcut,
+    QTextCursor,
 )
 from PySide6.QtWidgets import (
     QComboBox,
@@ -42,6 +43,7 @@ from PySide6.QtWidgets import (
     QScrollArea,
     QSizePolicy,
     QStackedWidget,
+    QTextEdit,
     QVBoxLayout,
     QWidget,
 )
@@ -52,7 +54,7 @@ from lexmem.models import Memory, MemoryType
 
 from . import ops
 from .context import AppContext, UiChanges
-from .table import alive, submit_read, type_icon
+from .table import MATCH_DARK, MATCH_LIGHT, alive, match_spans, submit_read, type_icon
 from .theme import series_colour
 
 if TYPE_CHECKING:
@@ -292,6 +294,7 @@ class MemoryDetailPanel(QWidget):
         self._memory: Memory | None = None
         self._data: DetailData | None = None
         self._seq = 0
+        self._query = ""  # the search whose words are marked in the text
         self._base_content = ""
         self._base_title = ""
         # One journal for the panel's life: opening its tables the first time takes the
@@ -350,6 +353,7 @@ class MemoryDetailPanel(QWidget):
         self.editor.setPlaceholderText("Content")
         self.editor.setMinimumHeight(120)
         self.editor.textChanged.connect(self._update_buttons)
+        self.editor.textChanged.connect(self._mark_matches)  # marks follow an edit
         lay.addWidget(self.editor, 2)
         buttons = QHBoxLayout()
         self.hint = QLabel("Ctrl+S saves")
@@ -435,6 +439,28 @@ class MemoryDetailPanel(QWidget):
         """What is on screen (None before the first load)."""
         return self._data
 
+    def set_query(self, query: str) -> None:
+        """Mark ``query``'s words in the memory's text, as the table marks its titles."""
+        if query != self._query:
+            self._query = query
+            self._mark_matches()
+
+    def _mark_matches(self) -> None:
+        marks = []
+        if self._query:
+            dark = self.palette().color(QPalette.ColorRole.Base).lightness() < 128
+            colour = MATCH_DARK if dark else MATCH_LIGHT
+            doc = self.editor.document()
+            for start, end in match_spans(self.editor.toPlainText(), self._query):
+                mark = QTextEdit.ExtraSelection()
+                cursor = QTextCursor(doc)
+                cursor.setPosition(start)
+                cursor.setPosition(end, QTextCursor.MoveMode.KeepAnchor)
+                mark.cursor = cursor  # type: ignore[attr-defined]
+                mark.format.setBackground(colour)  # type: ignore[attr-defined]
+                marks.append(mark)
+        self.editor.setExtraSelections(marks)
+
     def show_memory(self, memory_id: str | None) -> None:
         """Show ``memory_id`` (None: nothing). Unsaved edits of the one shown are saved
         first: switching rows must not lose what the person typed."""
@@ -506,6 +532,7 @@ class MemoryDetailPanel(QWidget):
         with QSignalBlocker(self.editor), QSignalBlocker(self.title_edit):
             self.editor.setPlainText(self._base_content)
             self.title_edit.setText(self._base_title)
+        self._mark_matches()
         self._update_buttons()
 
     # -- loading -------------------------------------------------------------------
@@ -546,6 +573,7 @@ class MemoryDetailPanel(QWidget):
                 self.editor.setPlainText(m.content)
                 self.title_edit.setText(m.title)
                 self.title_edit.setCursorPosition(0)  # show a long title's beginning
+        self._mark_matches()
         self._base_content, self._base_title = m.content, m.title
         with QSignalBlocker(self.type_combo):
             self.type_combo.setCurrentIndex(max(0, self.type_combo.findData(str(m.type))))
