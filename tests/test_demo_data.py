@@ -16,7 +16,7 @@ from pathlib import Path
 import pytest
 
 from lexmem.api import Lexmem, MemoryFilter
-from lexmem.models import MemoryStatus
+from lexmem.models import MemorySource, MemoryStatus
 
 ROOT = Path(__file__).resolve().parent.parent
 TOOL = ROOT / "tools" / "demo_data.py"
@@ -44,7 +44,7 @@ def core(demo: tuple[Path, Path, str]) -> Iterator[Lexmem]:
 def test_it_says_what_it_made_in_one_line(demo: tuple[Path, Path, str]) -> None:
     data, home, out = demo
     assert out.count("\n") == 1
-    assert "memories in" in out and f"LEXMEM_HOME={data}" in out and f"HOME={home}" in out
+    assert "active memories" in out and f"LEXMEM_HOME={data}" in out and f"HOME={home}" in out
 
 
 def test_one_project_is_named_both_ways_among_many(
@@ -56,6 +56,9 @@ def test_one_project_is_named_both_ways_among_many(
     assert "novel" in projects
     assert len(projects) >= 8
     assert (home / "work" / "shop" / ".git").is_dir()
+    # The watched Markdown folder was read as the watcher reads it.
+    assert str(home / "notes") in core.settings.capture.watch
+    assert core.count(MemoryFilter(source=MemorySource.MARKDOWN_CHUNK)) >= 4
 
 
 def test_the_sessions_went_through_the_hook_with_their_events(core: Lexmem) -> None:

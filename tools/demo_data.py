@@ -198,7 +198,7 @@ SLOTS: dict[str, list[str]] = {
         "config/app.yaml",
     ],
     "num": ["3", "5", "10", "30", "60", "90", "250", "500"],
-    "version": ["3.11", "3.12", "18 LTS", "20 LTS", "1.7", "2.4"],
+    "version": ["3.11", "3.12", "3.13"],
     "region": ["eu-west-1", "eu-central-1", "us-east-1"],
     "queue": ["emails", "webhooks", "exports", "thumbnails", "invoices"],
     "character": ["Mara", "Tomas", "Aunt Ilse", "the harbourmaster", "Jonah Reyes", "Old Pell"],
@@ -318,8 +318,9 @@ def generated_notes(n: int, seed: int, home: Path) -> list[tuple[str, str | None
             text = fill(template, rng)
         else:
             text, project = fill(rng.choice(DEV_TEMPLATES), rng), None
-        text = fill(rng.choice(PREFIXES), rng) + text
-        text = text[:-1] + fill(rng.choice(SUFFIXES), rng) + "." if text.endswith(".") else text
+        text = rng.choice(PREFIXES if roll < 0.62 else PREFIXES[:5]) + text
+        if roll < 0.62 and text.endswith("."):  # the suffixes name people and files at work
+            text = text[:-1] + fill(rng.choice(SUFFIXES), rng) + "."
         if text in seen:
             continue
         seen.add(text)
@@ -720,6 +721,36 @@ def remember_recent(lm: Lexmem, notes: Sequence[tuple[str, str | None, str, int]
     return len(notes)
 
 
+NOTES_FOLDER = "notes"  # under HOME: Markdown notes the person has lexmem watch
+MARKDOWN = {
+    "harbour-town.md": "# Kellan's Reach\n\nA harbour town on a grey northern coast. The "
+    "ferry runs at seven and at four, never on Sundays.\n\n## Places\n\n- The quay, "
+    "where the cannery boats tie up.\n- The lighthouse on the headland, empty since the "
+    "storm of chapter 11.\n- The chandlery, run by Aunt Ilse.\n",
+    "characters.md": "# Characters\n\n## Mara\n\nGreen eyes, thirty-four, came back "
+    "for the funeral and stayed.\n\n## Tomas\n\nMara's brother, grey eyes, sold the "
+    "ledger to pay his debts.\n\n## Old Pell\n\nTaught both of them to sail; knows "
+    "more than he says.\n",
+    "style-sheet.md": "# Style sheet\n\nBritish spelling throughout: harbour, colour, "
+    "grey. Chapter titles under five words. No exclamation marks in dialogue.\n",
+    "work-journal.md": "# Work journal\n\n## Redis queue\n\nMoved the order "
+    "confirmation emails to a Redis 7 queue; the worker runs with a concurrency of 10."
+    "\n\n## Billing export\n\nThe invoice export was an N+1 query; prefetching the "
+    "lines took it from twenty minutes to two.\n",
+}
+
+
+def watch_notes(lm: Lexmem, home: Path) -> int:
+    """A folder of Markdown notes, watched and read once, as the settings dialog does."""
+    folder = home / NOTES_FOLDER
+    folder.mkdir(parents=True, exist_ok=True)
+    for name, text in MARKDOWN.items():
+        (folder / name).write_text(text, encoding="utf-8")
+    lm.settings.capture.watch = [str(folder)]
+    lm.save_settings(lm.settings)
+    return lm.scan_notes(folder).chunks
+
+
 def configure(lm: Lexmem, home: Path) -> None:
     """Settings a person changed: full capture for one repository, an opt-out, a name."""
     settings = lm.settings
@@ -785,6 +816,7 @@ def build(base: Path, memories: int, session_count: int, seed: int) -> dict[str,
         env = dict(os.environ)
         env["PYTHONPATH"] = os.pathsep.join(filter(None, [str(ROOT), env.get("PYTHONPATH")]))
         events = play_sessions(home, session_count, rng, env)
+        watch_notes(lm, home)
         remember_recent(lm, recent)
         quarantine_one(lm, rng)
         service.drain()
@@ -798,7 +830,8 @@ def build(base: Path, memories: int, session_count: int, seed: int) -> dict[str,
         figures = {
             "data": str(data),
             "home": str(home),
-            "memories": lm.count(),
+            "memories": lm.status_counts()["active"],
+            "kept": lm.count(),
             "projects": len(lm.projects()),
             "sessions": len(lm.sessions()),
             "hook_events": events,
@@ -834,7 +867,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         parser.error("--memories must be 0 or more and --sessions 0 to 5")
     f = build(args.dir.expanduser().absolute(), args.memories, args.sessions, args.seed)
     print(
-        f"{f['memories']:,} memories in {f['projects']} projects, {f['sessions']} sessions "
+        f"{f['memories']:,} active memories ({f['kept']:,} kept) in {f['projects']} projects, {f['sessions']} sessions "
         f"({f['hook_events']} hook events), {f['audit']:,} audit entries, "
         f"{f['review_queue']} to review, in {f['seconds']} s: LEXMEM_HOME={f['data']} "
         f"HOME={f['home']}"
