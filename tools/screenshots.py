@@ -218,7 +218,8 @@ def render(shooter: Shooter, home: Path) -> None:
             window.move(0, TRAY_HEIGHT)
         window.resize(*SIZE)
         shooter.settle(app, lambda: page.model.rowCount() > 0)
-    log(f"the browser opened on {lm.count():,} memories (blocked {shooter.worst} ms)")
+    active = lm.status_counts()["active"]
+    log(f"the browser opened on {active:,} active memories (blocked {shooter.worst} ms)")
     ids = find_ids(lm)
 
     def view(name: str, theme: str, act: Callable[[], None], *, widget: Any = None,
@@ -261,6 +262,13 @@ def render(shooter: Shooter, home: Path) -> None:
             app.menu.fill(menu)
             menu.adjustSize()
             popup("tray-menu", theme, menu, QPoint(SIZE[0] - menu.width(), TRAY_HEIGHT))
+
+        # The tray menu's submenus: the capture modes, and the repositories agents used.
+        for name, sub in (("tray-capture-mode", app.menu.mode_menu),
+                          ("tray-repositories", app.menu.repos_menu)):  # fmt: skip
+            sub.aboutToShow.emit()  # as when the pointer opens it
+            sub.adjustSize()
+            popup(name, theme, sub, QPoint(SIZE[0] - 300 - sub.width(), TRAY_HEIGHT + 80))
 
         view("browser", theme, lambda: window.show_tab("memories"),
              until=lambda: page.model.rowCount() > 0)  # fmt: skip
