@@ -318,7 +318,7 @@ def generated_notes(n: int, seed: int, home: Path) -> list[tuple[str, str | None
             text = fill(template, rng)
         else:
             text, project = fill(rng.choice(DEV_TEMPLATES), rng), None
-        text = rng.choice(PREFIXES if roll < 0.62 else PREFIXES[:5]) + text
+        text = rng.choice(PREFIXES if roll < 0.62 else PREFIXES[:5]) + text[0].upper() + text[1:]
         if roll < 0.62 and text.endswith("."):  # the suffixes name people and files at work
             text = text[:-1] + fill(rng.choice(SUFFIXES), rng) + "."
         if text in seen:
