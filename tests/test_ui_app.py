@@ -548,6 +548,7 @@ def test_the_detail_panel_speaks_words_not_ids(qtbot: Any, app: App, repo: Path)
     assert fields["learned"] == "captured as a decision during the session", fields["learned"]
     assert "{" not in fields["metadata"] and '"' not in fields["metadata"], fields["metadata"]
     assert "Captured as: " in fields["metadata"]
+    assert fields["classified"] == "given when it was stored"  # not "explicit"
     assert "_" not in fields["metadata"].replace("<br>", "")
     audit = detail.audit_label.text()
     assert "saved" in audit and "rule" not in audit, audit
@@ -557,3 +558,21 @@ def test_the_detail_panel_speaks_words_not_ids(qtbot: Any, app: App, repo: Path)
     # One confidence value: said in words, no chart of a lone dot.
     assert not detail.chart.isVisible()
     assert "unchanged since" in detail.salience_label.text()
+
+
+def test_where_a_memory_came_from_is_said_in_words() -> None:
+    """Memories remembered by hand carry lexmem's own session names and a supersede's
+    learning context names the older id: the panel says them in words (issue 18)."""
+    from ui.detail import _learned, session_text
+
+    assert session_text(None, "tray-explicit") == "Quick remember"
+    assert session_text(None, "cli-explicit") == "the lexmem command"
+    assert session_text(None, "app") == "lexmem's desktop app"
+    assert session_text(None, "mcp-ops") == "an MCP client"
+    assert session_text(None, "0f1e2d3c-aaaa-bbbb-cccc-000011112222") == "session 0f1e2d3c"
+    assert session_text(None, "") == ""
+    learned = _learned("supersedes 0f1e2d3c-aaaa-bbbb-cccc-000011112222")
+    assert learned == "a new version of an older memory (see Versions)"
+    assert _learned("captured by decision-decided from session 0f1e2d3c") == (
+        "captured during the session"
+    )

@@ -120,6 +120,8 @@ def _says_what_writer_pro_adds(prompt: UpgradePrompt) -> None:
     for description in GATES.values():
         assert description[1:].replace("&", "&amp;") in text
     assert prompt.enter_button.text() == "Enter a licence key…"
+    # The gate's internal key is lexmem's business, not the reader's (issue 18, defect 8).
+    assert prompt.gate not in text and "Feature gate" not in text
 
 
 def _open_key_window_from(prompt: UpgradePrompt, qtbot: Any) -> LicenceDialog:

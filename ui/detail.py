@@ -105,10 +105,22 @@ _META_LABELS = {
 }
 
 
+#: The sessions lexmem's own paths write under (service/client.py, service/pipeline.py).
+_OWN_SESSIONS = {"app": "lexmem's desktop app", "cli": "the lexmem command", "mcp": "an MCP client"}
+
+
 def session_text(session: Session | None, session_id: str) -> str:
-    """ "Claude Code in shop, 27 Nov 2026 14:02" rather than the session's id."""
+    """In words: "Claude Code in shop, 2026-11-27 14:02", not the session's id."""
     if session is None:
-        return f"session {session_id[:8]}" if session_id else ""
+        if not session_id:
+            return ""
+        # "app", "cli-explicit", "tray-explicit", "mcp-ops": where it came from, in words.
+        origin = session_id.removesuffix("-explicit").removesuffix("-ops")
+        if origin == "tray":
+            return "Quick remember"
+        if origin in _OWN_SESSIONS:
+            return _OWN_SESSIONS[origin]
+        return f"session {session_id[:8]}"
     agent = AGENT_NAMES.get(session.agent, session.agent or "an agent")
     where = f" in {project_name(session.project)}" if session.project else ""
     return f"{agent}{where}, {_when(session.started_at)}"
@@ -118,8 +130,23 @@ def session_text(session: Session | None, session_id: str) -> str:
 _OLD_LEARNED = re.compile(r"^captured by \S+ from session \S+$")
 
 
+#: A new version's learning context names the old one's id (Versions links to it by title).
+_SUPERSEDES = re.compile(r"^supersedes [0-9a-f-]{8,}$")
+
+#: How the type was decided, in words.
+CLASSIFIED = {
+    "rule_based": "by lexmem's rules",
+    "llm_based": "by the language model",
+    "explicit": "given when it was stored",
+}
+
+
 def _learned(text: str) -> str:
-    return "captured during the session" if _OLD_LEARNED.match(text) else text
+    if _OLD_LEARNED.match(text):
+        return "captured during the session"
+    if _SUPERSEDES.match(text):
+        return "a new version of an older memory (see Versions)"
+    return text
 
 
 def _plural_events(n: int) -> str:
@@ -573,6 +600,7 @@ class MemoryDetailPanel(QWidget):
                 self.editor.setPlainText(m.content)
                 self.title_edit.setText(m.title)
                 self.title_edit.setCursorPosition(0)  # show a long title's beginning
+                self.title_edit.setToolTip(m.title)  # and the whole of it on hover
         self._mark_matches()
         self._base_content, self._base_title = m.content, m.title
         with QSignalBlocker(self.type_combo):
@@ -614,7 +642,8 @@ class MemoryDetailPanel(QWidget):
             "document": document,
             "learned": _learned(m.learning_context or ""),
             "capture": m.capture_mode or "",
-            "classified": str(m.classification_method).replace("_", " "),
+            "classified": CLASSIFIED.get(str(m.classification_method), "")
+            or str(m.classification_method),
             "project": project_name(m.project),
             "created": _when(m.created_at),
             "updated": _when(m.updated_at),

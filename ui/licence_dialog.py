@@ -556,7 +556,7 @@ class UpgradePrompt(QMessageBox):
         self.setInformativeText(
             f"{said}<p>Writer Pro adds:</p><ul style='margin-left:-20px'>{adds}</ul>"
             "<p>Search, browse, export and forget work in every tier: nothing you stored "
-            f"is locked away.</p><p style='color:gray'>Feature gate: {html.escape(gate)}</p>"
+            "is locked away.</p>"
         )
         self.enter_button = self.addButton(
             "Enter a licence key…", QMessageBox.ButtonRole.AcceptRole
