@@ -8,6 +8,7 @@ from __future__ import annotations
 
 from functools import cache
 from importlib.resources import files
+from pathlib import Path
 
 from PySide6.QtCore import QRectF, Qt
 from PySide6.QtGui import (
@@ -182,7 +183,10 @@ def apply_theme(app: QApplication, theme: str = "system") -> str:
     active = _state["active"] = "dark" if dark else "light"
     app.setStyle("Fusion")  # the palette applies the same on every platform
     app.setPalette(_dark_palette() if dark else _light_palette())
-    app.setStyleSheet(_resource("themes", f"{active}.qss").decode("utf-8"))
+    sheet = _resource("themes", f"{active}.qss").decode("utf-8")
+    # Style sheets name images by path: the icons folder wherever lexmem is installed.
+    icons = Path(str(files("lexmem_resources").joinpath("icons"))).as_posix()
+    app.setStyleSheet(sheet.replace("@ICONS@", icons))
     return active
 
 
