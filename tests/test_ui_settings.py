@@ -256,6 +256,10 @@ def test_theme_applies_at_once_and_start_at_login_writes_the_entry(
     assert theme.current_theme() == "light"
 
     entry = autostart_path()
+    # The note names the entry from the home folder and wraps: the whole path was cut at
+    # the window's edge (issue 18).
+    note = dialog.autostart_note
+    assert note.wordWrap() and note.text().startswith("Writes ~/"), note.text()
     dialog.autostart.setChecked(True)
     assert entry.is_file() and "\nExec=" in entry.read_text()
     assert entry.read_text().rstrip().splitlines()[0] == "[Desktop Entry]"

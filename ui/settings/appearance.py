@@ -39,7 +39,7 @@ class AppearanceTab(SettingsTab):
         form.addRow("Theme", self.theme)
         self.autostart = QCheckBox("Start lexmem when I log in")
         self.autostart.toggled.connect(self.set_autostart)
-        self.autostart_note = muted(wrap=False)
+        self.autostart_note = muted()  # wraps: the path is long in a deep home folder
         form.addRow("Startup", self.autostart)
         form.addRow("", self.autostart_note)
         v.addLayout(form)
@@ -52,7 +52,11 @@ class AppearanceTab(SettingsTab):
         with QSignalBlocker(self.autostart):
             self.autostart.setChecked(supported and autostart_enabled())
         self.autostart.setEnabled(supported)
-        self.autostart_note.setText(why or f"Writes {autostart_path()} (runs `lexmem app`).")
+        where = str(autostart_path())
+        home = str(Path.home())
+        if where.startswith(home + os.sep):
+            where = "~" + where[len(home) :]
+        self.autostart_note.setText(why or f"Writes {where} (runs `lexmem app`).")
 
     def _theme_edited(self, _index: int) -> None:
         self.set_theme(str(self.theme.currentData()))
