@@ -129,7 +129,7 @@ class SettingsDialog(QDialog):
         )
         self.llm_usage = llm.llm_usage
         self.retention, self.digest = r.retention, r.digest
-        self.theme, self.autostart = a.theme, a.autostart
+        self.theme, self.autostart, self.autostart_note = a.theme, a.autostart, a.autostart_note
         self.move_button, self.move_status = d.move_button, d.move_status
         self.export_status = d.export_status
         self.set_paused, self.set_project_mode = c.set_paused, c.set_project_mode
