@@ -622,3 +622,17 @@ def test_two_projects_that_share_a_name_are_told_apart(qtbot: Any, page: Memorie
     assert page.current_filter().project == repo
     box.setEditText("shop")
     assert page.current_filter().project == "shop"
+
+
+def test_the_sort_says_what_order_the_list_is_in(qtbot: Any, page: MemoriesPage) -> None:
+    """Issue 18: "Relevance" showed while the list, with nothing searched, was newest
+    first. The choice stays; its name says what it does until a search gives it a meaning."""
+    assert page.sort_combo.currentData() == "relevance"
+    assert page.sort_combo.currentText() == "Relevance (newest)"
+    assert page.current_sort() == "created"
+    page.set_query("database")
+    _settle(qtbot, page)
+    assert page.sort_combo.currentText() == "Relevance"
+    page.set_query("")
+    _settle(qtbot, page)
+    assert page.sort_combo.currentText() == "Relevance (newest)"

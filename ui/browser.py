@@ -1286,6 +1286,15 @@ class MemoriesPage(QWidget):
 
     def _update_sort_indicator(self) -> None:
         sort = self.current_sort()
+        # Relevance needs a query: without one the list is newest first, and says so.
+        i = self.sort_combo.findData("relevance")
+        searching = bool(self.search_box.text().strip())
+        self.sort_combo.setItemText(i, "Relevance" if searching else "Relevance (newest)")
+        self.sort_combo.setItemData(
+            i,
+            "The search's own order" if searching else "Newest first until you search",
+            Qt.ItemDataRole.ToolTipRole,
+        )
         hh = self.view.horizontalHeader()
         section = next((i for i, k in SORTABLE_COLUMNS.items() if k == sort), -1)
         hh.setSortIndicator(section, Qt.SortOrder.DescendingOrder)
