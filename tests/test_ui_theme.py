@@ -67,3 +67,20 @@ def test_an_unticked_menu_item_shows_its_box(qtbot: Any, themed: QApplication, t
     background = image.pixelColor(QPoint(item.right() - 2, item.center().y()))
     left = item.adjusted(0, 0, -(item.width() - item.height() - 12), 0)  # the box's corner
     assert _box_edge(image, left, background) >= 45, theme
+
+
+@pytest.mark.parametrize("count", [1, 9, 10, 8_003])
+def test_the_tray_badge_is_readable_in_a_small_tray(qtbot: Any, count: int) -> None:
+    """At 22 px the badge's "9+" was 5 px high and cut by the icon's edge (issue 18): the
+    badge is a pill inside the icon, its text at least 7 px high with room around it."""
+    from PySide6.QtGui import QFontMetricsF
+
+    from ui.theme import badge_geometry, badge_text
+
+    text = badge_text(count)
+    for size in (22, 24, 32, 48, 64):
+        box, font = badge_geometry(size, text)
+        assert 0 <= box.left() and box.right() <= size and box.top() >= 0, (size, box)
+        assert box.bottom() <= size
+        assert font.pixelSize() >= 7, (size, font.pixelSize())
+        assert QFontMetricsF(font).horizontalAdvance(text) <= box.width() - 2, (size, text)

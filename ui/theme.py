@@ -19,6 +19,7 @@ from PySide6.QtGui import (
     QIcon,
     QPainter,
     QPalette,
+    QPen,
     QPixmap,
 )
 from PySide6.QtSvg import QSvgRenderer
@@ -85,13 +86,12 @@ def tray_icon(state: str, review_count: int = 0) -> QIcon:
         if review_count > 0 and size >= 22:
             p = QPainter(pm)
             p.setRenderHint(QPainter.RenderHint.Antialiasing)
-            r = size * 0.46
-            box = QRectF(size - r, 0, r, r)
-            p.setBrush(QColor("#e03131"))
-            p.setPen(Qt.PenStyle.NoPen)
-            p.drawEllipse(box)
             text = badge_text(review_count)
-            p.setFont(badge_font(text, box.width()))
+            box, font = badge_geometry(size, text)
+            p.setBrush(QColor("#e03131"))
+            p.setPen(QPen(QColor("#ffffff"), max(1.0, size / 32)))  # apart from the icon
+            p.drawRoundedRect(box, box.height() / 2, box.height() / 2)
+            p.setFont(font)
             p.setPen(QColor("#ffffff"))
             p.drawText(box, Qt.AlignmentFlag.AlignCenter, text)
             p.end()
@@ -105,12 +105,22 @@ def badge_text(count: int) -> str:
     return str(count) if count < 10 else "9+"
 
 
-def badge_font(text: str, width: float) -> QFont:
-    """A bold font in which ``text`` fits across the badge's circle, ``width`` wide (never
-    below 5 px)."""
+def badge_geometry(size: int, text: str) -> tuple[QRectF, QFont]:
+    """Where the badge sits on a ``size`` icon and its font: a pill in the top right corner,
+    half the icon high, as wide as "9+" needs at a font still readable in a 22 px tray."""
+    height = round(size * 0.5)
+    font = badge_font(text, size - 2, pixels=max(7, int(height * 0.8)))
+    advance = QFontMetricsF(font).horizontalAdvance(text)
+    width = min(float(size), max(float(height), advance + height * 0.45))
+    return QRectF(size - width, 0, width, height), font
+
+
+def badge_font(text: str, width: float, *, pixels: int | None = None) -> QFont:
+    """A bold font in which ``text`` fits across ``width`` (never below 5 px), starting
+    from ``pixels`` high when given."""
     font = QFont()
     font.setBold(True)
-    size = max(5, int(width * 0.62))
+    size = pixels if pixels is not None else max(5, int(width * 0.62))
     while True:
         font.setPixelSize(size)
         if size <= 5 or QFontMetricsF(font).horizontalAdvance(text) <= width:
