@@ -197,6 +197,13 @@ def test_edits_land_in_the_file_and_the_shared_settings_at_once(
         lambda: dialog.optout.folders() == [str(tmp_path / "private-repo")], timeout=WAIT
     )
     assert dialog.project_modes.rowCount() == 1
+    # Named as everywhere else, the folder on hover; Remove still takes the folder out.
+    assert dialog.project_modes.item(0, 0).text() == "secret-client"
+    assert dialog.project_modes.item(0, 0).toolTip() == "/work/secret-client"
+    dialog.project_modes.selectRow(0)
+    dialog.remove_project.click()
+    qtbot.waitUntil(lambda: saved().capture.project_modes == {}, timeout=WAIT)
+    qtbot.waitUntil(lambda: dialog.project_modes.rowCount() == 0, timeout=WAIT)
     # lexmem's own settings become no configuration-change events (no memories).
     assert _config_keys(ctx) == []
 

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from datetime import UTC, datetime, timedelta
 
-from PySide6.QtCore import QSignalBlocker, QTimer
+from PySide6.QtCore import QSignalBlocker, Qt, QTimer
 from PySide6.QtWidgets import (
     QAbstractItemView,
     QComboBox,
@@ -19,7 +19,7 @@ from PySide6.QtWidgets import (
     QWidget,
 )
 
-from lexmem.api import CAPTURE_MODES
+from lexmem.api import CAPTURE_MODES, project_labels
 
 from .. import ops
 from ..context import AppContext
@@ -122,11 +122,14 @@ class CaptureTab(SettingsTab):
         table = self.project_modes
         with QSignalBlocker(table):
             table.setRowCount(0)
+            labels = project_labels(modes)
             for project, mode in sorted(modes.items()):
                 row = table.rowCount()
                 table.insertRow(row)
-                item = QTableWidgetItem(project)
+                # The name every other view gives it; the folder itself on hover.
+                item = QTableWidgetItem(labels.get(project, project))
                 item.setToolTip(project)
+                item.setData(Qt.ItemDataRole.UserRole, project)
                 table.setItem(row, 0, item)
                 combo = QComboBox()
                 for m in CAPTURE_MODES:
@@ -196,4 +199,4 @@ class CaptureTab(SettingsTab):
         for row in rows:
             item = self.project_modes.item(row, 0)
             if item is not None:
-                self.set_project_mode(item.text(), None)
+                self.set_project_mode(str(item.data(Qt.ItemDataRole.UserRole)), None)
