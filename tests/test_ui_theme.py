@@ -80,7 +80,7 @@ def test_the_tray_badge_is_readable_in_a_small_tray(qtbot: Any, count: int) -> N
     text = badge_text(count)
     for size in (22, 24, 32, 48, 64):
         box, font = badge_geometry(size, text)
-        assert 0 <= box.left() and box.right() <= size and box.top() >= 0, (size, box)
+        assert box.left() >= 0 and box.right() <= size and box.top() >= 0, (size, box)
         assert box.bottom() <= size
         assert font.pixelSize() >= 7, (size, font.pixelSize())
         assert QFontMetricsF(font).horizontalAdvance(text) <= box.width() - 2, (size, text)

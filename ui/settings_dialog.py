@@ -114,6 +114,7 @@ class SettingsDialog(QDialog):
         c, p, w, e = self.capture_tab, self.privacy_tab, self.watch_tab, self.embedding_tab
         llm, r, a, d = self.llm_tab, self.retention_tab, self.appearance_tab, self.data_tab
         self.mode, self.pause_status, self.project_modes = c.mode, c.pause_status, c.project_modes
+        self.remove_project = c.remove_project
         self.pause_button, self.resume_button = c.pause_button, c.resume_button
         self.user_name = c.user_name
         self.optout, self.allow = p.optout, p.allow
