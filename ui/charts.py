@@ -330,7 +330,7 @@ class HorizontalBarChart(Chart):
         n = len(self._items)
         row = min(fm.height() + 12, area.height() / n)
         labels, value_w = self._widths(fm)
-        label_w = max(min(labels, area.width() - value_w - _BAR_ROOM), area.width() / 4)
+        label_w = min(labels, max(area.width() - value_w - _BAR_ROOM, area.width() / 4))
         bar_left = area.left() + label_w
         bar_room = max(1.0, area.right() - value_w - bar_left)
         biggest = max(v for _, v in self._items)
