@@ -390,3 +390,32 @@ def test_chart_labels_are_drawn_whole(
             if width >= 640 and label == reason and points > 11:
                 continue  # a long reason at a large font: elided, the tooltip has it
             assert label in drawn, (width, points, drawn)
+
+
+def test_the_period_box_shows_its_whole_text(qtbot: Any, ctx: AppContext) -> None:
+    """Insights' period box read "Last 30 day": the theme's sheet pads a combo box's text
+    and the width Qt gave it left the padding out. Room for the text, the padding and
+    the arrow, in both boxes with a choice."""
+    from PySide6.QtWidgets import QApplication
+
+    from ui.theme import apply_theme
+
+    app = QApplication.instance()
+    assert isinstance(app, QApplication)
+    style, palette, sheet = app.style().name(), app.palette(), app.styleSheet()
+    apply_theme(app, "dark")
+    try:
+        insights, audit = InsightsPanel(ctx), AuditPanel(ctx)
+        for panel in (insights, audit):
+            qtbot.addWidget(panel)
+            panel.resize(1280, 800)
+            panel.show()
+        for box in (insights.period_box, audit.decision_box):
+            widest = max(
+                box.fontMetrics().horizontalAdvance(box.itemText(i)) for i in range(box.count())
+            )
+            assert box.width() >= widest + 30, (box.currentText(), box.width(), widest)
+    finally:  # the other tests run unthemed
+        app.setStyleSheet(sheet)
+        app.setPalette(palette)
+        app.setStyle(style)

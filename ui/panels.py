@@ -166,6 +166,16 @@ def _label(text: str, role: str = "") -> QLabel:
     return label
 
 
+def _fit(box: QComboBox) -> QComboBox:
+    """Room for the widest item. Constraint: the theme's sheet pads a combo box's text, and
+    the size Qt works out from the items leaves that padding out ("Last 30 day")."""
+    box.setMinimumWidth(box.sizeHint().width() + _COMBO_PADDING)
+    return box
+
+
+_COMBO_PADDING = 10  # the sheet's 3 px either side, and a little air
+
+
 def _empty_label(text: str) -> QLabel:
     label = _label(text, "muted")
     label.setAlignment(Qt.AlignmentFlag.AlignCenter)
@@ -858,6 +868,7 @@ class AuditPanel(_Panel):
         self.decision_box = QComboBox()
         for text, value in self.DECISIONS:
             self.decision_box.addItem(text, value)
+        _fit(self.decision_box)
         self.decision_box.currentIndexChanged.connect(lambda _i: self.refresh())
         self.filter_edit = QLineEdit()
         self.filter_edit.setPlaceholderText("Filter by text, reason, rule, project or session…")
@@ -1332,6 +1343,7 @@ class InsightsPanel(_Panel):
             self.period_box.addItem(f"Last {n} days", n)
         self.period_box.setSizeAdjustPolicy(QComboBox.SizeAdjustPolicy.AdjustToContents)
         self.period_box.setCurrentIndex(max(0, self.period_box.findData(days)))
+        _fit(self.period_box)
         self.period_box.currentIndexChanged.connect(lambda _i: self.refresh())
 
         self.by_type_chart = StackedBarChart("Memories per day, by type")
