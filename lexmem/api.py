@@ -781,6 +781,11 @@ class Lexmem:
         """Agent sessions seen by capture, newest first."""
         return self.journal.sessions(status, limit=limit)
 
+    def session_topics(self, session_ids: Sequence[str]) -> dict[str, str]:
+        """What each session was about: the title of the first candidate capture took
+        from it (the prompts themselves are not kept), by session id."""
+        return self.journal.session_topics(session_ids)
+
     @property
     def journal(self) -> JournalBackend:
         """The capture journal (sessions, audit log, reviews) beside the memories."""

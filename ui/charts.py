@@ -13,7 +13,15 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 
 from PySide6.QtCore import QEvent, QPointF, QRectF, QSize, Qt
-from PySide6.QtGui import QColor, QFontMetrics, QHelpEvent, QPainter, QPaintEvent, QPalette
+from PySide6.QtGui import (
+    QColor,
+    QFontMetrics,
+    QFontMetricsF,
+    QHelpEvent,
+    QPainter,
+    QPaintEvent,
+    QPalette,
+)
 from PySide6.QtWidgets import QSizePolicy, QToolTip, QWidget
 
 from .theme import series_colour
@@ -22,6 +30,8 @@ __all__ = ["Chart", "HorizontalBarChart", "Series", "StackedBarChart", "nice_tic
 
 _PAD = 12  # inside the card, around everything
 _GAP = 8  # between title, legend and plot
+_BAR_ROOM = 90  # the least a horizontal bar chart keeps for its bars: labels give way below it
+_LABEL_GAP = 8  # between a bar's label and the bar
 
 
 @dataclass(frozen=True, slots=True)
@@ -259,7 +269,12 @@ class StackedBarChart(Chart):
 
 
 class HorizontalBarChart(Chart):
-    """One labelled bar per item, longest first as given, the value at the bar's end."""
+    """One labelled bar per item, longest first as given, the value at the bar's end.
+
+    The labels get the width the widest needs; only when the card is too narrow to keep
+    :data:`_BAR_ROOM` for the bars beside them are they elided (the tooltip names each
+    in full), and the card asks the layout for that width first (:meth:`minimumSizeHint`).
+    """
 
     def __init__(
         self,
@@ -267,12 +282,9 @@ class HorizontalBarChart(Chart):
         *,
         empty_text: str = "No memories yet",
         colour: QColor | None = None,
-        label_share: float = 0.42,
         parent: QWidget | None = None,
     ) -> None:
-        """``label_share``: at most this part of the width for the labels (then elided)."""
         super().__init__(title, empty_text=empty_text, parent=parent)
-        self._label_share = label_share
         self._items: list[tuple[str, int]] = []
         self._tips: list[str] = []
         self._colour = colour
@@ -296,15 +308,29 @@ class HorizontalBarChart(Chart):
 
     def sizeHint(self) -> QSize:
         row = QFontMetrics(self.font()).height() + 10
-        return QSize(420, max(180, 2 * _PAD + row * (len(self._items) + 1) + _GAP))
+        wide = 2 * _PAD + sum(self._widths(QFontMetricsF(self.font()))) + _BAR_ROOM
+        return QSize(max(420, wide), max(180, 2 * _PAD + row * (len(self._items) + 1) + _GAP))
+
+    def minimumSizeHint(self) -> QSize:
+        # Whole labels up to a generous width before the layout may squeeze the card.
+        labels, values = self._widths(QFontMetricsF(self.font()))
+        wide = 2 * _PAD + min(labels, 360) + values + _BAR_ROOM
+        return QSize(max(self.minimumWidth(), wide), self.minimumHeight())
+
+    def _widths(self, fm: QFontMetricsF) -> tuple[int, int]:
+        """The room the widest label and the widest value need, whole pixels up."""
+        if not self._items:
+            return 0, 0
+        labels = max(fm.horizontalAdvance(k) for k, _ in self._items) + _LABEL_GAP
+        values = max(fm.horizontalAdvance(str(v)) for _, v in self._items) + 8
+        return math.ceil(labels), math.ceil(values)
 
     def paint_plot(self, p: QPainter, area: QRectF) -> None:
-        fm = QFontMetrics(p.font())
+        fm = QFontMetricsF(p.font())
         n = len(self._items)
         row = min(fm.height() + 12, area.height() / n)
-        widest = max(fm.horizontalAdvance(k) for k, _ in self._items) + 8
-        label_w = min(area.width() * self._label_share, widest)
-        value_w = max(fm.horizontalAdvance(str(v)) for _, v in self._items) + 8
+        labels, value_w = self._widths(fm)
+        label_w = min(labels, max(area.width() - value_w - _BAR_ROOM, area.width() / 4))
         bar_left = area.left() + label_w
         bar_room = max(1.0, area.right() - value_w - bar_left)
         biggest = max(v for _, v in self._items)
@@ -312,12 +338,13 @@ class HorizontalBarChart(Chart):
         self._rows = []
         for i, (label, value) in enumerate(self._items):
             y = area.top() + row * i
-            box = QRectF(area.left(), y, label_w - 8, row)
+            box = QRectF(area.left(), y, label_w - _LABEL_GAP, row)
             p.setPen(self.text_colour(220))
             p.drawText(
                 box,
                 Qt.AlignmentFlag.AlignRight | Qt.AlignmentFlag.AlignVCenter,
-                fm.elidedText(label, Qt.TextElideMode.ElideRight, int(box.width())),
+                # Measured in fractions: a label cut to whole pixels lost its last letters.
+                fm.elidedText(label, Qt.TextElideMode.ElideRight, box.width() + 0.5),
             )
             w = bar_room * value / biggest if biggest else 0.0
             h = max(2.0, row - 8)

@@ -135,6 +135,12 @@ def _wrapped(text: str, width: int = 90, lines: int = 24) -> str:
     return "\n".join(out[:lines] + (["…"] if len(out) > lines else []))
 
 
+# Widest usual values, to size columns by (measured in the table's font).
+_WHEN_SAMPLE = "2026-12-31 23:59"
+_PROJECT_SAMPLE = "payments-service"
+_SHORT_ID = 8  # a session id's first characters: enough to tell sessions apart
+
+
 def _words(name: str) -> str:
     return name.replace("_", " ")
 
@@ -160,6 +166,16 @@ def _label(text: str, role: str = "") -> QLabel:
     return label
 
 
+def _fit(box: QComboBox) -> QComboBox:
+    """Room for the widest item. Constraint: the theme's sheet pads a combo box's text, and
+    the size Qt works out from the items leaves that padding out ("Last 30 day")."""
+    box.setMinimumWidth(box.sizeHint().width() + _COMBO_PADDING)
+    return box
+
+
+_COMBO_PADDING = 10  # the sheet's 3 px either side, and a little air
+
+
 def _empty_label(text: str) -> QLabel:
     label = _label(text, "muted")
     label.setAlignment(Qt.AlignmentFlag.AlignCenter)
@@ -167,7 +183,20 @@ def _empty_label(text: str) -> QLabel:
     return label
 
 
-def _table(model: QAbstractTableModel, stretch: int) -> QTableView:
+_DOT_ROOM = 20  # a column whose cells start with a coloured dot: its icon and gap
+_CELL_ROOM = 22  # the item's padding (the sheet below) and the frame around the text
+
+
+def _table(
+    model: QAbstractTableModel, stretch: int, samples: Sequence[str], *, dotted: Iterable[int] = ()
+) -> QTableView:
+    """A read-only table whose ``stretch`` column takes the width the others leave.
+
+    Constraint: no column is sized to its contents. ResizeToContents asks every row for
+    its size hint each time rows arrive (a second per thousand rows on the UI thread);
+    each column instead gets the width of ``samples[col]``, its widest usual value, or of
+    its header, measured in the table's font; the person can still drag it wider.
+    """
     view = QTableView()
     view.setModel(model)
     view.setSelectionBehavior(QAbstractItemView.SelectionBehavior.SelectRows)
@@ -179,13 +208,22 @@ def _table(model: QAbstractTableModel, stretch: int) -> QTableView:
     view.setTextElideMode(Qt.TextElideMode.ElideRight)
     view.verticalHeader().setVisible(False)
     view.verticalHeader().setDefaultSectionSize(view.fontMetrics().height() + 10)
+    view.verticalHeader().setSectionResizeMode(QHeaderView.ResizeMode.Fixed)
     header = view.horizontalHeader()
     header.setHighlightSections(False)
+    header.setStretchLastSection(False)
     header.setDefaultAlignment(Qt.AlignmentFlag.AlignLeft | Qt.AlignmentFlag.AlignVCenter)
-    header.setSectionResizeMode(QHeaderView.ResizeMode.ResizeToContents)
-    header.setSectionResizeMode(stretch, QHeaderView.ResizeMode.Stretch)
+    fm, hfm, dots = view.fontMetrics(), header.fontMetrics(), set(dotted)
+    for col, sample in enumerate(samples):
+        if col == stretch:
+            header.setSectionResizeMode(col, QHeaderView.ResizeMode.Stretch)
+            continue
+        header.setSectionResizeMode(col, QHeaderView.ResizeMode.Interactive)
+        title = str(model.headerData(col, Qt.Orientation.Horizontal))
+        width = fm.horizontalAdvance(sample) + (_DOT_ROOM if col in dots else 0)
+        view.setColumnWidth(col, max(width, hfm.horizontalAdvance(title)) + _CELL_ROOM)
     view.setContextMenuPolicy(Qt.ContextMenuPolicy.CustomContextMenu)
-    # Room between columns sized to their contents (the theme's sheet sets none).
+    # Room between columns (the theme's sheet sets none).
     view.setStyleSheet("QTableView::item { padding: 0px 10px 0px 4px; }")
     return view
 
@@ -209,6 +247,7 @@ class _Rows(QAbstractTableModel, Generic[T]):
         self._key = key
         self._cell = cell
         self._rows: list[T] = []
+        self._where: dict[str, int] | None = None  # key -> row, built when first asked
 
     # Qt's interface ---------------------------------------------------------------
 
@@ -242,31 +281,54 @@ class _Rows(QAbstractTableModel, Generic[T]):
         return [self._key(r) for r in self._rows]
 
     def find(self, key: str) -> int:
-        return next((i for i, r in enumerate(self._rows) if self._key(r) == key), -1)
+        if self._where is None:
+            self._where = {self._key(r): i for i, r in enumerate(self._rows)}
+        return self._where.get(key, -1)
 
     def set_rows(self, rows: Iterable[T]) -> None:
+        """Rows that left go and new ones come in runs (one notification per run, not
+        per row: a first load of a thousand rows is one insertion)."""
         new = list(rows)
         new_keys = [self._key(r) for r in new]
         wanted = set(new_keys)
         root = QModelIndex()
-        for i in range(len(self._rows) - 1, -1, -1):
-            if self._key(self._rows[i]) not in wanted:
-                self.beginRemoveRows(root, i, i)
-                del self._rows[i]
-                self.endRemoveRows()
+        self._where = None
+        i = len(self._rows) - 1
+        while i >= 0:
+            if self._key(self._rows[i]) in wanted:
+                i -= 1
+                continue
+            first = i
+            while first > 0 and self._key(self._rows[first - 1]) not in wanted:
+                first -= 1
+            self.beginRemoveRows(root, first, i)
+            del self._rows[first : i + 1]
+            self.endRemoveRows()
+            self._where = None
+            i = first - 1
         kept = [self._key(r) for r in self._rows]
         present = set(kept)
         if [k for k in new_keys if k in present] != kept:
             self.beginResetModel()
             self._rows = new
+            self._where = None
             self.endResetModel()
             return
-        for i, r in enumerate(new):
-            if i >= len(self._rows) or self._key(self._rows[i]) != new_keys[i]:
-                self.beginInsertRows(root, i, i)
-                self._rows.insert(i, r)
-                self.endInsertRows()
+        i = 0
+        while i < len(new):
+            if i < len(self._rows) and self._key(self._rows[i]) == new_keys[i]:
+                i += 1
+                continue
+            end = i
+            while end < len(new) and new_keys[end] not in present:
+                end += 1
+            self.beginInsertRows(root, i, end - 1)
+            self._rows[i:i] = new[i:end]
+            self.endInsertRows()
+            self._where = None
+            i = end
         self._rows = new  # the same keys in the same order; values may be newer
+        self._where = None
         if new:
             last = self.index(len(new) - 1, len(self._headers) - 1)
             self.dataChanged.emit(self.index(0, 0), last)
@@ -445,7 +507,10 @@ class ReviewPanel(_Panel):
         self._bold = bold
 
         self.model: _Rows[Memory] = _Rows(self.COLUMNS, lambda m: m.id, self._cell)
-        self.view = _table(self.model, stretch=0)
+        self.view = _table(
+            self.model, 0, ("", "procedural", "search confirmation", _PROJECT_SAMPLE, "0.00",
+                            _WHEN_SAMPLE), dotted=[1],
+        )  # fmt: skip
         self.view.doubleClicked.connect(lambda _i: self.edit_selected())
         self.view.customContextMenuRequested.connect(self._menu)
 
@@ -784,7 +849,7 @@ class AuditPanel(_Panel):
         ("Reinforced", "reinforced"), ("Quarantined", "quarantined"), ("Failed", "failed"),
         ("Operations", "applied"),
     )  # fmt: skip
-    COLUMNS = ("Time", "Decision", "Reason", "Rule", "Confidence", "Kind", "Session", "Text")
+    COLUMNS = ("Time", "Decision", "Reason", "Rule", "Confidence", "Session", "Text")
     LIMIT = 1000
 
     def __init__(self, ctx: AppContext, parent: QWidget | None = None) -> None:
@@ -793,14 +858,17 @@ class AuditPanel(_Panel):
         self._remembered: set[str] = set()  # entry ids remembered from this panel
 
         self.model: _Rows[AuditEntry] = _Rows(self.COLUMNS, lambda e: e.id, self._cell)
-        self.view = _table(self.model, stretch=7)
-        self.view.horizontalHeader().setSectionResizeMode(2, QHeaderView.ResizeMode.Interactive)
-        self.view.setColumnWidth(2, 260)
+        # The text takes what the others leave; a session shows by its first characters.
+        self.view = _table(
+            self.model, 6, (_WHEN_SAMPLE, "quarantined", "confidence 0.42 below the assist "
+                            "threshold 0.60", "procedure-reported", "0.00", "8" * _SHORT_ID, ""),
+        )  # fmt: skip
         self.view.customContextMenuRequested.connect(self._menu)
 
         self.decision_box = QComboBox()
         for text, value in self.DECISIONS:
             self.decision_box.addItem(text, value)
+        _fit(self.decision_box)
         self.decision_box.currentIndexChanged.connect(lambda _i: self.refresh())
         self.filter_edit = QLineEdit()
         self.filter_edit.setPlaceholderText("Filter by text, reason, rule, project or session…")
@@ -904,20 +972,26 @@ class AuditPanel(_Panel):
         return "\n".join(parts).lower()
 
     def _cell(self, e: AuditEntry, col: int, role: int) -> Any:
+        decision = e.decision + (" · remembered" if e.id in self._remembered else "")
         if role == Role.DisplayRole:
-            decision = e.decision + (" · remembered" if e.id in self._remembered else "")
             text = _one_line(e.text) if e.text else _one_line(e.title)
             values = (
                 _when(e.timestamp), decision, e.reason, e.rule, f"{e.confidence:.2f}",
-                _words(e.kind), e.session_id or "", text,
+                (e.session_id or "")[:_SHORT_ID], text,
             )  # fmt: skip
             return values[col]
         if role == Role.ToolTipRole:
+            if col == 1:
+                return decision
             if col == 2:
-                return e.reason
-            if col == 6:
+                return _wrapped(e.reason)
+            if col == 3:
+                return f"Rule {e.rule}" + (f"\nKind: {_words(e.kind)}" if e.kind else "")
+            if col == 5:
+                if not e.session_id:
+                    return "No session"
                 return f"Session {e.session_id}" + (f"\nProject {e.project}" if e.project else "")
-            if col == 7:
+            if col == 6:
                 if e.text:
                     return _wrapped(e.text)
                 return (_wrapped(e.title) + "\n\n" if e.title else "") + "(the text was not kept)"
@@ -925,7 +999,7 @@ class AuditPanel(_Panel):
         if role == Role.ForegroundRole:
             if col == 1:
                 return QColor(_DECISION_COLOURS.get(e.decision, "#868e96"))
-            if col == 7 and not e.text:
+            if col == 6 and not e.text:
                 return self.palette().placeholderText()
         if role == Role.TextAlignmentRole and col == 4:
             return int(Qt.AlignmentFlag.AlignRight | Qt.AlignmentFlag.AlignVCenter)
@@ -988,7 +1062,7 @@ class SessionsPanel(_Panel):
     #: The timeline's selection, or its rows, changed (the Edit menu follows it).
     selection_changed = Signal()
 
-    COLUMNS = ("Status", "Agent", "Project", "Started", "Duration", "Memories")
+    COLUMNS = ("Status", "Started", "Project", "Topic", "Agent", "Duration", "Memories")
     TIMELINE = ("Time", "Type", "Content")
     LIMIT = 500
 
@@ -997,13 +1071,17 @@ class SessionsPanel(_Panel):
         self._open: Session | None = None
         self._open_id: str | None = None
 
+        self._topics: dict[str, str] = {}  # session id -> its first candidate's title
         self.model: _Rows[Session] = _Rows(self.COLUMNS, lambda s: s.id, self._cell)
-        self.view = _table(self.model, stretch=2)
+        self.view = _table(
+            self.model, 3, ("completed", _WHEN_SAMPLE, _PROJECT_SAMPLE, "", "claude-code",
+                            "23 h 59 min", "Memories"), dotted=[0],
+        )  # fmt: skip
         self.view.setSelectionMode(QAbstractItemView.SelectionMode.SingleSelection)
         self.view.activated.connect(lambda i: self.open_session(self.model.row(i.row()).id))
 
         self.timeline: _Rows[Memory] = _Rows(self.TIMELINE, lambda m: m.id, self._timeline_cell)
-        self.timeline_view = _table(self.timeline, stretch=2)
+        self.timeline_view = _table(self.timeline, 2, ("12-31 23:59", "procedural", ""), dotted=[1])
         self.timeline_view.setSelectionMode(QAbstractItemView.SelectionMode.SingleSelection)
         self.timeline_view.activated.connect(
             lambda i: self.open_memory.emit(self.timeline.row(i.row()).id)
@@ -1095,13 +1173,23 @@ class SessionsPanel(_Panel):
     def concerns(self, changes: UiChanges) -> bool:
         return changes.sessions or bool(changes.memories)
 
+    def topic(self, session_id: str) -> str:
+        """What the session was about, as the list shows it ("" when capture took nothing)."""
+        return self._topics.get(session_id, "")
+
     def _load(self) -> None:
         lm, limit = self.ctx.lm, self.LIMIT
-        self._read("sessions", lambda: lm.sessions(limit=limit), self._apply)
+
+        def fetch() -> tuple[list[Session], dict[str, str]]:
+            sessions = lm.sessions(limit=limit)
+            return sessions, lm.session_topics([s.id for s in sessions])
+
+        self._read("sessions", fetch, self._apply)
         if self._open_id is not None:
             self._load_timeline(self._open_id)
 
-    def _apply(self, sessions: list[Session]) -> None:
+    def _apply(self, result: tuple[list[Session], dict[str, str]]) -> None:
+        sessions, self._topics = result
         self.model.set_rows(sessions)
         self.stack.setCurrentWidget(self.view if sessions else self.empty)
         active = sum(1 for s in sessions if s.status == "active")
@@ -1165,7 +1253,8 @@ class SessionsPanel(_Panel):
         if role == Role.DisplayRole:
             end = s.ended_at or s.last_event_at
             values = (
-                s.status, s.agent, _project(s.project), _when(s.started_at),
+                s.status, _when(s.started_at), _project(s.project),
+                self._topic_text(s), s.agent,
                 _duration((end - s.started_at).total_seconds()), str(s.memory_count),
             )  # fmt: skip
             return values[col]
@@ -1174,14 +1263,27 @@ class SessionsPanel(_Panel):
                 return f"Session {s.id}\n{s.event_count} events"
             if col == 2:
                 return s.project or "no project"
-            if col == 4:
+            if col == 3:
+                topic = self._topics.get(s.id)
+                if not topic:
+                    return "Capture took nothing from this session"
+                return _wrapped(topic) + "\n\n(the first thing capture took from the session)"
+            if col == 5:
                 return f"Last event {_when(s.last_event_at)}"
             return None
         if role == Role.DecorationRole and col == 0:
             return _dot(_STATUS_COLOURS.get(s.status, "#868e96"))
-        if role == Role.TextAlignmentRole and col == 5:
+        if role == Role.ForegroundRole and col == 3 and not self._topics.get(s.id):
+            return self.palette().placeholderText()
+        if role == Role.TextAlignmentRole and col == 6:
             return int(Qt.AlignmentFlag.AlignRight | Qt.AlignmentFlag.AlignVCenter)
         return None
+
+    def _topic_text(self, s: Session) -> str:
+        topic = self._topics.get(s.id)
+        if topic:
+            return _one_line(topic)
+        return "nothing captured yet" if s.status == "active" else "nothing captured"
 
     def _timeline_cell(self, m: Memory, col: int, role: int) -> Any:
         if role == Role.DisplayRole:
@@ -1241,6 +1343,7 @@ class InsightsPanel(_Panel):
             self.period_box.addItem(f"Last {n} days", n)
         self.period_box.setSizeAdjustPolicy(QComboBox.SizeAdjustPolicy.AdjustToContents)
         self.period_box.setCurrentIndex(max(0, self.period_box.findData(days)))
+        _fit(self.period_box)
         self.period_box.currentIndexChanged.connect(lambda _i: self.refresh())
 
         self.by_type_chart = StackedBarChart("Memories per day, by type")
@@ -1249,9 +1352,8 @@ class InsightsPanel(_Panel):
             "Top projects (active memories)", colour=series_colour(4)
         )
         self.skips_chart = HorizontalBarChart(
-            "Why candidates were skipped", empty_text="Nothing skipped", colour=series_colour(3),
-            label_share=0.7,
-        )  # fmt: skip
+            "Why candidates were skipped", empty_text="Nothing skipped", colour=series_colour(3)
+        )
 
         grid_host = QWidget()
         grid = QGridLayout(grid_host)

@@ -424,6 +424,27 @@ class Journal:
                 "id"
             ).when_matched_update_all().when_not_matched_insert_all().execute(data)
 
+    def session_topics(self, session_ids: Sequence[str]) -> dict[str, str]:
+        if not session_ids:
+            return {}
+        where = (
+            "session_id IN (" + ", ".join(q(i) for i in session_ids) + ") AND title != ''"
+            " AND decision != 'applied'"
+        )
+        table = self.t(AUDIT)
+        n = int(table.count_rows(where))
+        if not n:
+            return {}
+        # Three short columns only: a session's texts are never read for this.
+        rows = table.search().where(where).select(["session_id", "timestamp", "id", "title"])
+        found = rows.limit(n).to_arrow().sort_by([("timestamp", "ascending"), ("id", "ascending")])
+        out: dict[str, str] = {}
+        for sid, title in zip(
+            found["session_id"].to_pylist(), found["title"].to_pylist(), strict=True
+        ):
+            out.setdefault(sid, title)
+        return out
+
     # -- audit ------------------------------------------------------------------------
 
     def audit(self, entries: Sequence[AuditEntry]) -> None:
@@ -454,9 +475,15 @@ class Journal:
             parts.append(f"session_id = {q(session_id)}")
         if memory_id:
             parts.append(f"memory_id = {q(memory_id)}")
-        rows = self._rows(AUDIT, " AND ".join(parts) or None)
-        rows.sort(key=lambda r: (r["timestamp"], r["id"]), reverse=True)
-        return [_audit(r) for r in rows[:limit]]
+        where = " AND ".join(parts) or None
+        table = self.t(AUDIT)
+        query = table.search().where(where) if where else table.search()
+        n = max(1, table.count_rows(where) if where else table.count_rows())
+        # Sorted and cut in Arrow: only the rows returned become Python objects (turning
+        # all of a long log into dicts holds the GIL for a UI-visible while).
+        found = query.limit(n).to_arrow()
+        found = found.sort_by([("timestamp", "descending"), ("id", "descending")])
+        return [_audit(r) for r in found.slice(0, limit).to_pylist()]
 
     def audit_entry(self, entry_id: str) -> AuditEntry | None:
         rows = self._rows(AUDIT, f"id = {q(entry_id)}", limit=1)

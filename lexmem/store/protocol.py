@@ -422,6 +422,10 @@ class JournalBackend(Protocol):
     def save_sessions(self, sessions: Sequence[Session]) -> None:
         """Insert or replace these sessions by id."""
 
+    def session_topics(self, session_ids: Sequence[str]) -> dict[str, str]:
+        """Each session's first candidate title (what capture first took from it, saved
+        or skipped), by session id; sessions with none are left out."""
+
     # -- the audit log ----------------------------------------------------------------
 
     def audit(self, entries: Sequence[AuditEntry]) -> None:
