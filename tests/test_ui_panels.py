@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Iterator
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -419,3 +420,17 @@ def test_the_period_box_shows_its_whole_text(qtbot: Any, ctx: AppContext) -> Non
         app.setStyleSheet(sheet)
         app.setPalette(palette)
         app.setStyle(style)
+
+
+def test_insights_keep_two_projects_of_one_name_apart(qtbot: Any, ctx: AppContext) -> None:
+    """Issue 18, defect 7: "shop" and the repository ~/work/shop merged into one name in
+    Insights' project chart (two bars both called "shop")."""
+    repo = str(Path.home() / "work" / "shop")
+    ctx.lm.remember("The shop's invoices are numbered per year", project="shop")
+    ctx.lm.remember("The shop deploys on Tuesdays", project=repo)
+    ctx.lm.remember("The shop's staging database listens on 5433", project=repo)
+    panel = InsightsPanel(ctx, days=7)
+    qtbot.addWidget(panel)
+    with qtbot.waitSignal(panel.refreshed, timeout=10_000):
+        panel.refresh()
+    assert panel.projects_chart.items == [("shop (~/work)", 2), ("shop", 1)]

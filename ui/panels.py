@@ -68,7 +68,7 @@ from PySide6.QtWidgets import (
 )
 from shiboken6 import isValid
 
-from lexmem.api import AuditEntry, MemoryFilter, Session
+from lexmem.api import AuditEntry, MemoryFilter, Session, project_labels
 from lexmem.models import Changes, Memory, MemorySource, MemoryStatus, MemoryType
 
 from . import ops
@@ -497,6 +497,7 @@ class ReviewPanel(_Panel):
 
     def __init__(self, ctx: AppContext, parent: QWidget | None = None) -> None:
         super().__init__(ctx, parent, eager=True)
+        self._labels: dict[str, str] = {}  # project key -> its label (lexmem.projects)
         self._queue: list[str] = []
         self._count: int | None = None
         self._pending: set[str] = set()  # sent to review: hidden until the write settles
@@ -617,14 +618,14 @@ class ReviewPanel(_Panel):
     def _load(self) -> None:
         lm = self.ctx.lm
 
-        def fetch() -> tuple[list[str], list[Memory]]:
+        def fetch() -> tuple[list[str], list[Memory], dict[str, str]]:
             ids = lm.review_queue()
-            return ids, lm.memories_for(ids[: self.SHOWN])
+            return ids, lm.memories_for(ids[: self.SHOWN]), project_labels(lm.projects())
 
         self._read("queue", fetch, self._apply)
 
-    def _apply(self, result: tuple[list[str], list[Memory]]) -> None:
-        self._queue, memories = result
+    def _apply(self, result: tuple[list[str], list[Memory], dict[str, str]]) -> None:
+        self._queue, memories, self._labels = result
         self.model.set_rows(m for m in memories if m.id not in self._pending)
         self._counted()
         self.refreshed.emit()
@@ -646,7 +647,8 @@ class ReviewPanel(_Panel):
     def _cell(self, m: Memory, col: int, role: int) -> Any:
         if role == Role.DisplayRole:
             values = (
-                _one_line(m.content), str(m.type), _words(str(m.source)), _project(m.project),
+                _one_line(m.content), str(m.type), _words(str(m.source)),
+                self._labels.get(m.project or "") or _project(m.project),
                 f"{m.confidence:.2f}", _when(m.created_at),
             )  # fmt: skip
             return values[col]
@@ -1068,6 +1070,7 @@ class SessionsPanel(_Panel):
 
     def __init__(self, ctx: AppContext, parent: QWidget | None = None) -> None:
         super().__init__(ctx, parent, eager=False)
+        self._labels: dict[str, str] = {}  # project key -> its label (lexmem.projects)
         self._open: Session | None = None
         self._open_id: str | None = None
 
@@ -1180,16 +1183,17 @@ class SessionsPanel(_Panel):
     def _load(self) -> None:
         lm, limit = self.ctx.lm, self.LIMIT
 
-        def fetch() -> tuple[list[Session], dict[str, str]]:
+        def fetch() -> tuple[list[Session], dict[str, str], dict[str, str]]:
             sessions = lm.sessions(limit=limit)
-            return sessions, lm.session_topics([s.id for s in sessions])
+            topics = lm.session_topics([s.id for s in sessions])
+            return sessions, topics, project_labels(lm.projects())
 
         self._read("sessions", fetch, self._apply)
         if self._open_id is not None:
             self._load_timeline(self._open_id)
 
-    def _apply(self, result: tuple[list[Session], dict[str, str]]) -> None:
-        sessions, self._topics = result
+    def _apply(self, result: tuple[list[Session], dict[str, str], dict[str, str]]) -> None:
+        sessions, self._topics, self._labels = result
         self.model.set_rows(sessions)
         self.stack.setCurrentWidget(self.view if sessions else self.empty)
         active = sum(1 for s in sessions if s.status == "active")
@@ -1244,7 +1248,7 @@ class SessionsPanel(_Panel):
         if s is None:
             self.timeline_title.setText(f"Timeline · {self._open_id}")
             return
-        where = f" · {_project(s.project)}" if s.project else ""
+        where = f" · {self._labels.get(s.project, '') or _project(s.project)}" if s.project else ""
         self.timeline_title.setText(
             f"Timeline · {s.agent or 'agent'}{where} · {_when(s.started_at)}"
         )
@@ -1253,7 +1257,8 @@ class SessionsPanel(_Panel):
         if role == Role.DisplayRole:
             end = s.ended_at or s.last_event_at
             values = (
-                s.status, _when(s.started_at), _project(s.project),
+                s.status, _when(s.started_at),
+                self._labels.get(s.project or "") or _project(s.project),
                 self._topic_text(s), s.agent,
                 _duration((end - s.started_at).total_seconds()), str(s.memory_count),
             )  # fmt: skip
@@ -1419,8 +1424,11 @@ class InsightsPanel(_Panel):
             tooltips=tips,
         )
         projects = data["top_projects"]
+        # One label per project, as the browser gives them: "shop" and "shop (~/work)"
+        # are two bars, not one name twice.
+        names = project_labels(p for p, _ in projects if p != "(none)")
         self.projects_chart.set_data(
-            [(_project(p) if p != "(none)" else "no project", n) for p, n in projects],
+            [(names.get(p, p) if p != "(none)" else "no project", n) for p, n in projects],
             tooltips=[p for p, _ in projects],
         )
         reasons = data["skip_reasons"]
