@@ -6,6 +6,7 @@ the browser is the main window and the tray's actions are in its menu bar.
 
 from __future__ import annotations
 
+import gc
 import json
 import os
 import subprocess
@@ -309,6 +310,7 @@ def test_the_tray_icon_shows_before_the_store_opens_and_the_loop_runs_meanwhile(
         assert app.tray is not None and app.tray.contextMenu() is not None
         seen["full_menu"] = [a.text() for a in app.tray.contextMenu().actions()]
         seen["model_loaded"] = app.lm.embedder.loaded
+        seen["frozen"] = gc.get_freeze_count()  # the built app is out of the GC's scans
 
         def wait_running() -> None:
             if app.service_state == "running":
@@ -337,6 +339,7 @@ def test_the_tray_icon_shows_before_the_store_opens_and_the_loop_runs_meanwhile(
     assert seen["same_icon"] and "Quick remember…" in seen["full_menu"]
     assert seen["service"] == "running"
     assert not seen["model_loaded"]  # loaded when a capture or a search first needs it
+    assert seen["frozen"] > 10_000
 
 
 def app_quit_anyway() -> None:
