@@ -330,6 +330,7 @@ def test_the_tray_icon_shows_before_the_store_opens_and_the_loop_runs_meanwhile(
     finally:
         guard.stop()
         ticker.stop()
+        gc.unfreeze()  # the test process goes on: its later garbage must stay collectable
         if not seen.get("released"):
             write_lock.release()
     assert code == 0
