@@ -434,3 +434,14 @@ def test_insights_keep_two_projects_of_one_name_apart(qtbot: Any, ctx: AppContex
     with qtbot.waitSignal(panel.refreshed, timeout=10_000):
         panel.refresh()
     assert panel.projects_chart.items == [("shop (~/work)", 2), ("shop", 1)]
+
+
+def test_review_shows_a_watched_notes_markdown_as_text(qtbot: Any, ctx: AppContext) -> None:
+    """Issue 18: a watched note waited in Review as "# Work journal ## Redis queue …"."""
+    note = "# Work journal\n## Redis queue\n- **Use** Redis 7 for the job queue\n- [x] load test"
+    (m,) = ctx.lm.remember(note, project="notes").memories
+    panel = ReviewPanel(ctx)
+    qtbot.addWidget(panel)
+    shown = panel._cell(m, 0, Qt.ItemDataRole.DisplayRole)
+    assert shown == "Work journal: Redis queue: Use Redis 7 for the job queue load test"
+    assert "#" not in shown and "**" not in shown

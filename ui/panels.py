@@ -17,6 +17,7 @@ screen (the lead's tab titles and the tests wait on it).
 
 from __future__ import annotations
 
+import re
 import textwrap
 from collections.abc import Callable, Iterable, Sequence
 from datetime import date, datetime
@@ -125,6 +126,22 @@ def _project(project: str | None) -> str:
 def _one_line(text: str, limit: int = 240) -> str:
     flat = " ".join(text.split())
     return flat if len(flat) <= limit else flat[: limit - 1] + "…"
+
+
+#: Markdown's markup at a line's start: headings, quotes, list bullets.
+_MD_LINE = re.compile(r"^\s{0,3}(?:#{1,6}\s+|>\s?|[-*+]\s+(?:\[[ xX]\]\s+)?)", re.MULTILINE)
+
+
+def _read_as_text(text: str) -> str:
+    """A watched note's Markdown as a person reads it in one line: "Work journal: Redis
+    queue. …" rather than "# Work journal ## Redis queue …" (headings end with a colon)."""
+    lines = []
+    for line in text.splitlines():
+        bare = _MD_LINE.sub("", line).replace("**", "").replace("__", "").strip()
+        if bare and re.match(r"^\s{0,3}#{1,6}\s", line) and not bare.endswith((":", ".")):
+            bare += ":"
+        lines.append(bare)
+    return "\n".join(lines)
 
 
 def _wrapped(text: str, width: int = 90, lines: int = 24) -> str:
@@ -647,7 +664,7 @@ class ReviewPanel(_Panel):
     def _cell(self, m: Memory, col: int, role: int) -> Any:
         if role == Role.DisplayRole:
             values = (
-                _one_line(m.content), str(m.type), _words(str(m.source)),
+                _one_line(_read_as_text(m.content)), str(m.type), _words(str(m.source)),
                 self._labels.get(m.project or "") or _project(m.project),
                 f"{m.confidence:.2f}", _when(m.created_at),
             )  # fmt: skip
@@ -1293,7 +1310,7 @@ class SessionsPanel(_Panel):
     def _timeline_cell(self, m: Memory, col: int, role: int) -> Any:
         if role == Role.DisplayRole:
             local = _local(m.created_at)
-            values = (local.strftime("%H:%M:%S"), str(m.type), _one_line(m.content))
+            values = (local.strftime("%H:%M:%S"), str(m.type), _one_line(_read_as_text(m.content)))
             if col == 0 and local.date() != date.today():
                 return local.strftime("%m-%d %H:%M")
             return values[col]
