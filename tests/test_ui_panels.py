@@ -178,7 +178,9 @@ def test_sessions_list_counts_and_the_timeline_in_order(qtbot: Any, ctx: AppCont
         QTest.keyClick(panel.view, Qt.Key.Key_Return)
     assert opened.args == ["s1"] and panel.current_session == "s1"
     assert panel.timeline_ids() == [captured, *later]
-    assert "claude" in panel.timeline_title.text()
+    assert "Claude Code" in panel.timeline_title.text()  # the agent by its name
+    agent_column = panel.COLUMNS.index("Agent")
+    assert panel.model.index(0, agent_column).data() == "Claude Code"
 
     panel.timeline_view.setCurrentIndex(panel.timeline.index(1, 0))
     with qtbot.waitSignal(panel.open_memory, timeout=5_000) as activated:

@@ -75,6 +75,7 @@ from lexmem.models import Changes, Memory, MemorySource, MemoryStatus, MemoryTyp
 from . import ops
 from .charts import HorizontalBarChart, Series, StackedBarChart
 from .context import AppContext, UiChanges
+from .detail import AGENT_NAMES
 from .theme import TYPE_COLOURS, series_colour
 
 __all__ = ["AuditPanel", "InsightsPanel", "ReviewPanel", "SessionsPanel"]
@@ -1267,7 +1268,7 @@ class SessionsPanel(_Panel):
             return
         where = f" · {self._labels.get(s.project, '') or _project(s.project)}" if s.project else ""
         self.timeline_title.setText(
-            f"Timeline · {s.agent or 'agent'}{where} · {_when(s.started_at)}"
+            f"Timeline · {AGENT_NAMES.get(s.agent, s.agent or 'agent')}{where} · {_when(s.started_at)}"
         )
 
     def _cell(self, s: Session, col: int, role: int) -> Any:
@@ -1276,7 +1277,7 @@ class SessionsPanel(_Panel):
             values = (
                 s.status, _when(s.started_at),
                 self._labels.get(s.project or "") or _project(s.project),
-                self._topic_text(s), s.agent,
+                self._topic_text(s), AGENT_NAMES.get(s.agent, s.agent),
                 _duration((end - s.started_at).total_seconds()), str(s.memory_count),
             )  # fmt: skip
             return values[col]
