@@ -630,6 +630,27 @@ def test_the_sort_says_what_order_the_list_is_in(qtbot: Any, page: MemoriesPage)
     assert page.sort_combo.currentData() == "relevance"
     assert page.sort_combo.currentText() == "Relevance (newest)"
     assert page.current_sort() == "created"
+    # ...whole: the box leaves the text its room beside the arrow, the sheet's padding too.
+    from PySide6.QtWidgets import QStyle, QStyleOptionComboBox
+
+    from ui.theme import apply_theme
+
+    app = QApplication.instance()
+    assert isinstance(app, QApplication)
+    apply_theme(app, "light")  # the sheet that pads a combo box's text
+    try:
+        box = page.sort_combo
+        qtbot.waitUntil(lambda: box.width() >= box.minimumWidth(), timeout=WAIT)
+        opt = QStyleOptionComboBox()
+        box.initStyleOption(opt)
+        field = box.style().subControlRect(
+            QStyle.ComplexControl.CC_ComboBox, opt, QStyle.SubControl.SC_ComboBoxEditField, box
+        )
+        room = field.width() - 2 * 3  # the sheet's padding
+        assert box.fontMetrics().horizontalAdvance("Relevance (newest)") <= room
+    finally:
+        app.setStyleSheet("")
+        app.setPalette(app.style().standardPalette())
     page.set_query("database")
     _settle(qtbot, page)
     assert page.sort_combo.currentText() == "Relevance"

@@ -127,12 +127,18 @@ def memory_markdown(m: Memory) -> str:
     return f"### {m.title or m.id}\n\n{m.content.strip()}\n\n_{' · '.join(facts)}_\n"
 
 
-def _combo(items: Sequence[tuple[str, object]], tooltip: str) -> QComboBox:
+def _combo(items: Sequence[tuple[str, object]], tooltip: str, *, widest: str = "") -> QComboBox:
+    """``widest``: a longer text an item takes later (the sort's "Relevance (newest)")."""
     box = QComboBox()
     for label, data in items:
         box.addItem(label, data)
     box.setToolTip(tooltip)
     box.setSizeAdjustPolicy(QComboBox.SizeAdjustPolicy.AdjustToContents)
+    # Constraint: the theme's sheet pads a combo box's text by 3 px a side, which the width
+    # Qt works out from the items leaves out: the longest text lost its last letters.
+    texts = [label for label, _ in items] + ([widest] if widest else [])
+    text_width = max(box.fontMetrics().horizontalAdvance(t) for t in texts)
+    box.setMinimumWidth(max(box.sizeHint().width(), text_width + 40) + 10)
     return box
 
 
@@ -788,6 +794,7 @@ class MemoriesPage(QWidget):
         self.sort_combo = _combo(
             [(label, key) for key, label in SORTS],
             "Sort order (relevance needs a search; without one, newest first)",
+            widest="Relevance (newest)",
         )
         self.count_label = QLabel()
         self.count_label.setProperty("role", "muted")
