@@ -74,7 +74,7 @@ from lexmem.models import (
     fingerprint,
     make_title,
 )
-from lexmem.projects import project_labels, project_name, resolve_project
+from lexmem.projects import project_choices, project_labels, project_name, resolve_project
 from lexmem.service.client import InboxWriter, remember_through_inbox
 from lexmem.service.ops import memories_under
 from lexmem.service.writer import CaptureService, DrainReport, ServiceBusyError
@@ -138,6 +138,7 @@ __all__ = [
     "match_spans",
     "move_data_folder",
     "normalise_link_type",
+    "project_choices",
     "project_labels",
     "project_name",
     "remember_through_inbox",

@@ -15,7 +15,14 @@ from collections import Counter
 from collections.abc import Iterable
 from pathlib import Path, PurePath
 
-__all__ = ["is_path", "project_label", "project_labels", "project_name", "resolve_project"]
+__all__ = [
+    "is_path",
+    "project_choices",
+    "project_label",
+    "project_labels",
+    "project_name",
+    "resolve_project",
+]
 
 
 def is_path(project: str) -> bool:
@@ -58,6 +65,11 @@ def project_labels(projects: Iterable[str]) -> dict[str, str]:
         else:
             labels[key] = name
     return labels
+
+
+def project_choices(projects: Iterable[str]) -> list[tuple[str, str]]:
+    """(key, label) pairs as a list offers them: in the order a person looks for a name."""
+    return sorted(project_labels(projects).items(), key=lambda kv: (kv[1].casefold(), kv[0]))
 
 
 def resolve_project(typed: str | None, known: Iterable[str]) -> str | None:

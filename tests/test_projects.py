@@ -46,3 +46,13 @@ def test_typing_a_name_means_the_project_that_goes_by_it() -> None:
     assert resolve_project("shop", both) == "shop"
     # A named project that already exists keeps its memories together.
     assert resolve_project("shop", [repo, "shop"]) == "shop"
+
+
+def test_a_list_offers_projects_by_their_names() -> None:
+    from lexmem.projects import project_choices
+
+    home = str(Path.home())
+    keys = [f"{home}/notes", f"{home}/work/api", "blog", f"{home}/work/shop", "shop"]
+    assert [label for _, label in project_choices(keys)] == [
+        "api", "blog", "notes", "shop", "shop (~/work)",
+    ]  # fmt: skip

@@ -65,7 +65,14 @@ from PySide6.QtWidgets import (
     QWidget,
 )
 
-from lexmem.api import MemoryFilter, SearchHit, listed, project_labels, resolve_project
+from lexmem.api import (
+    MemoryFilter,
+    SearchHit,
+    listed,
+    project_choices,
+    project_labels,
+    resolve_project,
+)
 from lexmem.models import Memory, MemorySource, MemoryStatus, MemoryType
 
 from . import ops
@@ -1216,7 +1223,7 @@ class MemoriesPage(QWidget):
         try:
             box.clear()
             # The names the table shows; each item's tooltip is the project it stands for.
-            for key, label in project_labels(projects).items():
+            for key, label in project_choices(projects):
                 box.addItem(label, key)
                 box.setItemData(box.count() - 1, key, Qt.ItemDataRole.ToolTipRole)
             box.setCurrentIndex(-1)

@@ -1095,7 +1095,7 @@ class SessionsPanel(_Panel):
         self._topics: dict[str, str] = {}  # session id -> its first candidate's title
         self.model: _Rows[Session] = _Rows(self.COLUMNS, lambda s: s.id, self._cell)
         self.view = _table(
-            self.model, 3, ("completed", _WHEN_SAMPLE, _PROJECT_SAMPLE, "", "claude-code",
+            self.model, 3, ("completed", _WHEN_SAMPLE, _PROJECT_SAMPLE, "", "Claude Code",
                             "23 h 59 min", "Memories"), dotted=[0],
         )  # fmt: skip
         self.view.setSelectionMode(QAbstractItemView.SelectionMode.SingleSelection)

@@ -29,7 +29,7 @@ from PySide6.QtWidgets import (
     QWidget,
 )
 
-from lexmem.api import LicenceRequiredError, project_labels, resolve_project
+from lexmem.api import LicenceRequiredError, project_choices, resolve_project
 from lexmem.models import Changes, TypeClassification
 
 from . import ops
@@ -195,7 +195,7 @@ class QuickRememberDialog(QDialog):
             typed = self.project.currentText()
             with QSignalBlocker(self.project):
                 self.project.clear()
-                for key, label in project_labels(projects).items():
+                for key, label in project_choices(projects):
                     self.project.addItem(label, key)
                     self.project.setItemData(
                         self.project.count() - 1, key, Qt.ItemDataRole.ToolTipRole
