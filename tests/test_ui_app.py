@@ -580,3 +580,23 @@ def test_where_a_memory_came_from_is_said_in_words() -> None:
     assert _learned("captured by decision-decided from session 0f1e2d3c") == (
         "captured during the session"
     )
+
+
+def test_the_repositories_menu_names_projects_as_the_browser_does(
+    qtbot: Any, app: App, repo: Path
+) -> None:
+    """A named project "shop" beside the repository …/shop: the menu says which is which
+    the way the browser and the Sessions tab do, not "shop" for the repository."""
+    app.lm.remember("The shop's invoices are numbered per year", project="shop")
+    agent_session(repo, "We decided to use PostgreSQL 16 for the billing service.")
+    app.ctx.wake()
+    qtbot.waitUntil(lambda: str(repo) in app.lm.projects(), timeout=30_000)
+    app.menu.load_repositories()
+    qtbot.waitUntil(lambda: app.menu.repositories == [str(repo)], timeout=10_000)
+    app.menu.repos_menu.aboutToShow.emit()
+    (name,) = [a.text() for a in app.menu.repos_menu.actions()]
+    from lexmem.api import project_labels
+
+    assert name.startswith("shop ("), name
+
+    assert name == project_labels(app.lm.projects())[str(repo)]

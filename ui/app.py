@@ -163,6 +163,7 @@ class CaptureMenu(QObject):
         self.ctx = ctx
         self.review_count = 0
         self.repositories: list[str] = []  # every repository seen in captured sessions
+        self._repo_labels: dict[str, str] = {}  # their labels (lexmem.projects)
         # The tier, read off the UI thread by the app (None until the first answer).
         self.licence: LicenceStatus | None = None
 
@@ -269,12 +270,14 @@ class CaptureMenu(QObject):
     # -- repositories ----------------------------------------------------------------
 
     def load_repositories(self) -> None:
-        def work() -> list[str]:
+        def work() -> tuple[list[str], dict[str, str]]:
             seen = {s.project for s in self.ctx.lm.sessions(limit=10_000) if s.project}
-            return sorted(seen | set(self.ctx.settings.capture.optout))
+            repos = sorted(seen | set(self.ctx.settings.capture.optout))
+            # Named as every other view names them: against every project, not these alone.
+            return repos, project_labels([*repos, *self.ctx.lm.projects()])
 
-        def done(repos: list[str]) -> None:
-            self.repositories = repos
+        def done(result: tuple[list[str], dict[str, str]]) -> None:
+            self.repositories, self._repo_labels = result
 
         self.ctx.read(work, done)
 
@@ -286,12 +289,16 @@ class CaptureMenu(QObject):
             return
         optout = set(self.ctx.settings.capture.optout)
         self.repos_menu.setToolTipsVisible(True)
-        for repo, label in project_labels(self.repositories).items():
+        for repo in sorted(self.repositories, key=self._repo_label):
+            label = self._repo_label(repo)
             action = self.repos_menu.addAction(label)  # the name the browser shows too
             action.setToolTip(f"Capture from {_short_path(repo)}")
             action.setCheckable(True)
             action.setChecked(repo not in optout)
             action.setData(repo)
+
+    def _repo_label(self, repo: str) -> str:
+        return self._repo_labels.get(repo) or project_labels([repo])[repo]
 
     def _on_repository(self, action: QAction) -> None:
         if action.isCheckable() and action.data():
