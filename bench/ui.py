@@ -491,16 +491,21 @@ def launch(code: str, env: dict[str, str], mark: Path) -> tuple[subprocess.Popen
         [sys.executable, "-c", code], env={**env, "LEXMEM_BENCH_MARK": str(mark)},
         stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
     )  # fmt: skip
+    wait_mark(proc, mark, "a tray process", "its icon")
+    return proc, float(mark.read_text()) - t0
+
+
+def wait_mark(proc: subprocess.Popen[bytes], mark: Path, who: str, what: str) -> None:
+    """Wait (120 s at most) until ``proc`` writes ``mark``: it reached ``what``."""
     deadline = time.perf_counter() + 120
     while not mark.exists() or not mark.read_text():
         if proc.poll() is not None:
             err = proc.stderr.read().decode(errors="replace")[-2000:] if proc.stderr else ""
-            raise BenchError(f"a tray process exited ({proc.returncode}) before its icon: {err}")
+            raise BenchError(f"{who} exited ({proc.returncode}) before {what}: {err}")
         if time.perf_counter() > deadline:
             stop(proc)
-            raise BenchError("a tray process showed no icon within 120 s")
+            raise BenchError(f"{who} never reached {what} within 120 s")
         time.sleep(0.005)
-    return proc, float(mark.read_text()) - t0
 
 
 def stop(proc: subprocess.Popen[bytes]) -> None:
@@ -522,15 +527,7 @@ def measure_quit(env: dict[str, str], mark: Path, platform: str) -> dict[str, An
             [sys.executable, "-c", QUIT_APP], env={**env, "LEXMEM_BENCH_MARK": str(mark)},
             stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
         )  # fmt: skip
-        deadline = time.perf_counter() + 120
-        while not mark.exists() or not mark.read_text():
-            if proc.poll() is not None:
-                err = proc.stderr.read().decode(errors="replace")[-2000:] if proc.stderr else ""
-                raise BenchError(f"the app exited ({proc.returncode}) before its Quit: {err}")
-            if time.perf_counter() > deadline:
-                stop(proc)
-                raise BenchError("the app never reached its Quit within 120 s")
-            time.sleep(0.005)
+        wait_mark(proc, mark, "the app", "its Quit")
         quit_at = float(mark.read_text())
         try:
             proc.wait(QUIT_TIMEOUT_S)

@@ -151,3 +151,14 @@ def shared_model(embedder: Embedder) -> Iterator[None]:
     with pytest.MonkeyPatch.context() as mp:
         mp.setattr(Lexmem, "open", classmethod(open_shared))
         yield
+
+
+@pytest.fixture
+def ctx(qtbot: Any, lm: Lexmem) -> Iterator[Any]:
+    """The UI's context over ``lm`` (its runner, hub and settings), closed after the test.
+    Qt is imported here, not at the top: the core's tests never load it."""
+    from ui.context import AppContext
+
+    c = AppContext(lm)
+    yield c
+    c.close()

@@ -26,13 +26,6 @@ from ui.table import COLUMNS, MARGIN, PLACEHOLDER, MemoryTableModel, plan_ids
 WAIT = 30_000  # generous: a loaded 2-core machine; the waits end as soon as it is true
 
 
-@pytest.fixture
-def ctx(qtbot: Any, lm: Lexmem) -> Iterator[AppContext]:
-    c = AppContext(lm)
-    yield c
-    c.close()
-
-
 def _settle(qtbot: Any, page: MemoriesPage) -> None:
     """Wait until the page reads nothing and has nothing due (queries, rows, detail)."""
     qtbot.waitUntil(lambda: not page.busy and page.ctx.runner.pending == 0, timeout=WAIT)

@@ -91,13 +91,6 @@ def lm(data_home: Path, embedder: Embedder, signer: Ed25519PrivateKey, clock: Cl
     core.close()
 
 
-@pytest.fixture
-def ctx(qtbot: Any, lm: Lexmem) -> Iterator[AppContext]:
-    c = AppContext(lm)
-    yield c
-    c.close()
-
-
 def _core(clock: Clock) -> None:
     clock.now = T0 + timedelta(days=15)  # the 14-day trial is over
 

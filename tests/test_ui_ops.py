@@ -3,25 +3,16 @@
 from __future__ import annotations
 
 import threading
-from collections.abc import Iterator
 from datetime import timedelta
 from pathlib import Path
 from typing import Any
 
 import pytest
 
-from lexmem.api import Lexmem
 from lexmem.models import MemoryStatus
 from ui import ops
 from ui.context import AppContext, UiChanges
 from ui.runner import Runner
-
-
-@pytest.fixture
-def ctx(qtbot: Any, lm: Lexmem) -> Iterator[AppContext]:
-    c = AppContext(lm)
-    yield c
-    c.close()
 
 
 def _wait(qtbot: Any, ctx: AppContext, start: Any) -> list[UiChanges]:

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -23,13 +22,6 @@ from ui.theme import TYPE_COLOURS
 
 PG = "We decided to use PostgreSQL 16 for the billing service."
 MAIN = "Never commit directly to main; open a pull request instead."
-
-
-@pytest.fixture
-def ctx(qtbot: Any, lm: Lexmem) -> Iterator[AppContext]:
-    c = AppContext(lm)
-    yield c
-    c.close()
 
 
 def _say(lm: Lexmem, sid: str, *texts: str, project: str | None = None) -> None:

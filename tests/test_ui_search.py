@@ -6,7 +6,7 @@ tests/search_corpus.py (47 memories in three projects, four captured sessions).
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Sequence
 from typing import Any
 
 import pytest
@@ -16,7 +16,6 @@ from PySide6.QtWidgets import QStyle, QStyleOptionViewItem
 from search_corpus import ANSWER, QUESTION, populate
 
 import ui.table
-from lexmem.api import Lexmem
 from lexmem.models import Memory
 from ui.browser import MemoriesPage
 from ui.context import AppContext
@@ -26,13 +25,6 @@ WAIT = 30_000  # generous: a loaded 2-core machine; the waits end as soon as it 
 LONG_TITLE = (
     "Checkout totals are rounded per line, not per order, so that the invoices match the ledger"
 )
-
-
-@pytest.fixture
-def ctx(qtbot: Any, lm: Lexmem) -> Iterator[AppContext]:
-    c = AppContext(lm)
-    yield c
-    c.close()
 
 
 def _settle(qtbot: Any, page: MemoriesPage) -> None:

@@ -70,13 +70,6 @@ def memory_keyring() -> Iterator[MemoryKeyring]:
 
 
 @pytest.fixture
-def ctx(qtbot: Any, lm: Lexmem) -> Iterator[AppContext]:
-    c = AppContext(lm)
-    yield c
-    c.close()
-
-
-@pytest.fixture
 def dialog(qtbot: Any, ctx: AppContext) -> SettingsDialog:
     dlg = SettingsDialog(ctx)
     qtbot.addWidget(dlg)

@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import threading
 import uuid
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from datetime import timedelta
 from typing import Any
 
@@ -28,13 +28,6 @@ LONG = (
     "The billing service keeps its ledger in PostgreSQL 16 on the db-2 host; migrations run "
     "through alembic from services/billing/migrations and need the BILLING_DSN variable set."
 )
-
-
-@pytest.fixture
-def ctx(qtbot: Any, lm: Lexmem) -> Iterator[AppContext]:
-    c = AppContext(lm)
-    yield c
-    c.close()
 
 
 def _history(lm: Lexmem, start: int, n: int) -> None:

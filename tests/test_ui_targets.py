@@ -43,13 +43,6 @@ def _say(lm: Lexmem, sid: str, *texts: str) -> None:
 
 
 @pytest.fixture
-def ctx(qtbot: Any, lm: Lexmem) -> Iterator[AppContext]:
-    c = AppContext(lm)
-    yield c
-    c.close()
-
-
-@pytest.fixture
 def ab(ctx: AppContext) -> tuple[str, str]:
     """A: an explicit memory (Memories tab only). B: captured in session s1, waiting for review."""
     ctx.lm.settings.capture.mode = "full"
