@@ -19,7 +19,13 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, TypeGuard
 
 from lexmem.capture.inbox import Inbox, make_event
-from lexmem.capture.policy import is_paused, refuse_opted_out, scrub
+from lexmem.capture.policy import (
+    is_paused,
+    optout_rules,
+    project_opted_out,
+    refuse_opted_out,
+    scrub,
+)
 from lexmem.config import (
     CAPTURE_MODES,
     DEFAULT_MODEL,
@@ -351,9 +357,7 @@ class Lexmem:
         if title is not None:
             title = scrub(title)
         if context is None and project:
-            # "shop" typed while the repository ~/work/shop is known is that project: one
-            # project, not a second one that only looks the same (lexmem.projects).
-            project = resolve_project(project, self.projects())
+            project = self.project_meant(project)
         refuse_opted_out(self.paths, self.settings.capture, context.project if context else project)
         self._require_current_space()
         ctx = context or MemoryContext(
@@ -760,6 +764,18 @@ class Lexmem:
     def projects(self) -> list[str]:
         """Every project a memory names, sorted."""
         return self.store.project_names()
+
+    def project_meant(self, typed: str, known: Sequence[str] | None = None) -> str | None:
+        """The project a person means by ``typed``: "shop" typed while the repository
+        ~/work/shop is known is that project, not a second one that only looks the same
+        (:func:`lexmem.projects.resolve_project`). A name never resolves into an opted-out
+        repository: it then stays the name it was."""
+        meant = resolve_project(typed, self.projects() if known is None else known)
+        if meant is not None and meant != typed.strip():
+            rules = optout_rules(self.paths, self.settings.capture)
+            if project_opted_out(meant, rules):
+                return typed.strip() or None
+        return meant
 
     def audit_entries(
         self,

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
+from lexmem.api import Lexmem
 from lexmem.projects import project_label, project_labels, project_name, resolve_project
 
 
@@ -56,3 +57,25 @@ def test_a_list_offers_projects_by_their_names() -> None:
     assert [label for _, label in project_choices(keys)] == [
         "api", "blog", "notes", "shop", "shop (~/work)",
     ]  # fmt: skip
+
+
+def test_a_name_typed_anywhere_files_the_memory_under_its_project(lm: Lexmem) -> None:
+    """`lexmem remember --project shop`, MCP and Quick remember go through the inbox; the
+    core's own remember directly. Both file "shop" under the known repository ~/work/shop,
+    but never into an opted-out repository: there the name stays a name."""
+    from lexmem.service.client import remember_through_inbox
+
+    repo = str(Path.home() / "work" / "shop")
+    lm.remember("The shop deploys on Tuesdays", project=repo)
+    through_inbox = remember_through_inbox(lm, "The shop's invoices are numbered per year",
+                                           project="shop").memories[0]  # fmt: skip
+    assert through_inbox.project == repo
+    direct = lm.remember("The shop's VAT number is on every invoice", project="shop")
+    assert direct.memories[0].project == repo
+    assert lm.projects() == [repo]
+
+    other = str(Path.home() / "clients" / "garden")
+    lm.remember("The garden site uses Hugo", project=other)
+    lm.settings.capture.optout.append(other)  # opted out after (its purge is not the point)
+    kept = lm.remember("Buy seeds for the garden in March", project="garden").memories[0]
+    assert kept.project == "garden"

@@ -485,14 +485,19 @@ class CapturePipeline:
         if not todo:
             return report
         requests = []
+        # A typed name means the project that goes by it ("shop": the known ~/work/shop),
+        # as when the core remembers directly (lexmem.projects).
+        known = self.lm.projects() if any(e.get("project") for e in todo) else []
         for e in todo:
             meta = e.get("metadata") or {}
             # Any program can write the inbox: a title or type that is not text is ignored.
             title, kind = (
                 v if isinstance(v, str) else None for v in (meta.get("title"), meta.get("type"))
             )
+            typed = e.get("project")
             ctx = MemoryContext(
-                source=MemorySource.EXPLICIT, project=e.get("project"), session_id=e["session_id"],
+                source=MemorySource.EXPLICIT, session_id=e["session_id"],
+                project=self.lm.project_meant(typed, known) if typed else None,
                 title=title, pinned=bool(meta.get("pin")), user_id=self.lm.settings.store.user_id,
                 learning_context=f"remembered through {e.get('agent') or 'lexmem'}",
             )  # fmt: skip
