@@ -256,6 +256,23 @@ def test_a_damaged_backup_is_refused_and_nothing_changes(
     assert [p.name for p in restored.iterdir() if p.name.startswith((".", "replaced-"))] == []
 
 
+@pytest.mark.parametrize("back", [6, 2])  # gzip's stored CRC-32, then its stored length
+def test_a_damaged_trailer_is_refused_too(
+    restored: Path, tmp_path: Path, a_backup: Path, back: int
+) -> None:
+    """tar stops reading at its end-of-archive marker, so a damaged byte after it (the
+    archive's zero padding, gzip's CRC and length) passed unseen: one in a few runs of the
+    test above, wherever the flipped bit landed. The whole file is read and checked now."""
+    damaged = tmp_path / "damaged.tar.gz"
+    data = bytearray(a_backup.read_bytes())
+    data[len(data) - back] ^= 0x40
+    damaged.write_bytes(bytes(data))
+    before = file_hashes(restored)
+    err = lexmem("restore", "--backup", str(damaged), code=2).stderr
+    assert err.startswith(f"lexmem: error: {damaged}") and err.count("\n") == 1
+    assert file_hashes(restored) == before
+
+
 def test_backup_and_restore_say_what_is_wrong_in_one_line(
     restored: Path, tmp_path: Path, a_backup: Path
 ) -> None:

@@ -415,6 +415,12 @@ def _unpack(source: Path, into: Path) -> dict[str, Any]:
             missing = sorted(set(expected) - seen)
             if missing:
                 raise _Damaged(f"{missing[0]} is missing")
+            # Constraint: tar stops at its end-of-archive marker, before the zero padding
+            # after it and gzip's trailer; a damaged byte there went unseen, since gzip's
+            # CRC is checked only at the end of the stream. Read to the end: every byte
+            # of the file is then checked.
+            while tar.fileobj is not None and tar.fileobj.read(_CHUNK):
+                pass
     except _read_errors() as exc:
         raise _Damaged(f"it cannot be read ({type(exc).__name__}: {exc})") from exc
     return manifest
