@@ -623,3 +623,61 @@ def test_arrow_table_is_a_whole_table_for_the_lens(lm: Lexmem, store: MemoryBack
     assert {"memories", "links", "confidence"} <= {
         n if not n.startswith("memories_v") else "memories" for n in store.list_tables()
     }
+
+
+def test_a_commit_under_way_when_the_data_folder_is_deleted_leaves_nothing_behind(
+    lm: Lexmem, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The folder deleted after the store's check and before its commit landed: LanceDB
+    wrote the commit's table files back into a folder of its own making (a fresh-clone CI
+    run found `store/memories_v1.lance/_versions` in a deleted data folder). The store
+    takes that folder away again and says the store is gone."""
+    import shutil
+    from contextlib import contextmanager
+
+    import lexmem.store.lance as lance_module
+    from lexmem.errors import StoreIOError
+
+    (m,) = lm.remember("The staging database listens on 5433").memories
+    home = lm.paths.home
+    real_umask = lance_module.secure_umask
+
+    @contextmanager
+    def deleted_meanwhile():  # type: ignore[no-untyped-def]
+        shutil.rmtree(home)  # as a person deletes it, between the check and the commit
+        with real_umask():
+            yield
+
+    monkeypatch.setattr(lance_module, "secure_umask", deleted_meanwhile)
+    with pytest.raises(StoreIOError, match="the store is gone"):
+        lm.store.set_pinned(m.id, True)
+    assert not home.exists()
+
+
+def test_a_recreated_folder_with_someone_elses_files_is_left_alone(
+    lm: Lexmem, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Only what the commit itself wrote is taken away: a data folder that was put back
+    meanwhile (a restore, a person's own files) stays as it is."""
+    import shutil
+    from contextlib import contextmanager
+
+    import lexmem.store.lance as lance_module
+    from lexmem.errors import StoreIOError
+
+    (m,) = lm.remember("The staging database listens on 5433").memories
+    home = lm.paths.home
+    real_umask = lance_module.secure_umask
+
+    @contextmanager
+    def replaced_meanwhile():  # type: ignore[no-untyped-def]
+        shutil.rmtree(home)
+        home.mkdir()
+        (home / "notes.md").write_text("mine")
+        with real_umask():
+            yield
+
+    monkeypatch.setattr(lance_module, "secure_umask", replaced_meanwhile)
+    with pytest.raises(StoreIOError, match="the store is gone"):
+        lm.store.set_pinned(m.id, True)
+    assert (home / "notes.md").read_text() == "mine"

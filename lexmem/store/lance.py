@@ -684,6 +684,22 @@ class MemoryStore:
             return
         yield
 
+    def _refuse_a_recreated_home(self, before: tuple[int, int] | None, started: float) -> None:
+        """A data folder deleted while a commit was under way: the commit wrote its table
+        files back into a folder of its own making. Take that folder away again when it
+        holds nothing but those files (anything else there is someone's, and stays), and
+        stop: the store is gone."""
+        if before is None or _identity(self.paths.home) == before:
+            return
+        self._flat = self._flat_fresh = None
+        home = self.paths.home
+        if home.is_dir() and _only_fresh_store_files(home, self.paths.store, started):
+            import shutil
+
+            shutil.rmtree(home, ignore_errors=True)
+            log.warning("[MEM:STORE] a commit wrote into a deleted data folder: removed %s", home)
+        raise StoreIOError(f"the store is gone: {self.paths.store}")
+
     @contextmanager
     def _writing(self) -> Iterator[None]:
         with self._thread_lock, self._as_writer():
@@ -710,17 +726,22 @@ class MemoryStore:
                         cached = list(self._tables.values())
                     for t in cached:
                         t.checkout_latest()
+                # Opening may make the folder itself; afterwards it is there to compare.
+                home_before = None if self._opening else _identity(self.paths.home)
+                started = time.time()
                 try:
                     with secure_umask():
                         yield
                 except Exception as exc:
                     self._commits += 1  # it may have committed before it failed
                     self._flat = self._flat_fresh = None
+                    self._refuse_a_recreated_home(home_before, started)
                     failure = store_failure(exc, self.paths.store)
                     if failure is None:
                         raise
                     raise failure from exc
                 self._commits += 1
+                self._refuse_a_recreated_home(home_before, started)
                 if not self._flat_kept:
                     # A commit that may have changed what the copy holds: a forgotten
                     # memory's text does not stay in memory until the next search.
@@ -1742,3 +1763,26 @@ class MemoryStore:
             return query.limit(max(int(table.count_rows()), 1)).to_arrow()
 
         return self.reading(read)
+
+
+def _identity(folder: Path) -> tuple[int, int] | None:
+    """The folder's device and inode: the same path made anew is another folder."""
+    try:
+        st = folder.stat()
+    except OSError:
+        return None
+    return (st.st_dev, st.st_ino)
+
+
+def _only_fresh_store_files(home: Path, store: Path, since: float) -> bool:
+    """Whether ``home`` holds nothing but files under ``store`` written since ``since``
+    (what a commit into a deleted folder leaves), with a second's slack for clocks."""
+    for path in home.rglob("*"):
+        if path != store and store not in path.parents:
+            return False
+        try:
+            if path.is_file() and path.stat().st_mtime < since - 1.0:
+                return False
+        except OSError:
+            continue
+    return True
