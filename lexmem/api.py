@@ -80,7 +80,13 @@ from lexmem.models import (
     fingerprint,
     make_title,
 )
-from lexmem.projects import project_choices, project_labels, project_name, resolve_project
+from lexmem.projects import (
+    home_short,
+    project_choices,
+    project_labels,
+    project_name,
+    resolve_project,
+)
 from lexmem.service.client import InboxWriter, remember_through_inbox
 from lexmem.service.ops import memories_under
 from lexmem.service.writer import CaptureService, DrainReport, ServiceBusyError
@@ -135,6 +141,7 @@ __all__ = [
     "autostart_enabled",
     "autostart_path",
     "autostart_supported",
+    "home_short",
     "is_paused",
     "keyring_available",
     "listed",

@@ -16,6 +16,7 @@ from collections.abc import Iterable
 from pathlib import Path, PurePath
 
 __all__ = [
+    "home_short",
     "is_path",
     "project_choices",
     "project_label",
@@ -39,7 +40,8 @@ def project_name(project: str | None) -> str:
     return PurePath(project.rstrip("/\\").replace("\\", "/")).name or project
 
 
-def _home_short(path: str) -> str:
+def home_short(path: str) -> str:
+    """``path`` from the home folder ("~/work/shop"), as a person writes it."""
     home = str(Path.home())
     return "~" + path[len(home) :] if path == home or path.startswith(home + "/") else path
 
@@ -61,7 +63,7 @@ def project_labels(projects: Iterable[str]) -> dict[str, str]:
         name = project_name(key)
         if counts[name] > 1 and is_path(key):
             parent = str(PurePath(key.rstrip("/\\").replace("\\", "/")).parent)
-            labels[key] = f"{name} ({_home_short(parent)})"
+            labels[key] = f"{name} ({home_short(parent)})"
         else:
             labels[key] = name
     return labels

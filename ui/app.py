@@ -41,6 +41,7 @@ from lexmem.api import (
     Lexmem,
     LicenceStatus,
     ServiceBusyError,
+    home_short,
     is_paused,
     project_labels,
 )
@@ -292,7 +293,7 @@ class CaptureMenu(QObject):
         for repo in sorted(self.repositories, key=self._repo_label):
             label = self._repo_label(repo)
             action = self.repos_menu.addAction(label)  # the name the browser shows too
-            action.setToolTip(f"Capture from {_short_path(repo)}")
+            action.setToolTip(f"Capture from {home_short(repo)}")
             action.setCheckable(True)
             action.setChecked(repo not in optout)
             action.setData(repo)
@@ -399,11 +400,6 @@ def _local_time(stamp: str) -> str:
     except ValueError:
         return stamp
     return t.astimezone().strftime("%H:%M")
-
-
-def _short_path(path: str) -> str:
-    home = str(Path.home())
-    return "~" + path[len(home) :] if path.startswith(home + "/") else path
 
 
 # -- the browser window ------------------------------------------------------------------

@@ -22,7 +22,6 @@ import textwrap
 from collections.abc import Callable, Iterable, Sequence
 from datetime import date, datetime
 from functools import cache
-from pathlib import PurePath
 from typing import Any, Generic, TypeVar
 
 from PySide6.QtCore import (
@@ -69,7 +68,7 @@ from PySide6.QtWidgets import (
 )
 from shiboken6 import isValid
 
-from lexmem.api import AuditEntry, MemoryFilter, Session, project_labels
+from lexmem.api import AuditEntry, MemoryFilter, Session, project_labels, project_name
 from lexmem.models import Changes, Memory, MemorySource, MemoryStatus, MemoryType
 
 from . import ops
@@ -114,14 +113,6 @@ def _duration(seconds: float) -> str:
     if hours < 48:
         return f"{hours} h {minutes} min" if minutes else f"{hours} h"
     return f"{hours // 24} days"
-
-
-def _project(project: str | None) -> str:
-    """A repository root shows as its folder name (the tooltip has the full path)."""
-    if not project:
-        return ""
-    name = PurePath(project).name if ("/" in project or "\\" in project) else project
-    return name or project
 
 
 def _one_line(text: str, limit: int = 240) -> str:
@@ -666,7 +657,7 @@ class ReviewPanel(_Panel):
         if role == Role.DisplayRole:
             values = (
                 _one_line(_read_as_text(m.content)), str(m.type), _words(str(m.source)),
-                self._labels.get(m.project or "") or _project(m.project),
+                self._labels.get(m.project or "") or project_name(m.project),
                 f"{m.confidence:.2f}", _when(m.created_at),
             )  # fmt: skip
             return values[col]
@@ -1266,7 +1257,9 @@ class SessionsPanel(_Panel):
         if s is None:
             self.timeline_title.setText(f"Timeline · {self._open_id}")
             return
-        where = f" · {self._labels.get(s.project, '') or _project(s.project)}" if s.project else ""
+        where = (
+            f" · {self._labels.get(s.project, '') or project_name(s.project)}" if s.project else ""
+        )
         self.timeline_title.setText(
             f"Timeline · {AGENT_NAMES.get(s.agent, s.agent or 'agent')}{where} · {_when(s.started_at)}"
         )
@@ -1276,7 +1269,7 @@ class SessionsPanel(_Panel):
             end = s.ended_at or s.last_event_at
             values = (
                 s.status, _when(s.started_at),
-                self._labels.get(s.project or "") or _project(s.project),
+                self._labels.get(s.project or "") or project_name(s.project),
                 self._topic_text(s), AGENT_NAMES.get(s.agent, s.agent),
                 _duration((end - s.started_at).total_seconds()), str(s.memory_count),
             )  # fmt: skip

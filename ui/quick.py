@@ -29,7 +29,7 @@ from PySide6.QtWidgets import (
     QWidget,
 )
 
-from lexmem.api import LicenceRequiredError, project_choices, resolve_project
+from lexmem.api import LicenceRequiredError, project_choices
 from lexmem.models import Changes, TypeClassification
 
 from . import ops
@@ -78,7 +78,6 @@ class QuickRememberDialog(QDialog):
         self._guess_generation = 0
         self._saving = False
         self.saved_text = ""  # the last text saved (for the app's confirmation)
-        self._projects: list[str] = []  # the known projects' keys, once listed
         self.setWindowTitle("Remember — lexmem")
         self.setWindowFlags(
             Qt.WindowType.Dialog
@@ -191,7 +190,6 @@ class QuickRememberDialog(QDialog):
                 return
             # Names, as the browser shows them, with the key each stands for; no blank
             # entry: an empty box is "no project" (its placeholder says so).
-            self._projects = projects
             typed = self.project.currentText()
             with QSignalBlocker(self.project):
                 self.project.clear()
@@ -271,13 +269,11 @@ class QuickRememberDialog(QDialog):
 
         ops.remember(
             self.ctx, text, mtype=None if chosen == "auto" else chosen,
-            project=self.project_key(), pin=self.pin.isChecked(),
+            # As typed or picked: the writer reads a name or a label back to its project
+            # (Lexmem.project_meant), as for every other way of remembering.
+            project=self.project.currentText().strip() or None, pin=self.pin.isChecked(),
             on_done=done, on_error=failed,
         )  # fmt: skip
-
-    def project_key(self) -> str | None:
-        """The project the box names: a listed name is its project; "~/…" a path."""
-        return resolve_project(self.project.currentText(), self._projects)
 
     def reset(self) -> None:
         """Empty the box for the next memory (a cancelled draft is kept instead)."""

@@ -560,6 +560,8 @@ class MemoryTableModel(QAbstractTableModel):
             return None
         if role == Qt.ItemDataRole.DisplayRole:
             if col.key == "project":
+                # A repository root shows as its folder name, told apart from one of the
+                # same name (lexmem.projects); the row's tooltip has the full path.
                 return self._project_labels.get(m.project or "") or project_name(m.project)
             return _display(m, col.key)
         if role == MATCH_ROLE:
@@ -591,9 +593,6 @@ def _display(m: Memory, key: str) -> str:
         return _one_line(m)
     if key == "type":
         return str(m.type)
-    if key == "project":
-        # A repository root shows as its folder name; the row's tooltip has the full path.
-        return project_name(m.project)
     if key == "salience":
         return f"{m.salience:.2f}"
     if key == "created":

@@ -9,7 +9,13 @@ from pathlib import Path
 from PySide6.QtCore import QSignalBlocker
 from PySide6.QtWidgets import QApplication, QCheckBox, QComboBox, QVBoxLayout, QWidget
 
-from lexmem.api import autostart_command, autostart_enabled, autostart_path, autostart_supported
+from lexmem.api import (
+    autostart_command,
+    autostart_enabled,
+    autostart_path,
+    autostart_supported,
+    home_short,
+)
 from lexmem.api import set_autostart as write_autostart
 from lexmem.errors import LexmemError
 
@@ -52,10 +58,7 @@ class AppearanceTab(SettingsTab):
         with QSignalBlocker(self.autostart):
             self.autostart.setChecked(supported and autostart_enabled())
         self.autostart.setEnabled(supported)
-        where = str(autostart_path())
-        home = str(Path.home())
-        if where.startswith(home + os.sep):
-            where = "~" + where[len(home) :]
+        where = home_short(str(autostart_path()))
         self.autostart_note.setText(why or f"Writes {where} (runs `lexmem app`).")
 
     def _theme_edited(self, _index: int) -> None:
