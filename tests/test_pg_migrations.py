@@ -384,3 +384,49 @@ def test_every_field_lexmem_keeps_has_its_column(conn: psycopg.Connection[Any]) 
     assert set(MEMORY_COLUMNS.values()) <= _columns(conn, "memories")
     for name, arrow in _schemas().items():
         assert set(arrow.names) <= _columns(conn, TABLES[name]), name
+
+
+def _owned_by_a_plain_role(conn: psycopg.Connection[Any], url: str) -> str:
+    """Hand the test's database to a new role without superuser; its URL as that role."""
+    from psycopg import sql
+    from psycopg.conninfo import make_conninfo
+
+    role = f"owner_{conn.info.dbname.rsplit('_', 1)[-1]}"
+    conn.execute(sql.SQL("CREATE ROLE {} LOGIN").format(sql.Identifier(role)))
+    conn.execute(
+        sql.SQL("ALTER DATABASE {} OWNER TO {}").format(
+            sql.Identifier(conn.info.dbname), sql.Identifier(role)
+        )
+    )
+    return make_conninfo(url, user=role)
+
+
+def test_the_databases_owner_migrates_without_superuser_once_pgvector_is_there(
+    conn: psycopg.Connection[Any], pg_database: str
+) -> None:
+    """A managed server: an administrator creates the extension, lexmem's role owns the
+    database and does the rest."""
+    conn.execute("CREATE EXTENSION vector")
+    url = _owned_by_a_plain_role(conn, pg_database)
+
+    with psycopg.connect(url, autocommit=True) as owner:
+        row = owner.execute("SELECT rolsuper FROM pg_roles WHERE rolname = current_user")
+        assert row.fetchone() == (False,)
+        assert migrate(owner, dim=DIM, space=SPACE) == [s.version for s in STEPS]
+        assert schema_version(owner) == SCHEMA_VERSION
+
+
+def test_without_pgvector_and_without_superuser_step_1_says_why(
+    conn: psycopg.Connection[Any], pg_database: str
+) -> None:
+    url = _owned_by_a_plain_role(conn, pg_database)
+
+    with psycopg.connect(url, autocommit=True) as owner:
+        with pytest.raises(StoreError) as caught:
+            migrate(owner, dim=DIM, space=SPACE)
+        message = str(caught.value)
+        assert "schema step 1 (" in message
+        assert 'permission denied to create extension "vector"' in message
+        assert "stays at version 0" in message
+        assert schema_version(owner) == 0
+    assert conn.execute("SELECT to_regnamespace('lexmem')").fetchone() == (None,)
