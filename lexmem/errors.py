@@ -9,6 +9,7 @@
     │   ├── StoreLockedError    another process holds the write lock for too long
     │   ├── StoreIOError        the machine failed a read or write of the store (disk full, ...)
     │   ├── StoreDamagedError   a table of the store cannot be read: `lexmem doctor` repairs it
+    │   ├── SchemaTooNewError   a team database laid out by a newer lexmem: refused untouched
     │   └── WriterElsewhereError  a write outside the single writer (a service elsewhere)
     ├── InvalidInputError       a value a user or caller gave is unusable
     │   ├── ChunkerError        (lexmem.capture.chunker) empty text, invalid UTF-8, bad chunk sizes
@@ -33,6 +34,7 @@ __all__ = [
     "LexmemError",
     "ModelError",
     "NotFoundError",
+    "SchemaTooNewError",
     "StoreDamagedError",
     "StoreError",
     "StoreIOError",
@@ -111,6 +113,21 @@ class StoreDamagedError(StoreError):
         self.cause = cause
         self.path = path
         self.table = table
+
+
+class SchemaTooNewError(StoreError):
+    """A database whose schema a newer lexmem laid out (``found`` is past ``known``, the
+    newest this lexmem has steps for): it is refused before anything in it changes.
+    ``where`` names the database without credentials."""
+
+    def __init__(self, where: str, *, found: int, known: int) -> None:
+        super().__init__(
+            f"{where} has lexmem schema version {found}, newer than this lexmem knows "
+            f"({known}): update lexmem to use it; the database is left as it is"
+        )
+        self.where = where
+        self.found = found
+        self.known = known
 
 
 class WriterElsewhereError(StoreError):

@@ -15,6 +15,7 @@ import keyring
 import pytest
 from keyring.backend import KeyringBackend
 from keyring.errors import PasswordDeleteError
+from pgfixture import pg_database, pg_server  # noqa: F401  (fixtures; a server starts only when asked)
 from store_backends import BACKENDS
 
 from lexmem.api import Lexmem
