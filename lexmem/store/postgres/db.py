@@ -1,0 +1,183 @@
+"""The connection to a PostgreSQL database that the postgres backend's store, journal and
+search share: a pool, transactions, the cross-process write lock, and PostgreSQL's
+failures turned into :class:`~lexmem.errors.StoreError`.
+
+Every connection talks UTC (``timezone`` set at connect, so timestamps come back aware in
+UTC) and runs with autocommit off; :meth:`Database.tx` is one transaction.
+
+The write lock (:meth:`Database.writing`) is a session-level advisory lock on a
+connection the thread keeps for the ``with`` block: every transaction the thread opens
+meanwhile runs on that connection, so the store's and the journal's operations inside one
+``writing()`` block commit with no other writer between them, and nesting is free.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import threading
+from collections.abc import Iterator
+from contextlib import contextmanager
+from typing import Any
+
+import psycopg
+from psycopg import errors as pgerrors
+from psycopg_pool import ConnectionPool, PoolTimeout
+
+from lexmem.errors import (
+    InvalidInputError,
+    LexmemError,
+    StoreDamagedError,
+    StoreError,
+    StoreIOError,
+    StoreLockedError,
+)
+
+__all__ = ["WRITE_LOCK_KEY", "Database", "failure", "safe_url"]
+
+# The advisory lock lexmem's writers take: a fixed 64-bit key of its own.
+WRITE_LOCK_KEY = int.from_bytes(
+    hashlib.sha256(b"lexmem: team database writer").digest()[:8], "big", signed=True
+)
+# How long a writer waits for another to finish, and a connection for the server, in s.
+WRITE_LOCK_TIMEOUT = 30.0
+CONNECT_TIMEOUT = 10.0
+
+
+def safe_url(url: str) -> str:
+    """``url`` without its password (what may be shown or logged)."""
+    try:
+        info = psycopg.conninfo.conninfo_to_dict(url)
+    except psycopg.ProgrammingError:
+        return "(a database address that cannot be read)"
+    info.pop("password", None)
+    host = str(info.get("host") or "localhost")
+    where = host if host.startswith("/") else f"{host}:{info.get('port') or 5432}"
+    user = info.get("user")
+    return f"{user + '@' if user else ''}{where}/{info.get('dbname') or ''}"
+
+
+def failure(exc: BaseException, doing: str, where: str | None = None) -> LexmemError:
+    """The :class:`StoreError` (or :class:`InvalidInputError`) PostgreSQL's ``exc`` is,
+    saying what lexmem was ``doing`` in one line."""
+    if isinstance(exc, LexmemError):
+        return exc
+    first = (str(exc).strip().splitlines() or [type(exc).__name__])[0]
+    if isinstance(exc, pgerrors.LockNotAvailable | pgerrors.QueryCanceled):
+        return StoreLockedError(f"{doing}: another writer held the team database too long")
+    if isinstance(exc, PoolTimeout | psycopg.OperationalError):
+        return StoreIOError(f"{doing}: the database server cannot be reached ({first})", path=where)
+    if isinstance(
+        exc,
+        pgerrors.DataException
+        | pgerrors.IntegrityError
+        | pgerrors.SyntaxErrorOrAccessRuleViolation,
+    ) and not isinstance(exc, pgerrors.InsufficientPrivilege | pgerrors.UndefinedTable):
+        return InvalidInputError(f"{doing}: {first}")
+    if isinstance(exc, pgerrors.UndefinedTable | pgerrors.UndefinedColumn | pgerrors.DataCorrupted):
+        return StoreDamagedError(f"{doing}: {first}", path=where)
+    return StoreError(f"{doing}: {first}")
+
+
+def _configure(conn: psycopg.Connection[Any]) -> None:
+    conn.execute("SET timezone = 'UTC'")
+    conn.commit()
+
+
+class Database:
+    """One database, shared by a backend's store, journal and search in this process."""
+
+    def __init__(self, url: str, *, min_size: int = 1, max_size: int = 6) -> None:
+        self.url = url
+        self.where = safe_url(url)
+        self._pool = ConnectionPool(
+            url,
+            min_size=min_size,
+            max_size=max_size,
+            kwargs={"connect_timeout": int(CONNECT_TIMEOUT)},
+            configure=_configure,
+            open=False,
+            name="lexmem",
+        )
+        self._opened = False
+        self._local = threading.local()
+
+    def open(self) -> None:
+        if self._opened:
+            return
+        try:
+            self._pool.open(wait=True, timeout=CONNECT_TIMEOUT)
+        except Exception as exc:
+            self._pool.close()
+            raise failure(exc, f"opening {self.where}", self.where) from exc
+        self._opened = True
+
+    def close(self) -> None:
+        self._pool.close()
+        self._opened = False
+
+    @contextmanager
+    def connection(self) -> Iterator[psycopg.Connection[Any]]:
+        """This thread's writing connection when it holds the write lock, else one from
+        the pool for the block."""
+        held = getattr(self._local, "conn", None)
+        if held is not None:
+            yield held
+            return
+        try:
+            with self._pool.connection(timeout=CONNECT_TIMEOUT) as conn:
+                yield conn
+        except PoolTimeout as exc:
+            raise failure(exc, f"reaching {self.where}", self.where) from exc
+
+    @contextmanager
+    def tx(self, doing: str = "reading the team database") -> Iterator[psycopg.Cursor[Any]]:
+        """A cursor in one transaction: committed at the end of the block, rolled back
+        (as a savepoint, nested) on an error, which leaves as :func:`failure` says."""
+        try:
+            with self.connection() as conn, conn.transaction(), conn.cursor() as cur:
+                yield cur
+        except LexmemError:
+            raise
+        except (psycopg.Error, PoolTimeout) as exc:
+            raise failure(exc, doing, self.where) from exc
+
+    @contextmanager
+    def writing(self, timeout: float = WRITE_LOCK_TIMEOUT) -> Iterator[None]:
+        """The write lock across processes for the block (re-entrant in a thread)."""
+        depth = getattr(self._local, "depth", 0)
+        if depth:
+            self._local.depth = depth + 1
+            try:
+                yield
+            finally:
+                self._local.depth -= 1
+            return
+        with self.connection() as conn:
+            try:
+                conn.execute(f"SET lock_timeout = '{int(timeout * 1000)}ms'")
+                conn.execute("SELECT pg_advisory_lock(%s)", (WRITE_LOCK_KEY,))
+                conn.execute("SET lock_timeout = 0")
+                conn.commit()
+            except psycopg.Error as exc:
+                conn.rollback()
+                raise failure(exc, "waiting for the team database's write lock") from exc
+            self._local.conn = conn
+            self._local.depth = 1
+            try:
+                yield
+            finally:
+                self._local.conn = None
+                self._local.depth = 0
+                try:
+                    if conn.info.transaction_status != psycopg.pq.TransactionStatus.IDLE:
+                        conn.rollback()
+                    conn.execute("SELECT pg_advisory_unlock(%s)", (WRITE_LOCK_KEY,))
+                    conn.commit()
+                except psycopg.Error:
+                    pass  # the connection is broken: its session, and so its lock, ended
+
+    @contextmanager
+    def write(self, doing: str) -> Iterator[psycopg.Cursor[Any]]:
+        """One transaction under the write lock."""
+        with self.writing(), self.tx(doing) as cur:
+            yield cur
