@@ -53,17 +53,19 @@ def safe_url(url: str) -> str:
     host = str(info.get("host") or "localhost")
     where = host if host.startswith("/") else f"{host}:{info.get('port') or 5432}"
     user = info.get("user")
-    return f"{user + '@' if user else ''}{where}/{info.get('dbname') or ''}"
+    return f"{str(user) + '@' if user else ''}{where}/{info.get('dbname') or ''}"
 
 
-def failure(exc: BaseException, doing: str, where: str | None = None) -> LexmemError:
+def failure(
+    exc: BaseException, doing: str, where: str | None = None, waited: float = WRITE_LOCK_TIMEOUT
+) -> LexmemError:
     """The :class:`StoreError` (or :class:`InvalidInputError`) PostgreSQL's ``exc`` is,
     saying what lexmem was ``doing`` in one line."""
     if isinstance(exc, LexmemError):
         return exc
     first = (str(exc).strip().splitlines() or [type(exc).__name__])[0]
     if isinstance(exc, pgerrors.LockNotAvailable | pgerrors.QueryCanceled):
-        return StoreLockedError(f"{doing}: another writer held the team database too long")
+        return StoreLockedError(where or "the database", waited)
     if isinstance(exc, PoolTimeout | psycopg.OperationalError):
         return StoreIOError(f"{doing}: the database server cannot be reached ({first})", path=where)
     if isinstance(
