@@ -235,7 +235,7 @@ class Lexmem:
         llm: LlmClassifier | None = None,
         embedder: Embedder | None = None,
         licence: LicenceService | None = None,
-        backend: str = "lance",
+        backend: str | None = None,
     ) -> None:
         self.paths = paths
         self.settings = settings
@@ -248,7 +248,7 @@ class Lexmem:
             dim=settings.embedding.dim,
             space_id=self.embedder.space_id,
             settings=settings.store,
-            backend=backend,
+            backend=backend or settings.store.backend,
         )
         self.encoder = MemoryEncoder(self.embedder, options=EncoderOptions(), llm=None)
         # The optional LLM (seeds 000 and 001), used only when [llm] names an endpoint and
@@ -277,10 +277,11 @@ class Lexmem:
         llm: LlmClassifier | None = None,
         embedder: Embedder | None = None,
         licence: LicenceService | None = None,
-        backend: str = "lance",
+        backend: str | None = None,
     ) -> Lexmem:
         """Open (creating if needed) the data folder: ``home``, else ``LEXMEM_HOME``, else the
-        platform's. ``backend`` names the storage backend (:mod:`lexmem.store.backends`)."""
+        platform's. ``backend`` names the storage backend (:mod:`lexmem.store.backends`);
+        without it, ``[store] backend`` does."""
         paths = Paths(Path(home).expanduser().absolute()) if home is not None else resolve_paths()
         tighten_umask()
         paths.ensure()

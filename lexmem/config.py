@@ -16,6 +16,7 @@ storage engine inherit the same modes.
 from __future__ import annotations
 
 import os
+import re
 import stat
 import sys
 from pathlib import Path
@@ -292,7 +293,7 @@ _SECTIONS: dict[str, dict[str, Any]] = {
     },
     "store": {
         "user_id": "local", "decay_factor": 0.98, "salience_floor": 0.01,
-        "vector_index_min_rows": 50_000, "retention_days": 0,
+        "vector_index_min_rows": 50_000, "retention_days": 0, "backend": "lance", "url": "",
     },
     "capture": {
         "mode": "assist", "project_modes": {}, "optout": [], "allow_paths": [],
@@ -411,6 +412,30 @@ def llm_url_problem(url: str) -> str | None:
     return None
 
 
+# The storage backends by name (lexmem.store.backends makes them).
+STORE_BACKENDS = ("lance", "postgres")
+
+
+def store_url_problem(url: str) -> str | None:
+    """Why ``[store] url`` must not be kept as it is, or None: the database's password
+    belongs in the keyring, never in settings.toml."""
+    from urllib.parse import parse_qsl, urlsplit
+
+    text = url.strip()
+    if not text:
+        return None
+    if "://" not in text:
+        if re.search(r"(^|\s)password\s*=", text):
+            return "store.url must not carry a password (put it in the keyring)"
+        return None
+    parts = urlsplit(text)
+    if parts.password:
+        return "store.url must not carry a password (put it in the keyring)"
+    if any(k.lower() == "password" for k, _ in parse_qsl(parts.query, keep_blank_values=True)):
+        return "store.url must not carry a password (put it in the keyring)"
+    return None
+
+
 def _check_section(name: str, raw: Any, path: str) -> dict[str, Any]:
     """The values a section sets, checked against :data:`_SECTIONS` (ints become floats)."""
     if raw is None:
@@ -436,6 +461,13 @@ def _check_section(name: str, raw: Any, path: str) -> dict[str, Any]:
             raise ConfigError(f"{name}.{key} must map strings to strings", path=path)
         if (name, key) == ("llm", "url") and (problem := llm_url_problem(value)):
             raise ConfigError(problem, path=path)
+        if (name, key) == ("store", "url") and (problem := store_url_problem(value)):
+            raise ConfigError(problem, path=path)
+        if (name, key) == ("store", "backend") and value not in STORE_BACKENDS:
+            raise ConfigError(
+                f"store.backend must be one of {', '.join(STORE_BACKENDS)}, not {value!r}",
+                path=path,
+            )
         values[key] = value
     return values
 

@@ -74,6 +74,10 @@ class StoreSettings:
     vector_index_min_rows: int = 50_000
     # Archived memories are forgotten for good after this many days (0: kept forever).
     retention_days: int = 0
+    # Where the memories are kept: "lance" (the data folder) or "postgres" (a PostgreSQL
+    # database with pgvector at ``url``, written without its password).
+    backend: str = "lance"
+    url: str = ""
 
 
 @dataclass(slots=True)

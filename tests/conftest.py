@@ -16,7 +16,7 @@ import pytest
 from keyring.backend import KeyringBackend
 from keyring.errors import PasswordDeleteError
 from pgfixture import pg_database, pg_server  # noqa: F401  (fixtures; a server starts only when asked)
-from store_backends import BACKENDS
+from store_backends import BACKENDS, use_postgres
 
 from lexmem.api import Lexmem
 from lexmem.config import Paths, secure_umask
@@ -105,10 +105,15 @@ def lm(data_home: Path, embedder: Embedder) -> Iterator[Lexmem]:
 
 
 @pytest.fixture(params=BACKENDS)
-def backend(request: pytest.FixtureRequest) -> str:
+def backend(request: pytest.FixtureRequest, data_home: Path) -> str:
     """The storage backend a conformance test runs on: each test taking it runs once per
-    backend (``tests/store_backends.py``)."""
-    return str(request.param)
+    backend (``tests/store_backends.py``). For ``postgres`` the data folder's settings name
+    a fresh database on the tests' real server, so every core opened on that folder (in
+    this process or another) uses it."""
+    name = str(request.param)
+    if name == "postgres":
+        use_postgres(data_home, request.getfixturevalue("pg_database"))
+    return name
 
 
 @pytest.fixture

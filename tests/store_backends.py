@@ -19,7 +19,18 @@ import pytest
 from lexmem.api import Lexmem
 from lexmem.embedder import Embedder
 
-BACKENDS = ("lance",)  # PostgreSQL + pgvector joins as "postgres"
+BACKENDS = ("lance",)  # "postgres" joins once its backend is whole
+
+
+def use_postgres(home: Path, url: str) -> None:
+    """Make the data folder ``home`` keep its memories in the database at ``url``."""
+    from lexmem.config import Paths
+    from lexmem.settings import Settings, save_settings
+
+    settings = Settings()
+    settings.store.backend = "postgres"
+    settings.store.url = url
+    save_settings(Paths(home), settings)
 
 
 def open_core(home: Path, embedder: Embedder, backend: str) -> Lexmem:
@@ -35,6 +46,13 @@ def only(backend: str, name: str) -> None:
 
 def backend_classes(backend: str) -> tuple[type, type, type]:
     """The named backend's classes for the memories, the journal and search."""
+    if backend == "postgres":
+        from lexmem.store.postgres.search import PostgresSearcher
+
+        from lexmem.store.postgres.journal import PostgresJournal
+        from lexmem.store.postgres.store import PostgresStore
+
+        return PostgresStore, PostgresJournal, PostgresSearcher
     if backend == "lance":
         from lexmem.store.journal import Journal
         from lexmem.store.lance import MemoryStore

@@ -272,3 +272,36 @@ def test_paths_is_a_frozen_value() -> None:
     match a:
         case Paths(home):
             assert home == Path("/x/lexmem")
+
+
+@pytest.mark.parametrize(
+    "url",
+    [
+        "postgresql://team:hunter2@db.example/lexmem",
+        "postgresql://db.example/lexmem?password=hunter2",
+        "host=db.example dbname=lexmem password=hunter2",
+    ],
+)
+def test_a_database_address_with_its_password_is_refused(tmp_path: Path, url: str) -> None:
+    paths = Paths(tmp_path / "home")
+    paths.ensure()
+    paths.settings.write_text(f'[store]\nbackend = "postgres"\nurl = "{url}"\n')
+    with pytest.raises(ConfigError, match="must not carry a password"):
+        load_settings(paths)
+    assert "hunter2" in paths.settings.read_text()  # refused, not rewritten
+
+
+def test_the_store_backend_is_one_lexmem_knows(tmp_path: Path) -> None:
+    paths = Paths(tmp_path / "home")
+    paths.ensure()
+    paths.settings.write_text('[store]\nbackend = "mysql"\n')
+    with pytest.raises(ConfigError, match=r"store\.backend must be one of lance, postgres"):
+        load_settings(paths)
+    paths.settings.write_text(
+        '[store]\nbackend = "postgres"\nurl = "postgresql://team@db.example/lexmem"\n'
+    )
+    settings = load_settings(paths)
+    assert (settings.store.backend, settings.store.url) == (
+        "postgres",
+        "postgresql://team@db.example/lexmem",
+    )
