@@ -19,13 +19,14 @@ from typing import Any
 
 import psycopg
 import pytest
+from test_store_protocol import mismatches
 
 from lexmem.config import Paths
 from lexmem.errors import InvalidInputError, StoreError
 from lexmem.models import utcnow
 from lexmem.store.postgres.journal import PostgresJournal
 from lexmem.store.postgres.store import PostgresStore
-from lexmem.store.protocol import AuditEntry, Session, SessionStatus
+from lexmem.store.protocol import AuditEntry, JournalBackend, Session, SessionStatus
 
 DIM = 3  # the memories table's vector size here: the journal never embeds
 ROOT = Path(__file__).resolve().parent.parent
@@ -66,6 +67,10 @@ def _memory(url: str, mid: str, content: str, source: str, created: datetime) ->
             " created_at) VALUES (%s, 'semantic', %s, '[1,0,0]', %s, 'u', %s)",
             (mid, content, source, created),
         )
+
+
+def test_it_has_every_operation_of_the_journal_protocol() -> None:
+    assert mismatches(PostgresJournal, JournalBackend) == []
 
 
 # -- the event buffer -----------------------------------------------------------------
