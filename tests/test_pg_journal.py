@@ -12,6 +12,7 @@ import secrets
 import subprocess
 import sys
 import textwrap
+import uuid
 from collections.abc import Iterator
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
@@ -22,7 +23,7 @@ import pytest
 from test_store_protocol import mismatches
 
 from lexmem.config import Paths
-from lexmem.errors import InvalidInputError, StoreError
+from lexmem.errors import InvalidInputError, StoreError, StoreLockedError
 from lexmem.models import utcnow
 from lexmem.store.postgres.journal import PostgresJournal
 from lexmem.store.postgres.store import PostgresStore
@@ -422,6 +423,46 @@ def test_erase_refuses_to_run_inside_a_transaction(journal: PostgresJournal) -> 
     with journal.db.write("a test's transaction"), pytest.raises(StoreError) as err:
         journal.erase()
     assert "inside a transaction" in str(err.value) and "\n" not in str(err.value)
+
+
+def test_erase_waits_for_a_reader_then_says_the_store_is_locked(
+    journal: PostgresJournal, store: PostgresStore, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    import lexmem.store.postgres.journal as module
+
+    monkeypatch.setattr(module, "WRITE_LOCK_TIMEOUT", 0.3)
+    with psycopg.connect(store.url) as reader:
+        reader.execute("SELECT count(*) FROM lexmem.audit")  # its transaction stays open
+        with pytest.raises(StoreLockedError):
+            journal.erase()
+    journal.erase()  # the reader gone, it runs
+    journal.audit([_entry("a1")])  # and the writing connection works on
+    assert journal.has_audit_entry("a1")
+
+
+def test_erase_by_a_role_that_cannot_rewrite_the_tables_fails_loudly(
+    store: PostgresStore, tmp_path: Path
+) -> None:
+    role = f"lexmem_writer_{uuid.uuid4().hex[:8]}"  # roles are the whole server's
+    with psycopg.connect(store.url, autocommit=True) as admin:
+        admin.execute(f"CREATE ROLE {role} LOGIN")
+        admin.execute(f"GRANT USAGE ON SCHEMA lexmem TO {role}")
+        admin.execute(f"GRANT ALL ON ALL TABLES IN SCHEMA lexmem TO {role}")
+    url = store.url.replace("postgres:@", f"{role}:@", 1)
+    try:
+        other = PostgresStore(Paths(tmp_path / "other"), dim=DIM, space_id="test", url=url).open()
+        try:
+            journal = PostgresJournal(other)
+            journal.audit([_entry("a1", title="written by the role")])
+            with pytest.raises(StoreError) as err:
+                journal.erase()  # VACUUM only warns and skips a table the role does not own
+            assert "did not rewrite" in str(err.value) and "\n" not in str(err.value)
+        finally:
+            other.close()
+    finally:
+        with psycopg.connect(store.url, autocommit=True) as admin:
+            admin.execute(f"DROP OWNED BY {role}")
+            admin.execute(f"DROP ROLE {role}")
 
 
 # -- two processes ----------------------------------------------------------------------

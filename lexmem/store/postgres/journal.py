@@ -30,6 +30,7 @@ TOAST table built again, the old files emptied at commit). What stays:
 from __future__ import annotations
 
 import array
+import contextlib
 import json
 import os
 from collections.abc import Mapping, Sequence
@@ -435,9 +436,10 @@ class PostgresJournal:
                 raise failure(exc, doing, self.db.where) from exc
             finally:
                 conn.remove_notice_handler(notice)
-                try:
+                # A broken connection ends its session, and its settings with it.
+                with contextlib.suppress(psycopg.Error):
                     conn.execute("SET lock_timeout = 0")
-                finally:
+                with contextlib.suppress(psycopg.Error):
                     conn.autocommit = False
         if skipped:
             raise StoreError(f"{doing}: the server did not rewrite a table ({skipped[0]})")
@@ -568,5 +570,5 @@ def _audit(r: Sequence[Any]) -> AuditEntry:
         id=eid, timestamp=_utc(ts) or ts, session_id=sid, candidate_id=candidate,
         decision=decision, reason=reason, confidence=float(confidence or 0.0), rule=rule or "",
         kind=kind or "", memory_id=mid, title=title or "", project=project, text=text,
-        metadata=dict(metadata) if metadata else {},
+        metadata=metadata or {},
     )  # fmt: skip
