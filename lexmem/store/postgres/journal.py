@@ -21,8 +21,10 @@ TOAST table built again, the old files emptied at commit). What stays:
 - a row version that a transaction open at the time of the rewrite can still see is
   copied into the new file (PostgreSQL's rule); lexmem's own transactions are short;
 - the planner's column statistics (the catalog ``pg_statistic``), which ``ANALYZE`` (and
-  autovacuum) take from a sample of rows, may hold a short value (a project's path, a
-  title) as a common value or a histogram bound; erase does not rewrite the catalogs.
+  autovacuum) take from a sample of rows, may have held a short value (a project's path,
+  a title) as a common value or a histogram bound: the rewrite analyses the tables again,
+  which replaces them, but the replaced catalog rows stay in the catalog's pages until
+  the server vacuums it (erase does not rewrite catalogs).
 
 ``VACUUM FULL`` takes each table's exclusive lock for its rewrite: readers wait meanwhile.
 """
@@ -430,7 +432,9 @@ class PostgresJournal:
             try:
                 conn.execute(f"SET lock_timeout = '{int(WRITE_LOCK_TIMEOUT * 1000)}ms'")
                 conn.execute(
-                    sql.SQL("VACUUM (FULL) {}").format(sql.SQL(", ").join(_t(t) for t in tables))
+                    sql.SQL("VACUUM (FULL, ANALYZE) {}").format(
+                        sql.SQL(", ").join(_t(t) for t in tables)
+                    )
                 )
             except psycopg.Error as exc:
                 raise failure(exc, doing, self.db.where) from exc
