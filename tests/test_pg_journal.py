@@ -24,7 +24,7 @@ from test_store_protocol import mismatches
 
 from lexmem.config import Paths
 from lexmem.errors import InvalidInputError, StoreError, StoreLockedError
-from lexmem.models import utcnow
+from lexmem.models import Memory, MemorySource, utcnow
 from lexmem.store.postgres.journal import PostgresJournal
 from lexmem.store.postgres.store import PostgresStore
 from lexmem.store.protocol import AuditEntry, JournalBackend, Session, SessionStatus
@@ -419,6 +419,33 @@ def test_erase_inside_the_write_lock_after_other_writes(
     assert _holding(store.url, secret) == set()
 
 
+def test_forgetting_as_the_core_does_leaves_no_byte_of_the_memory(
+    store: PostgresStore, journal: PostgresJournal
+) -> None:
+    """Lexmem.erase_memories' sequence: the store deletes without erasing, the journal
+    drops the review, scrubs the audit (the memory's entries and the entries of its session
+    that quote it) and erases, all under one write lock."""
+    content, quoted = "Vermicelli-decision: billing moves", "Vermicelli-decision: billing moves"
+    memory = Memory(content=content, title="Vermicelli-title", embedding=[1.0, 0.0, 0.0],
+                    source=MemorySource.CONVERSATION, session_id="s1")  # fmt: skip
+    kept = Memory(content="Cardamom-kept memory", embedding=[0.0, 1.0, 0.0])
+    store.store_many([memory, kept])
+    journal.audit([_entry("a1", memory_id=memory.id, title=memory.title, text=content),
+                   _entry("a2", session_id="s1", title="Handoff", text=f"{quoted} soon")])  # fmt: skip
+    journal.record_reviews([{"memory_id": memory.id, "decision": "accepted", "fingerprint": "f",
+                             "project": None, "embedding": None, "particulars": "Vermicelli-p"}])  # fmt: skip
+    texts = ("Vermicelli", "Cardamom")
+    assert _holding(store.url, *texts) == set(texts)
+    with store.writing():
+        deleted = store.delete_many([memory.id], erase=False)
+        journal.forget_review(deleted)
+        journal.scrub_audit(deleted, related=[(memory.session_id, memory.content)])
+        journal.erase()
+    assert deleted == [memory.id]
+    assert _holding(store.url, *texts) == {"Cardamom"}
+    assert journal.audit_entry("a2") is not None and journal.reviewed_ids() == set()
+
+
 def test_erase_refuses_to_run_inside_a_transaction(journal: PostgresJournal) -> None:
     with journal.db.write("a test's transaction"), pytest.raises(StoreError) as err:
         journal.erase()
@@ -474,7 +501,7 @@ _WRITER = textwrap.dedent(
     from pathlib import Path
 
     from lexmem.config import Paths
-    from lexmem.models import utcnow
+    from lexmem.models import Memory, MemorySource, utcnow
     from lexmem.store.postgres.journal import PostgresJournal
     from lexmem.store.postgres.store import PostgresStore
     from lexmem.store.protocol import AuditEntry, Session
