@@ -195,6 +195,23 @@ def test_the_audit_log_adds_once_filters_and_lists_newest_first(
     assert journal.counts()["audit"] == 4
 
 
+def test_what_postgresql_cannot_hold_is_written_as_near_as_it_can(
+    journal: PostgresJournal,
+) -> None:
+    nul = "before\x00after"
+    event = _event("e1", "s1", "1", text=nul)
+    journal.take_in([event], [event])
+    assert journal.buffered("s1") == [event]  # kept whole: JSON escapes the NUL
+    journal.audit([_entry("a1", title=nul, text=nul, reason=nul,
+                          metadata={"x": nul, nul: [float("nan"), float("inf"), 1.5]})])  # fmt: skip
+    got = journal.audit_entry("a1")
+    assert got is not None
+    assert got.title == got.text == got.reason == "before\ufffdafter"
+    assert got.metadata == {"x": "before\ufffdafter", "before\ufffdafter": ["nan", "inf", 1.5]}
+    journal.record_reviews([{"memory_id": "m1", "decision": "rejected", "particulars": nul}])
+    assert journal.rejected()[0]["particulars"] == "before\ufffdafter"
+
+
 def test_audit_projects_under_a_root_take_care_of_prefixes(journal: PostgresJournal) -> None:
     journal.audit([
         _entry(str(i), project=p)

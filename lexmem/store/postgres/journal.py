@@ -9,6 +9,11 @@ replaced by id, a session's buffered events come back in ``_seq`` order, and eve
 that compares strings compares them as Python does (code points: ``COLLATE "C"``), whatever
 the database's collation. Each operation is one transaction: all or nothing.
 
+Where PostgreSQL cannot hold a value as LanceDB does: a NUL character in the audit's and
+reviews' texts is written as U+FFFD (PostgreSQL's text refuses NUL), and in audit metadata
+(``jsonb``) so is a NUL, and NaN or an infinity becomes its text (``"nan"``), as any value
+JSON has no word for already does. A buffered event is kept as JSON text, whole.
+
 Erasure on a server: a deleted or updated row stays in its table's pages (a dead tuple)
 until the table is rewritten, and an index keeps its keys. :meth:`PostgresJournal.erase`
 and :meth:`PostgresJournal.release` therefore rewrite the tables that can hold a memory's
@@ -34,6 +39,7 @@ from __future__ import annotations
 import array
 import contextlib
 import json
+import math
 import os
 from collections.abc import Mapping, Sequence
 from datetime import UTC, datetime
@@ -88,6 +94,26 @@ def _root_args(root: str) -> tuple[str, str, str]:
 # prefix, a separator after it, so /a/bc is not inside /a/b; no LIKE, whose _ and % a path
 # may hold.
 _UNDER = "({col} <> '' AND ({col} = %s OR starts_with({col}, %s) OR starts_with({col}, %s)))"
+
+
+def _clean(text: str | None) -> str | None:
+    """``text`` as PostgreSQL can hold it: its text type refuses NUL, written as U+FFFD."""
+    return text.replace("\x00", "\ufffd") if text else text
+
+
+def _storable(value: Any) -> Any:
+    """Audit metadata as ``jsonb`` takes it: NUL in a string (or key) as U+FFFD, and a
+    number JSON has no word for (NaN, infinities) as its text, as ``default=str`` writes any
+    other value JSON cannot."""
+    if isinstance(value, str):
+        return _clean(value)
+    if isinstance(value, float) and not math.isfinite(value):
+        return str(value)
+    if isinstance(value, Mapping):
+        return {_storable(str(k)): _storable(v) for k, v in value.items()}
+    if isinstance(value, list | tuple):
+        return [_storable(v) for v in value]
+    return value
 
 
 def _utc(value: datetime | None) -> datetime | None:
@@ -303,9 +329,10 @@ class PostgresJournal:
         if not entries:
             return
         rows = [
-            (e.id, e.timestamp, e.session_id, e.candidate_id, e.decision, e.reason,
-             e.confidence, e.rule, e.kind, e.memory_id, e.title, e.project, e.text,
-             json.dumps(e.metadata, sort_keys=True, default=str) if e.metadata else None)
+            (e.id, e.timestamp, e.session_id, _clean(e.candidate_id), _clean(e.decision),
+             _clean(e.reason), e.confidence, _clean(e.rule), _clean(e.kind), e.memory_id,
+             _clean(e.title), e.project, _clean(e.text),
+             json.dumps(_storable(e.metadata), sort_keys=True, default=str) if e.metadata else None)
             for e in entries
         ]  # fmt: skip
         with self.db.write("adding to the audit log") as cur:
@@ -489,7 +516,7 @@ class PostgresJournal:
         now = utcnow()
         values = [
             (r.get("memory_id"), r.get("decision"), r.get("fingerprint"), r.get("project"), now,
-             _vector_text(r.get("embedding")), r.get("particulars"))
+             _vector_text(r.get("embedding")), _clean(r.get("particulars")))
             for r in rows
         ]  # fmt: skip
         with self.db.write("recording reviews") as cur:
