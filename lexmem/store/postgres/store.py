@@ -25,10 +25,15 @@ quoted them; then ``VACUUM FULL`` (outside any transaction, under the write lock
 the memories, links and confidence tables with their TOAST tables and every index
 (full-text and vector included) into new files, so no table or index file of the database
 keeps a byte of the forgotten text; the old files are unlinked by PostgreSQL at its next
-checkpoint (``delete_many`` asks for one). What stays, plainly: the write-ahead log keeps
-the text until its segments are recycled (checkpoints, ``max_wal_size``), and so do WAL
-archives, replicas and backups of the server, which lexmem does not control; the server's
-own log keeps it only if statement logging with parameters is turned on. The rewrite takes
+checkpoint. The planner's statistics (``pg_statistic``) sample column values, a content
+among them: the rewrite analyses the tables again, and as a superuser lexmem also rewrites
+that catalog and asks for the checkpoint at once. What stays, plainly: the write-ahead log
+keeps the text until its segments are recycled (checkpoints, ``max_wal_size``), and so do
+WAL archives, replicas and backups of the server, which lexmem does not control; the
+server's own log keeps it only if statement logging with parameters is turned on; and
+connected as a role that is not a superuser, the old statistics rows stay in the
+catalog's pages until autovacuum reuses them, and the old files until the server's own
+checkpoint. The rewrite takes
 an exclusive lock on each table for its length (readers wait) and costs a rebuild of the
 HNSW index: about 1.6 s at 10,000 memories on a small machine.
 """
@@ -439,8 +444,9 @@ class PostgresStore:
 
         The HNSW scan runs with ``hnsw.ef_search`` at least ``depth`` (its most is 1,000);
         when it comes back short of ``depth`` rows (a filter that keeps few rows drops
-        most of the scan's), the same query runs with index scans off: exact, every row
-        the filter admits."""
+        most of the scan's), the query runs again ordered by an expression the index
+        cannot serve: exact, every row the filter admits, whatever the planner's
+        settings."""
         if depth <= 0:
             return []
         where, params = filter_sql(flt)
@@ -448,6 +454,10 @@ class PostgresStore:
         query = (
             f"SELECT {columns}, embedding <=> %s::vector AS distance FROM lexmem.memories "
             f"WHERE {where} ORDER BY embedding <=> %s::vector LIMIT %s"
+        )
+        # "+ 0": the same order, but not the index's operator, so no index scan serves it.
+        exact = query.replace(
+            "ORDER BY embedding <=> %s::vector", "ORDER BY (embedding <=> %s::vector) + 0"
         )
         args = [vec, *params, vec, depth]
         ef = str(min(_EF_MAX, max(_EF_MIN, depth)))
@@ -457,8 +467,7 @@ class PostgresStore:
             names = [d.name for d in cur.description or ()]
             rows = [dict(zip(names, r, strict=True)) for r in cur]
             if len(rows) < depth:
-                cur.execute("SELECT set_config('enable_indexscan', 'off', true)")
-                cur.execute(query, args)
+                cur.execute(exact, args)
                 rows = [dict(zip(names, r, strict=True)) for r in cur]
         return rows
 
@@ -835,11 +844,14 @@ class PostgresStore:
             try:
                 for table in tables:
                     conn.execute(f"VACUUM (FULL, ANALYZE) {table}")
-                # The old files are unlinked at the next checkpoint; a superuser asks for
-                # it at once, anyone else leaves it to the server's own.
                 row = conn.execute("SELECT rolsuper FROM pg_roles WHERE rolname = current_user")
                 found = row.fetchone()
                 if found and found[0]:
+                    # The planner's statistics sample column values (a content among
+                    # them); ANALYZE above replaced them, and the old rows go with a
+                    # rewrite of the catalog, which only a superuser may make. The old
+                    # files are unlinked at the next checkpoint, asked for at once.
+                    conn.execute("VACUUM FULL pg_catalog.pg_statistic")
                     conn.execute("CHECKPOINT")
             except psycopg.Error as exc:
                 raise failure(exc, "erasing forgotten memories", self.db.where) from exc
@@ -987,6 +999,9 @@ class PostgresStore:
                         )  # fmt: skip
             self._sync_context(cur, sorted(sessions))
             if rebuild:
+                # The replacements' checks wait for the commit, and an index cannot be
+                # built on a table with checks pending: run them now.
+                cur.execute("SET CONSTRAINTS ALL IMMEDIATE")
                 cur.execute(_VECTOR_INDEX)
         self._analyze()
         return memories.num_rows, links.num_rows, confidence.num_rows
@@ -1020,6 +1035,7 @@ class PostgresStore:
                 done += len(rows)
                 if progress:
                     progress(done, total)
+            cur.execute("SET CONSTRAINTS ALL IMMEDIATE")  # see import_rows
             cur.execute("DROP INDEX lexmem.memories_embedding_idx")
             if self._stored_dim != self.dim:
                 cur.execute("ALTER TABLE lexmem.memories ALTER COLUMN embedding DROP NOT NULL")
