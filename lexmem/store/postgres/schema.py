@@ -279,13 +279,32 @@ ALTER TABLE lexmem.memories ADD COLUMN search_text tsvector GENERATED ALWAYS AS 
 ) STORED;
 
 CREATE INDEX ix_memories_search_text ON lexmem.memories USING gin (search_text);
+
+-- BM25 normalises by each field's length in words (stop words aside, as LanceDB counts
+-- them): kept with the row, so a search never counts them and the mean over the
+-- table is a sum of two columns.
+CREATE FUNCTION lexmem.word_positions(tsvector) RETURNS integer
+    LANGUAGE sql IMMUTABLE STRICT PARALLEL SAFE
+    AS $$ SELECT count(*)::integer FROM unnest($1) AS u, unnest(u.positions) $$;
+
+ALTER TABLE lexmem.memories
+    ADD COLUMN content_words integer GENERATED ALWAYS AS (lexmem.word_positions(
+        to_tsvector('english'::regconfig, regexp_replace(content, '[[:punct:]]+', ' ', 'g'))
+    )) STORED,
+    ADD COLUMN context_words integer GENERATED ALWAYS AS (lexmem.word_positions(
+        to_tsvector('english'::regconfig, regexp_replace(context, '[[:punct:]]+', ' ', 'g'))
+    )) STORED;
 """
 
 STEPS: tuple[Step, ...] = (
     Step(1, "the lexmem schema; memories, links and confidence history (seed 004)", _MEMORIES),
     Step(2, "full-text column and the text and vector indexes", _SEARCH),
     Step(3, "the capture journal", _JOURNAL),
-    Step(4, "full-text words split at punctuation, as the local index splits them", _SEARCH_WORDS),
+    Step(
+        4,
+        "full-text words split at punctuation as the local index splits them, and counted",
+        _SEARCH_WORDS,
+    ),
 )
 
 # The newest schema this lexmem knows.

@@ -66,13 +66,9 @@ _PLAIN = ", ".join(f'm."{name}"' for name in ROW_COLUMNS)
 # (PostgreSQL's parser alone keeps "ivy-auth", "a/b.go" or "x_y" whole as well): as
 # search_text is made (schema step 4).
 _WORDS = "regexp_replace({}, '[[:punct:]]+', ' ', 'g')"
-# Each field's token count in a row's tsvector: positions carry the weight of the field
-# they came from (stop words take a position but no entry, as LanceDB's tokenizer drops
-# them from its counts).
-_LENGTHS = """
-    SELECT count(*) FILTER (WHERE w = 'A') AS dla, count(*) FILTER (WHERE w = 'D') AS dld
-    FROM unnest({v}) AS u, unnest(u.weights) AS w
-"""
+# How far the number of memories may drift from the one the mean field lengths were
+# measured at before they are measured again (a pass over the table): BM25 barely moves.
+_LENGTHS_DRIFT = 0.02
 
 
 def _named(flt: MemoryFilter) -> tuple[str, dict[str, Any]]:
@@ -116,7 +112,7 @@ class PostgresSearcher:
         self._executor: ThreadPoolExecutor | None = None
         self._pool_lock = threading.Lock()
         # The corpus' size and mean field lengths, which BM25 normalises by: a pass over
-        # the whole table, kept while the number of memories stays the same.
+        # the whole table, kept while the number of memories stays near the same.
         self._lengths: tuple[int, float, float, int] | None = None
 
     def search(
@@ -222,14 +218,17 @@ class PostgresSearcher:
             if not lexemes:
                 return []
             total, avg_a, avg_d, with_context = self._corpus(cur)
-            weights = "AD" if boost > 0 else "A"
+            # Each word's document frequency in each field: one index scan per word.
             cur.execute(
-                "SELECT t.lexeme, "
-                + ", ".join(
-                    f"(SELECT count(*) FROM {_TABLE} WHERE search_text @@ (t.q || ':{w}')::tsquery)"
-                    for w in weights
-                )
-                + " FROM unnest(%s::text[], %s::text[]) AS t(lexeme, q)",
+                f"""
+                SELECT t.lexeme, f.a, f.d
+                FROM unnest(%s::text[], %s::text[]) AS t(lexeme, q),
+                LATERAL (
+                    SELECT count(*) FILTER (WHERE search_text @@ (t.q || ':A')::tsquery) AS a,
+                           count(*) FILTER (WHERE search_text @@ (t.q || ':D')::tsquery) AS d
+                    FROM {_TABLE} WHERE search_text @@ t.q::tsquery
+                ) AS f
+                """,
                 (lexemes, [_tsquery_lexeme(x) for x in lexemes]),
             )
             frequencies = {r[0]: r[1:] for r in cur.fetchall()}
@@ -251,19 +250,18 @@ class PostgresSearcher:
                                          %(idf_d)s::float8[])
                 ),
                 m AS (
-                    SELECT {_SELECT}, search_text FROM {_TABLE}
+                    SELECT {_SELECT}, search_text, content_words, context_words FROM {_TABLE}
                     WHERE search_text @@ %(tsq)s::tsquery AND {where}
                 )
                 SELECT {_PLAIN}, s.score AS _score
                 FROM m,
-                LATERAL ({_LENGTHS.format(v="m.search_text")}) AS l,
                 LATERAL (
                     SELECT greatest(coalesce(sum(
                         q.idf_a * x.tfa * (%(k1)s + 1)
-                            / (x.tfa + %(k1)s * (1 - %(b)s + %(b)s * l.dla / %(avg_a)s))
+                            / (x.tfa + %(k1)s * (1 - %(b)s + %(b)s * m.content_words / %(avg_a)s))
                     ), 0), %(boost)s * coalesce(sum(
                         q.idf_d * x.tfd * (%(k1)s + 1)
-                            / (x.tfd + %(k1)s * (1 - %(b)s + %(b)s * l.dld / %(avg_d)s))
+                            / (x.tfd + %(k1)s * (1 - %(b)s + %(b)s * coalesce(m.context_words, 0) / %(avg_d)s))
                     ), 0)) AS score
                     FROM (
                         SELECT u.lexeme,
@@ -303,19 +301,17 @@ class PostgresSearcher:
         return math.log(1.0 + (total - frequency + 0.5) / (frequency + 0.5))
 
     def _corpus(self, cur: psycopg.Cursor[Any]) -> tuple[int, float, float, int]:
-        """How many memories there are, the mean length of their content and of their
-        context (over those with one), and how many have a context."""
+        """How many memories there are, the mean length in words of their content and of
+        their context (over those with one), and how many have a context. The means are
+        measured again once the number of memories drifts past ``_LENGTHS_DRIFT``."""
         cur.execute(f"SELECT count(*) FROM {_TABLE}")
         found = cur.fetchone()
         total = int(found[0]) if found else 0
         cached = self._lengths
-        if cached is not None and cached[0] == total:
-            return cached
+        if cached is not None and abs(total - cached[0]) <= _LENGTHS_DRIFT * cached[0]:
+            return total, *cached[1:]
         cur.execute(
-            f"""
-            SELECT avg(l.dla), avg(nullif(l.dld, 0)), count(nullif(l.dld, 0))
-            FROM {_TABLE} AS m, LATERAL ({_LENGTHS.format(v="m.search_text")}) AS l
-            """
+            f"SELECT avg(content_words), avg(context_words), count(context_words) FROM {_TABLE}"
         )
         row = cur.fetchone()
         lengths = (
