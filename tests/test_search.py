@@ -134,6 +134,21 @@ def test_query_syntax_characters_are_just_text(lm: Lexmem, filled: dict[str, str
         lm.search(q)  # no exception; results may be empty
 
 
+def test_words_inside_paths_and_compound_names_are_found_by_their_parts(lm: Lexmem) -> None:
+    path = lm.remember("The deadlock was in app/webhooks/scheduler.go").memories[0].id
+    name = lm.remember("ivy-auth keeps its sessions in Redis").memories[0].id
+    snake = lm.remember("The flaky test was test_export_csv").memories[0].id
+    lm.remember("The user prefers dark mode")
+    for query, wanted in (("scheduler", path), ("webhooks", path), ("auth", name),
+                          ("export csv", snake)):  # fmt: skip
+        hits = lm.search(query, mode="bm25", record_access=False).hits
+        assert hits and hits[0].memory.id == wanted, query
+    # A compound name counts once, not as itself and its parts again.
+    both = lm.search("ivy-auth sessions", mode="bm25", record_access=False).hits
+    alone = lm.search("ivy auth sessions", mode="bm25", record_access=False).hits
+    assert both[0].bm25_score == pytest.approx(alone[0].bm25_score)
+
+
 def test_empty_store_returns_nothing(lm: Lexmem) -> None:
     assert lm.search("anything").hits == []
 
