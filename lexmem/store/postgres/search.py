@@ -5,14 +5,16 @@ on either backend (``tests/test_search_parity.py`` holds them to it).
 
 - The keyword leg scores BM25 in SQL over ``search_text``, the generated ``tsvector``
   holding the memory's own words at weight A and its session neighbours' (the context
-  field) at weight D, with the context field boosted by ``Fusion.context``: the local
-  leg's fielded BM25, OR semantics, over PostgreSQL's English stemming. Why not
+  field) at weight D, split into words as LanceDB's tokenizer splits them (schema step
+  4): per field, with that field's document frequencies and lengths, and the better of
+  the content's score and ``Fusion.context`` times the context's, as LanceDB's
+  multi-field query scores (measured, see docs/team.md). OR semantics. Why not
   ``ts_rank``: it has no inverse document frequency, so a question's common word
   ("use") weighs as much as its rare one ("PostgreSQL"), and the keyword evidence the
   fusion standardises would mean something else on this backend.
-- The vector leg orders by cosine distance (``<=>``) through the HNSW index with
-  ``hnsw.ef_search`` raised to the depth; pgvector 0.6 filters after the index scan, so
-  when a filter leaves the scan short of the depth the query runs again exact.
+- The vector leg is the store's :meth:`PostgresStore.nearest_rows`: HNSW with
+  ``hnsw.ef_search`` raised to the depth, exact when a filter leaves the scan short
+  (pgvector 0.6 filters after the index scan).
 - Hybrid search then reads the sessions of the best candidates whole, with each row's
   exact cosine computed by the server, and the fusion does the rest.
 """
