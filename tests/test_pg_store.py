@@ -30,7 +30,7 @@ from lexmem.config import Paths
 from lexmem.embedder import Embedder
 from lexmem.errors import InvalidInputError, StoreDamagedError, StoreIOError
 from lexmem.models import Memory, MemoryLink, MemorySource, utcnow
-from lexmem.store.postgres.store import SESSION_SOURCES, PostgresStore
+from lexmem.store.postgres.store import PostgresStore
 from lexmem.store.protocol import MemoryFilter
 from lexmem.store.schema import (
     confidence_schema,
@@ -79,12 +79,6 @@ def no_links() -> pa.Table:
 
 def no_points() -> pa.Table:
     return confidence_schema().empty_table()
-
-
-def test_the_session_sources_are_the_local_stores() -> None:
-    from lexmem.store.lance import SESSION_SOURCES as LOCAL
-
-    assert SESSION_SOURCES == LOCAL
 
 
 # --- vector queries -------------------------------------------------------------------

@@ -67,20 +67,16 @@ from lexmem.store.postgres.db import Database, failure
 from lexmem.store.postgres.migrations import migrate, read_meta
 from lexmem.store.postgres.schema import MEMORY_COLUMNS, TABLES
 from lexmem.store.protocol import DigestColumns, MemoryFilter, Neighbour
-from lexmem.store.schema import ROW_COLUMNS, memory_from_row, memory_to_row
+from lexmem.store.schema import ROW_COLUMNS, SESSION_SOURCES, memory_from_row, memory_to_row
 
 if TYPE_CHECKING:
     import pyarrow as pa
 
-__all__ = ["SESSION_SOURCES", "SORTS", "PostgresStore", "filter_sql", "vector_text"]
+__all__ = ["SORTS", "PostgresStore", "filter_sql", "vector_text"]
 
 log = logging.getLogger("lexmem.store")
 
 _T = TypeVar("_T")
-
-# Whose session is a conversation in order, so that neighbours are context (the same set
-# as lexmem.store.lance.SESSION_SOURCES; a test holds them equal).
-SESSION_SOURCES = frozenset({"hook_event", "agent_response", "conversation"})
 
 _ID_PREFIX = re.compile(r"^[0-9a-fA-F-]{4,36}$")
 # HNSW's ef_search takes 1 to 1000; the default 40 is the floor.
