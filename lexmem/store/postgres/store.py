@@ -188,6 +188,13 @@ def _binary_types(cur: psycopg.Cursor[Any]) -> list[int]:
     return types
 
 
+def _aware(value: Any) -> Any:
+    """A time without a zone taken as UTC, as the local store's Arrow columns take it."""
+    if isinstance(value, datetime) and value.tzinfo is None:
+        return value.replace(tzinfo=UTC)
+    return value
+
+
 def _utc(value: Any) -> Any:
     return value.astimezone(UTC) if isinstance(value, datetime) else value
 
@@ -695,7 +702,7 @@ class PostgresStore:
         ) as copy:
             copy.set_types(types)
             for r in rows:
-                values = [r.get(f) for f in ROW_COLUMNS]
+                values = [_aware(r.get(f)) for f in ROW_COLUMNS]
                 metadata = values[_METADATA_AT]
                 if metadata is not None:  # jsonb's binary dumper takes the object
                     values[_METADATA_AT] = json.loads(str(metadata))
@@ -1101,7 +1108,7 @@ class PostgresStore:
                 cur.execute("ALTER TABLE lexmem.memories ALTER COLUMN embedding DROP NOT NULL")
                 cur.execute(
                     f"ALTER TABLE lexmem.memories ALTER COLUMN embedding TYPE vector({self.dim}) "
-                    "USING NULL"
+                    f"USING NULL::vector({self.dim})"
                 )
             cur.execute(
                 "UPDATE lexmem.memories m SET embedding = r.embedding FROM reembedded r "
