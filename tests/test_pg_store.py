@@ -330,8 +330,7 @@ def test_reembed_switches_every_vector_at_once_and_records_the_space(
 ) -> None:
     old = open_store(tmp_path / "home", pg_database)
     items = memories(unit_vectors(20, seed=21))
-    old.store_many(items)
-    old.close()
+    old.store_many(items)  # stays open: another process's view
 
     store = open_store(tmp_path / "home", pg_database, space="another model|384")
     try:
@@ -366,6 +365,12 @@ def test_reembed_switches_every_vector_at_once_and_records_the_space(
         assert again.stored_space == "another model|384" and not again.needs_reembed
     finally:
         again.close()
+    try:
+        assert not old.needs_reembed  # what it saw when it opened
+        old.refresh()
+        assert old.stored_space == "another model|384" and old.needs_reembed
+    finally:
+        old.close()
 
 
 def test_arrow_tables_have_the_local_stores_columns(store: PostgresStore) -> None:

@@ -53,7 +53,13 @@ from typing import TYPE_CHECKING, Any, Self, TypeVar
 import psycopg
 
 from lexmem.config import Paths
-from lexmem.errors import ConfigError, InvalidInputError, NotFoundError, StoreError
+from lexmem.errors import (
+    ConfigError,
+    InvalidInputError,
+    LexmemError,
+    NotFoundError,
+    StoreError,
+)
 from lexmem.models import (
     ConfidencePoint,
     Memory,
@@ -305,18 +311,24 @@ class PostgresStore:
                 finally:
                     with contextlib.suppress(psycopg.Error):
                         conn.autocommit = False
-        except StoreError:
+        except LexmemError:
             self.db.close()
             raise
+        self._take_meta(meta)
+        return self
+
+    def _take_meta(self, meta: Mapping[str, str]) -> None:
         self._stored_space = meta.get("embedding_space", self.space_id)
         self._stored_dim = int(meta.get("embedding_dim", self.dim))
-        return self
 
     def close(self) -> None:
         self.db.close()
 
     def refresh(self) -> None:
-        """Every read is a fresh statement: there is nothing to refresh."""
+        """Every read is a fresh statement; what is kept is the vector space the stored
+        vectors are in, which a re-embedding in another process changes."""
+        rows = self._rows("SELECT key, value FROM lexmem.meta", doing="reading lexmem.meta")
+        self._take_meta({str(r["key"]): str(r["value"]) for r in rows})
 
     def reading(self, read: Callable[[], _T]) -> _T:
         return read()
