@@ -40,9 +40,11 @@ HNSW index: about 1.6 s at 10,000 memories on a small machine.
 
 from __future__ import annotations
 
+import contextlib
 import json
 import logging
 import re
+import struct
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from contextlib import AbstractContextManager
 from datetime import UTC, datetime
@@ -51,7 +53,13 @@ from typing import TYPE_CHECKING, Any, Self, TypeVar
 import psycopg
 
 from lexmem.config import Paths
-from lexmem.errors import ConfigError, InvalidInputError, NotFoundError, StoreError
+from lexmem.errors import (
+    ConfigError,
+    InvalidInputError,
+    LexmemError,
+    NotFoundError,
+    StoreError,
+)
 from lexmem.models import (
     ConfidencePoint,
     Memory,
@@ -62,31 +70,28 @@ from lexmem.models import (
     utcnow,
 )
 from lexmem.settings import StoreSettings
-from lexmem.store.postgres.db import Database, failure
+from lexmem.store.postgres.db import WRITE_LOCK_TIMEOUT, Database, failure
 from lexmem.store.postgres.migrations import migrate, read_meta
 from lexmem.store.postgres.schema import MEMORY_COLUMNS, TABLES
 from lexmem.store.protocol import DigestColumns, MemoryFilter, Neighbour
-from lexmem.store.schema import ROW_COLUMNS, memory_from_row, memory_to_row
+from lexmem.store.schema import ROW_COLUMNS, SESSION_SOURCES, memory_from_row, memory_to_row
 
 if TYPE_CHECKING:
     import pyarrow as pa
 
-__all__ = ["SESSION_SOURCES", "SORTS", "PostgresStore", "filter_sql", "vector_text"]
+__all__ = ["SORTS", "PostgresStore", "filter_sql", "vector_text"]
 
 log = logging.getLogger("lexmem.store")
 
 _T = TypeVar("_T")
 
-# Whose session is a conversation in order, so that neighbours are context (the same set
-# as lexmem.store.lance.SESSION_SOURCES; a test holds them equal).
-SESSION_SOURCES = frozenset({"hook_event", "agent_response", "conversation"})
-
 _ID_PREFIX = re.compile(r"^[0-9a-fA-F-]{4,36}$")
 # HNSW's ef_search takes 1 to 1000; the default 40 is the floor.
 _EF_MIN, _EF_MAX = 40, 1000
-# An import loads without the HNSW index and builds it after when it adds at least this
-# many rows and at least a twentieth of the table: a row costs ~4 ms of index upkeep
-# loaded into the index, ~0.16 ms of a build (docs/team.md).
+# A load (an import, a large store_many) goes in without the HNSW index, built again
+# after, when it adds at least this many rows and at least a twentieth of the table: a
+# row costs ~4 ms of index upkeep loaded into the index, ~0.16 ms of a build
+# (docs/team.md).
 _REBUILD_MIN_ROWS = 200
 _REBUILD_SHARE = 20
 _VECTOR_INDEX = (
@@ -148,6 +153,53 @@ def _vector_from(data: bytes | None) -> list[float] | None:
     import numpy as np
 
     return np.frombuffer(data, dtype=">f4", offset=4).astype(np.float64).tolist()  # type: ignore[no-any-return]
+
+
+_METADATA_AT = ROW_COLUMNS.index("metadata")
+
+
+def _binary_types(cur: psycopg.Cursor[Any]) -> list[int]:
+    """The type oids of :data:`_WRITE_COLUMNS` for a binary COPY, with pgvector's binary
+    format taught to ``cur`` and its connection (the extension's oid differs between
+    databases; a cursor copies its connection's adapters when it is made)."""
+    from psycopg.adapt import Dumper
+    from psycopg.pq import Format
+
+    conn = cur.connection
+    cached: tuple[list[int], type[Dumper]] | None = getattr(conn, "_lexmem_copy", None)
+    if cached is not None:
+        cur.adapters.register_dumper(None, cached[1])
+        return cached[0]
+    rows = conn.execute(
+        "SELECT attname, atttypid::int FROM pg_attribute "
+        "WHERE attrelid = 'lexmem.memories'::regclass AND attnum > 0 AND NOT attisdropped"
+    ).fetchall()
+    oids = {str(name): int(oid) for name, oid in rows}
+    columns = [MEMORY_COLUMNS[f] for f in _WRITE_FIELDS]
+
+    class VectorDumper(Dumper):
+        format = Format.BINARY
+        oid = oids["embedding"]
+
+        def dump(self, obj: Any) -> bytes:
+            import numpy as np
+
+            data = np.asarray(obj, dtype=">f4")
+            return struct.pack(">HH", data.size, 0) + data.tobytes()
+
+    # By oid only: COPY's set_types looks the dumper up so.
+    conn.adapters.register_dumper(None, VectorDumper)
+    cur.adapters.register_dumper(None, VectorDumper)
+    types = [oids[c] for c in columns]
+    conn._lexmem_copy = (types, VectorDumper)  # type: ignore[attr-defined]
+    return types
+
+
+def _aware(value: Any) -> Any:
+    """A time without a zone taken as UTC, as the local store's Arrow columns take it."""
+    if isinstance(value, datetime) and value.tzinfo is None:
+        return value.replace(tzinfo=UTC)
+    return value
 
 
 def _utc(value: Any) -> Any:
@@ -250,26 +302,33 @@ class PostgresStore:
         self.db.open()
         try:
             with self.db.connection() as conn:
-                conn.autocommit = True
                 try:
+                    conn.autocommit = True
                     migrate(conn, dim=self.dim, space=self.space_id)
                     meta = read_meta(conn)
                 except psycopg.Error as exc:
                     raise failure(exc, f"opening {self.db.where}", self.db.where) from exc
                 finally:
-                    conn.autocommit = False
-        except StoreError:
+                    with contextlib.suppress(psycopg.Error):
+                        conn.autocommit = False
+        except LexmemError:
             self.db.close()
             raise
+        self._take_meta(meta)
+        return self
+
+    def _take_meta(self, meta: Mapping[str, str]) -> None:
         self._stored_space = meta.get("embedding_space", self.space_id)
         self._stored_dim = int(meta.get("embedding_dim", self.dim))
-        return self
 
     def close(self) -> None:
         self.db.close()
 
     def refresh(self) -> None:
-        """Every read is a fresh statement: there is nothing to refresh."""
+        """Every read is a fresh statement; what is kept is the vector space the stored
+        vectors are in, which a re-embedding in another process changes."""
+        rows = self._rows("SELECT key, value FROM lexmem.meta", doing="reading lexmem.meta")
+        self._take_meta({str(r["key"]): str(r["value"]) for r in rows})
 
     def reading(self, read: Callable[[], _T]) -> _T:
         return read()
@@ -608,6 +667,7 @@ class PostgresStore:
             taken = cur.fetchone()
             if taken is not None:
                 raise InvalidInputError(f"a memory with id {taken[0]} already exists")
+            rebuild = self._without_vector_index(cur, len(rows))
             self._copy_memories(cur, rows)
             with cur.copy(
                 "COPY lexmem.memory_confidence_history (id, memory_id, confidence, recorded_at) "
@@ -616,18 +676,56 @@ class PostgresStore:
                 for m in memories:
                     copy.write_row((new_id(), m.id, float(m.confidence), now))
             self._sync_context(cur, sessions)
+            if rebuild:
+                self._rebuild_vector_index(cur)
         for m in memories:
             log.info("[MEM:STORE] Stored %s memory %s for user %s", m.type, m.id, m.user_id)
         return list(memories)
 
     @staticmethod
+    def _without_vector_index(cur: psycopg.Cursor[Any], adding: int) -> bool:
+        """Drop the HNSW index for a load of ``adding`` rows when building it again after
+        costs less than keeping it up row by row (see :data:`_REBUILD_SHARE`); whether it
+        was dropped. In the load's transaction: readers of the table wait for its end,
+        and a failure puts the index back as it was."""
+        if adding < _REBUILD_MIN_ROWS:
+            return False
+        cur.execute("SELECT count(*) FROM lexmem.memories")
+        row = cur.fetchone()
+        stored = int(row[0]) if row else 0
+        if adding * _REBUILD_SHARE < stored + adding:
+            return False
+        cur.execute("DROP INDEX lexmem.memories_embedding_idx")
+        return True
+
+    @staticmethod
+    def _rebuild_vector_index(cur: psycopg.Cursor[Any]) -> None:
+        # The replacements' checks wait for the commit, and an index cannot be built on
+        # a table with checks pending: run them now.
+        cur.execute("SET CONSTRAINTS ALL IMMEDIATE")
+        cur.execute(_VECTOR_INDEX)
+
+    @staticmethod
     def _copy_memories(cur: psycopg.Cursor[Any], rows: Sequence[Mapping[str, Any]]) -> None:
-        """COPY memory rows (memory_to_row's, or an export's) in; their context is None
-        until :meth:`_sync_context` (an export leaves it out)."""
-        with cur.copy(f"COPY lexmem.memories ({_WRITE_COLUMNS}) FROM STDIN") as copy:
+        """COPY memory rows (memory_to_row's, or an export's) in, in PostgreSQL's binary
+        format (a vector as its float32s, no decimal text: bench/pg_store.py); their
+        context is None until :meth:`_sync_context` (an export leaves it out)."""
+        types = _binary_types(cur)
+        with cur.copy(
+            f"COPY lexmem.memories ({_WRITE_COLUMNS}) FROM STDIN (FORMAT BINARY)"
+        ) as copy:
+            copy.set_types(types)
             for r in rows:
-                values = [r.get(f) for f in ROW_COLUMNS]
-                values.append(vector_text(r["vector"]))
+                values = [_aware(r.get(f)) for f in ROW_COLUMNS]
+                metadata = values[_METADATA_AT]
+                if metadata is not None:  # jsonb's binary dumper takes the object
+                    try:
+                        values[_METADATA_AT] = json.loads(str(metadata))
+                    except ValueError as exc:
+                        raise InvalidInputError(
+                            f"memory {r.get('id')} has metadata that is not JSON ({exc})"
+                        ) from exc
+                values.append(r["vector"])
                 values.append(None)
                 copy.write_row(values)
 
@@ -837,11 +935,21 @@ class PostgresStore:
         ``VACUUM FULL`` and checkpoint, so no file of theirs keeps a deleted row's bytes
         (see this module's docstring for what stays). Under the write lock, outside any
         transaction: a caller inside one gets :class:`StoreError`."""
+        skipped: list[str] = []
+
+        def notice(diag: psycopg.errors.Diagnostic) -> None:
+            # A role that does not own a table is not refused: VACUUM warns and skips it.
+            if (diag.severity_nonlocalized or diag.severity) == "WARNING":
+                skipped.append(diag.message_primary or "a table was skipped")
+
         with self.db.writing(), self.db.connection() as conn:
             if conn.info.transaction_status != psycopg.pq.TransactionStatus.IDLE:
                 raise StoreError("erasing rewrites tables and cannot run inside a transaction")
-            conn.autocommit = True
+            conn.add_notice_handler(notice)
             try:
+                conn.autocommit = True
+                # A reader holding a table past this is StoreLockedError, not a wait forever.
+                conn.execute(f"SET lock_timeout = '{int(WRITE_LOCK_TIMEOUT * 1000)}ms'")
                 for table in tables:
                     conn.execute(f"VACUUM (FULL, ANALYZE) {table}")
                 row = conn.execute("SELECT rolsuper FROM pg_roles WHERE rolname = current_user")
@@ -856,7 +964,16 @@ class PostgresStore:
             except psycopg.Error as exc:
                 raise failure(exc, "erasing forgotten memories", self.db.where) from exc
             finally:
-                conn.autocommit = False
+                conn.remove_notice_handler(notice)
+                # A broken connection ends its session, and its settings with it.
+                with contextlib.suppress(psycopg.Error):
+                    conn.execute("SET lock_timeout = 0")
+                with contextlib.suppress(psycopg.Error):
+                    conn.autocommit = False
+        if skipped:
+            raise StoreError(
+                f"erasing forgotten memories: the server did not rewrite a table ({skipped[0]})"
+            )
 
     def store_link(self, link: MemoryLink) -> MemoryLink:
         if link.from_id == link.to_id:
@@ -954,22 +1071,13 @@ class PostgresStore:
                     f"{len(clash)} memories in the import already exist here "
                     f"(e.g. {sorted(clash)[0]})"
                 )
-            cur.execute("SELECT count(*) FROM lexmem.memories")
-            row = cur.fetchone()
-            stored = int(row[0]) if row else 0
-            rebuild = total >= _REBUILD_MIN_ROWS and total * _REBUILD_SHARE >= stored + total
-            if rebuild:
-                # In this transaction: readers wait for its end, and a failure puts the
-                # index back as it was.
-                cur.execute("DROP INDEX lexmem.memories_embedding_idx")
+            rebuild = self._without_vector_index(cur, total)
             sessions: set[str] = set()
             if data is not None:
                 for start in range(0, total, batch):
                     rows = data.slice(start, batch).to_pylist()
                     for r in rows:
                         self._check_vector(str(r["id"]), r["vector"])
-                        if r["metadata"] is not None:
-                            r["metadata"] = str(r["metadata"])
                         if r["session_id"] and r["source"] in SESSION_SOURCES:
                             sessions.add(str(r["session_id"]))
                     self._copy_memories(cur, rows)
@@ -999,10 +1107,7 @@ class PostgresStore:
                         )  # fmt: skip
             self._sync_context(cur, sorted(sessions))
             if rebuild:
-                # The replacements' checks wait for the commit, and an index cannot be
-                # built on a table with checks pending: run them now.
-                cur.execute("SET CONSTRAINTS ALL IMMEDIATE")
-                cur.execute(_VECTOR_INDEX)
+                self._rebuild_vector_index(cur)
         self._analyze()
         return memories.num_rows, links.num_rows, confidence.num_rows
 
@@ -1035,13 +1140,13 @@ class PostgresStore:
                 done += len(rows)
                 if progress:
                     progress(done, total)
-            cur.execute("SET CONSTRAINTS ALL IMMEDIATE")  # see import_rows
+            cur.execute("SET CONSTRAINTS ALL IMMEDIATE")  # see _rebuild_vector_index
             cur.execute("DROP INDEX lexmem.memories_embedding_idx")
             if self._stored_dim != self.dim:
                 cur.execute("ALTER TABLE lexmem.memories ALTER COLUMN embedding DROP NOT NULL")
                 cur.execute(
                     f"ALTER TABLE lexmem.memories ALTER COLUMN embedding TYPE vector({self.dim}) "
-                    "USING NULL"
+                    f"USING NULL::vector({self.dim})"
                 )
             cur.execute(
                 "UPDATE lexmem.memories m SET embedding = r.embedding FROM reembedded r "
