@@ -415,6 +415,25 @@ def test_erase_leaves_no_byte_of_deleted_or_scrubbed_text_in_the_files(
     assert journal.audit_entry("a1") is not None and journal.audit_entry("a2") is not None
 
 
+def test_erase_leaves_no_value_in_the_planners_statistics(
+    journal: PostgresJournal, store: PostgresStore
+) -> None:
+    now = utcnow()
+    gone, stays = "/w/Snickerdoodle-repository", "/w/Macaroon-repository"
+    journal.save_sessions([Session(f"s{i}", "claude", gone if i % 2 else stays, now, now)
+                           for i in range(40)])  # fmt: skip
+    with psycopg.connect(store.url) as conn:
+        conn.execute("ANALYZE lexmem.sessions")  # as autovacuum would: a common value
+        stats = conn.execute(
+            "SELECT most_common_vals::text FROM pg_stats WHERE schemaname = 'lexmem'"
+            " AND tablename = 'sessions' AND attname = 'project'"
+        ).fetchone()
+    assert stats is not None and gone in stats[0]
+    journal.purge_sessions(gone)
+    journal.erase()
+    assert _holding(store.url, gone, stays) == {stays}
+
+
 def test_release_erases_the_events_text(journal: PostgresJournal, store: PostgresStore) -> None:
     gone, stays = "Kumquat-released-text", "Rutabaga-waiting-text"
     events = [_event("e1", "s1", "1", text=gone), _event("e2", "s2", "1", text=stays)]
