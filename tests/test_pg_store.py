@@ -30,7 +30,7 @@ from lexmem.config import Paths
 from lexmem.embedder import Embedder
 from lexmem.errors import InvalidInputError, StoreDamagedError, StoreIOError
 from lexmem.models import Memory, MemoryLink, MemorySource, utcnow
-from lexmem.store.postgres.store import SESSION_SOURCES, PostgresStore
+from lexmem.store.postgres.store import PostgresStore
 from lexmem.store.protocol import MemoryFilter
 from lexmem.store.schema import (
     confidence_schema,
@@ -79,12 +79,6 @@ def no_links() -> pa.Table:
 
 def no_points() -> pa.Table:
     return confidence_schema().empty_table()
-
-
-def test_the_session_sources_are_the_local_stores() -> None:
-    from lexmem.store.lance import SESSION_SOURCES as LOCAL
-
-    assert SESSION_SOURCES == LOCAL
 
 
 # --- vector queries -------------------------------------------------------------------
@@ -391,3 +385,37 @@ def test_arrow_tables_have_the_local_stores_columns(store: PostgresStore) -> Non
     assert {"memories", "links", "confidence", "audit"} <= set(store.list_tables())
     assert store.versions_on_disk() == 1 and store.has_vector_index()
     assert not store.needs_vector_index()
+
+
+def test_times_read_back_in_utc_and_a_time_without_a_zone_is_taken_as_utc(
+    store: PostgresStore,
+) -> None:
+    from datetime import UTC, datetime
+
+    naive = datetime(2024, 1, 2, 3, 4, 5, 6)
+    m = Memory(content="x", embedding=[0.1] * DIM, created_at=naive)
+    store.store(m)
+    got = store.get(m.id)
+    assert got.created_at == naive.replace(tzinfo=UTC) and got.created_at.tzinfo is UTC
+    assert got.last_accessed_at == m.last_accessed_at and got.last_accessed_at.tzinfo is UTC
+    assert store.arrow_table("memories", ["created_at"]).schema[0].type.tz == "UTC"
+
+
+def test_reembed_into_a_model_of_another_dimension(tmp_path: Path, pg_database: str) -> None:
+    old = open_store(tmp_path / "home", pg_database)
+    items = memories(unit_vectors(5, seed=41))
+    old.store_many(items)
+    old.close()
+    small = PostgresStore(Paths(tmp_path / "home"), dim=8, space_id="small|8", url=pg_database)
+    small.open()
+    try:
+        assert small.needs_reembed
+        assert small.reembed(lambda texts: [[1.0] + [0.0] * 7 for _ in texts]) == 5
+        assert not small.needs_reembed
+        assert small.get(items[0].id).embedding == [1.0] + [0.0] * 7
+        small.store(Memory(content="new", embedding=[0.0, 1.0] + [0.0] * 6))
+        assert [h.content for h in small.nearest([0.0, 1.0] + [0.0] * 6, MemoryFilter(), 1)] == [
+            "new"
+        ]
+    finally:
+        small.close()

@@ -43,6 +43,7 @@ from __future__ import annotations
 import json
 import logging
 import re
+import struct
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from contextlib import AbstractContextManager
 from datetime import UTC, datetime
@@ -66,27 +67,24 @@ from lexmem.store.postgres.db import Database, failure
 from lexmem.store.postgres.migrations import migrate, read_meta
 from lexmem.store.postgres.schema import MEMORY_COLUMNS, TABLES
 from lexmem.store.protocol import DigestColumns, MemoryFilter, Neighbour
-from lexmem.store.schema import ROW_COLUMNS, memory_from_row, memory_to_row
+from lexmem.store.schema import ROW_COLUMNS, SESSION_SOURCES, memory_from_row, memory_to_row
 
 if TYPE_CHECKING:
     import pyarrow as pa
 
-__all__ = ["SESSION_SOURCES", "SORTS", "PostgresStore", "filter_sql", "vector_text"]
+__all__ = ["SORTS", "PostgresStore", "filter_sql", "vector_text"]
 
 log = logging.getLogger("lexmem.store")
 
 _T = TypeVar("_T")
 
-# Whose session is a conversation in order, so that neighbours are context (the same set
-# as lexmem.store.lance.SESSION_SOURCES; a test holds them equal).
-SESSION_SOURCES = frozenset({"hook_event", "agent_response", "conversation"})
-
 _ID_PREFIX = re.compile(r"^[0-9a-fA-F-]{4,36}$")
 # HNSW's ef_search takes 1 to 1000; the default 40 is the floor.
 _EF_MIN, _EF_MAX = 40, 1000
-# An import loads without the HNSW index and builds it after when it adds at least this
-# many rows and at least a twentieth of the table: a row costs ~4 ms of index upkeep
-# loaded into the index, ~0.16 ms of a build (docs/team.md).
+# A load (an import, a large store_many) goes in without the HNSW index, built again
+# after, when it adds at least this many rows and at least a twentieth of the table: a
+# row costs ~4 ms of index upkeep loaded into the index, ~0.16 ms of a build
+# (docs/team.md).
 _REBUILD_MIN_ROWS = 200
 _REBUILD_SHARE = 20
 _VECTOR_INDEX = (
@@ -148,6 +146,53 @@ def _vector_from(data: bytes | None) -> list[float] | None:
     import numpy as np
 
     return np.frombuffer(data, dtype=">f4", offset=4).astype(np.float64).tolist()  # type: ignore[no-any-return]
+
+
+_METADATA_AT = ROW_COLUMNS.index("metadata")
+
+
+def _binary_types(cur: psycopg.Cursor[Any]) -> list[int]:
+    """The type oids of :data:`_WRITE_COLUMNS` for a binary COPY, with pgvector's binary
+    format taught to ``cur`` and its connection (the extension's oid differs between
+    databases; a cursor copies its connection's adapters when it is made)."""
+    from psycopg.adapt import Dumper
+    from psycopg.pq import Format
+
+    conn = cur.connection
+    cached: tuple[list[int], type[Dumper]] | None = getattr(conn, "_lexmem_copy", None)
+    if cached is not None:
+        cur.adapters.register_dumper(None, cached[1])
+        return cached[0]
+    rows = conn.execute(
+        "SELECT attname, atttypid::int FROM pg_attribute "
+        "WHERE attrelid = 'lexmem.memories'::regclass AND attnum > 0 AND NOT attisdropped"
+    ).fetchall()
+    oids = {str(name): int(oid) for name, oid in rows}
+    columns = [MEMORY_COLUMNS[f] for f in _WRITE_FIELDS]
+
+    class VectorDumper(Dumper):
+        format = Format.BINARY
+        oid = oids["embedding"]
+
+        def dump(self, obj: Any) -> bytes:
+            import numpy as np
+
+            data = np.asarray(obj, dtype=">f4")
+            return struct.pack(">HH", data.size, 0) + data.tobytes()
+
+    # By oid only: COPY's set_types looks the dumper up so.
+    conn.adapters.register_dumper(None, VectorDumper)
+    cur.adapters.register_dumper(None, VectorDumper)
+    types = [oids[c] for c in columns]
+    conn._lexmem_copy = (types, VectorDumper)  # type: ignore[attr-defined]
+    return types
+
+
+def _aware(value: Any) -> Any:
+    """A time without a zone taken as UTC, as the local store's Arrow columns take it."""
+    if isinstance(value, datetime) and value.tzinfo is None:
+        return value.replace(tzinfo=UTC)
+    return value
 
 
 def _utc(value: Any) -> Any:
@@ -608,6 +653,7 @@ class PostgresStore:
             taken = cur.fetchone()
             if taken is not None:
                 raise InvalidInputError(f"a memory with id {taken[0]} already exists")
+            rebuild = self._without_vector_index(cur, len(rows))
             self._copy_memories(cur, rows)
             with cur.copy(
                 "COPY lexmem.memory_confidence_history (id, memory_id, confidence, recorded_at) "
@@ -616,18 +662,51 @@ class PostgresStore:
                 for m in memories:
                     copy.write_row((new_id(), m.id, float(m.confidence), now))
             self._sync_context(cur, sessions)
+            if rebuild:
+                self._rebuild_vector_index(cur)
         for m in memories:
             log.info("[MEM:STORE] Stored %s memory %s for user %s", m.type, m.id, m.user_id)
         return list(memories)
 
     @staticmethod
+    def _without_vector_index(cur: psycopg.Cursor[Any], adding: int) -> bool:
+        """Drop the HNSW index for a load of ``adding`` rows when building it again after
+        costs less than keeping it up row by row (see :data:`_REBUILD_SHARE`); whether it
+        was dropped. In the load's transaction: readers of the table wait for its end,
+        and a failure puts the index back as it was."""
+        if adding < _REBUILD_MIN_ROWS:
+            return False
+        cur.execute("SELECT count(*) FROM lexmem.memories")
+        row = cur.fetchone()
+        stored = int(row[0]) if row else 0
+        if adding * _REBUILD_SHARE < stored + adding:
+            return False
+        cur.execute("DROP INDEX lexmem.memories_embedding_idx")
+        return True
+
+    @staticmethod
+    def _rebuild_vector_index(cur: psycopg.Cursor[Any]) -> None:
+        # The replacements' checks wait for the commit, and an index cannot be built on
+        # a table with checks pending: run them now.
+        cur.execute("SET CONSTRAINTS ALL IMMEDIATE")
+        cur.execute(_VECTOR_INDEX)
+
+    @staticmethod
     def _copy_memories(cur: psycopg.Cursor[Any], rows: Sequence[Mapping[str, Any]]) -> None:
-        """COPY memory rows (memory_to_row's, or an export's) in; their context is None
-        until :meth:`_sync_context` (an export leaves it out)."""
-        with cur.copy(f"COPY lexmem.memories ({_WRITE_COLUMNS}) FROM STDIN") as copy:
+        """COPY memory rows (memory_to_row's, or an export's) in, in PostgreSQL's binary
+        format (a vector as its float32s, no decimal text: bench/pg_store.py); their
+        context is None until :meth:`_sync_context` (an export leaves it out)."""
+        types = _binary_types(cur)
+        with cur.copy(
+            f"COPY lexmem.memories ({_WRITE_COLUMNS}) FROM STDIN (FORMAT BINARY)"
+        ) as copy:
+            copy.set_types(types)
             for r in rows:
-                values = [r.get(f) for f in ROW_COLUMNS]
-                values.append(vector_text(r["vector"]))
+                values = [_aware(r.get(f)) for f in ROW_COLUMNS]
+                metadata = values[_METADATA_AT]
+                if metadata is not None:  # jsonb's binary dumper takes the object
+                    values[_METADATA_AT] = json.loads(str(metadata))
+                values.append(r["vector"])
                 values.append(None)
                 copy.write_row(values)
 
@@ -954,22 +1033,13 @@ class PostgresStore:
                     f"{len(clash)} memories in the import already exist here "
                     f"(e.g. {sorted(clash)[0]})"
                 )
-            cur.execute("SELECT count(*) FROM lexmem.memories")
-            row = cur.fetchone()
-            stored = int(row[0]) if row else 0
-            rebuild = total >= _REBUILD_MIN_ROWS and total * _REBUILD_SHARE >= stored + total
-            if rebuild:
-                # In this transaction: readers wait for its end, and a failure puts the
-                # index back as it was.
-                cur.execute("DROP INDEX lexmem.memories_embedding_idx")
+            rebuild = self._without_vector_index(cur, total)
             sessions: set[str] = set()
             if data is not None:
                 for start in range(0, total, batch):
                     rows = data.slice(start, batch).to_pylist()
                     for r in rows:
                         self._check_vector(str(r["id"]), r["vector"])
-                        if r["metadata"] is not None:
-                            r["metadata"] = str(r["metadata"])
                         if r["session_id"] and r["source"] in SESSION_SOURCES:
                             sessions.add(str(r["session_id"]))
                     self._copy_memories(cur, rows)
@@ -999,10 +1069,7 @@ class PostgresStore:
                         )  # fmt: skip
             self._sync_context(cur, sorted(sessions))
             if rebuild:
-                # The replacements' checks wait for the commit, and an index cannot be
-                # built on a table with checks pending: run them now.
-                cur.execute("SET CONSTRAINTS ALL IMMEDIATE")
-                cur.execute(_VECTOR_INDEX)
+                self._rebuild_vector_index(cur)
         self._analyze()
         return memories.num_rows, links.num_rows, confidence.num_rows
 
@@ -1035,13 +1102,13 @@ class PostgresStore:
                 done += len(rows)
                 if progress:
                     progress(done, total)
-            cur.execute("SET CONSTRAINTS ALL IMMEDIATE")  # see import_rows
+            cur.execute("SET CONSTRAINTS ALL IMMEDIATE")  # see _rebuild_vector_index
             cur.execute("DROP INDEX lexmem.memories_embedding_idx")
             if self._stored_dim != self.dim:
                 cur.execute("ALTER TABLE lexmem.memories ALTER COLUMN embedding DROP NOT NULL")
                 cur.execute(
                     f"ALTER TABLE lexmem.memories ALTER COLUMN embedding TYPE vector({self.dim}) "
-                    "USING NULL"
+                    f"USING NULL::vector({self.dim})"
                 )
             cur.execute(
                 "UPDATE lexmem.memories m SET embedding = r.embedding FROM reembedded r "
