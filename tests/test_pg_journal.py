@@ -615,6 +615,7 @@ def test_purge_project_through_the_service_erases_the_repository_from_the_databa
 _WRITER = textwrap.dedent(
     """
     import sys
+    import time
     from datetime import timedelta
     from pathlib import Path
 
@@ -624,9 +625,13 @@ _WRITER = textwrap.dedent(
     from lexmem.store.postgres.store import PostgresStore
     from lexmem.store.protocol import AuditEntry, Session
 
-    url, tag, home, n = sys.argv[1], sys.argv[2], sys.argv[3], int(sys.argv[4])
+    url, tag, home, n, go = sys.argv[1], sys.argv[2], sys.argv[3], int(sys.argv[4]), sys.argv[5]
     store = PostgresStore(Paths(Path(home)), dim=3, space_id="test", url=url).open()
     journal = PostgresJournal(store)
+    print("ready", flush=True)
+    while not Path(go).exists():  # both start writing together
+        time.sleep(0.005)
+    began = time.time()
     for i in range(n):
         now = utcnow()
         mine = {"event_id": f"{tag}-{i}", "session_id": tag, "_seq": f"{i:04d}", "text": "x"}
@@ -639,8 +644,9 @@ _WRITER = textwrap.dedent(
         journal.set_file_hash(f"/notes/{tag}/{i}.md", "0" * 64)
         if i % 10 == 9:
             journal.release([f"{tag}-{i - 9}"])
+    ended = time.time()
     store.close()
-    print("done", tag)
+    print("done", began, ended)
     """
 )
 
@@ -649,10 +655,11 @@ def test_two_processes_writing_at_once_lose_nothing(
     journal: PostgresJournal, store: PostgresStore, tmp_path: Path
 ) -> None:
     n = 40
+    go = tmp_path / "go"
     env = {**os.environ, "PYTHONPATH": str(ROOT)}
     procs = [
         subprocess.Popen(
-            [sys.executable, "-c", _WRITER, store.url, tag, str(tmp_path / tag), str(n)],
+            [sys.executable, "-c", _WRITER, store.url, tag, str(tmp_path / tag), str(n), str(go)],
             env=env,
             stdout=subprocess.PIPE,
             stderr=subprocess.PIPE,
@@ -660,10 +667,19 @@ def test_two_processes_writing_at_once_lose_nothing(
         )
         for tag in ("p1", "p2")
     ]
+    try:
+        for p in procs:
+            assert p.stdout is not None and p.stdout.readline().strip() == "ready"
+    finally:
+        go.touch()  # a writer that did start never waits forever
     outs: list[Any] = [p.communicate(timeout=300) for p in procs]
+    spans = []
     for p, (out, err) in zip(procs, outs, strict=True):
         assert p.returncode == 0, err
-        assert out.startswith("done")
+        word, began, ended = out.split()
+        assert word == "done"
+        spans.append((float(began), float(ended)))
+    assert max(b for b, _ in spans) < min(e for _, e in spans)  # they wrote at the same time
     counts = journal.counts()
     released = n // 10
     assert counts == {"processed": 3 * n, "buffer": 3 * n - 2 * released, "sessions": 2,
