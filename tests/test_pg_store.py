@@ -28,7 +28,7 @@ from store_backends import use_postgres
 from lexmem.cli import cli
 from lexmem.config import Paths
 from lexmem.embedder import Embedder
-from lexmem.errors import InvalidInputError, StoreDamagedError, StoreIOError
+from lexmem.errors import InvalidInputError, StoreDamagedError, StoreError, StoreIOError
 from lexmem.models import Memory, MemoryLink, MemorySource, utcnow
 from lexmem.store.postgres.store import PostgresStore
 from lexmem.store.protocol import MemoryFilter
@@ -330,8 +330,7 @@ def test_reembed_switches_every_vector_at_once_and_records_the_space(
 ) -> None:
     old = open_store(tmp_path / "home", pg_database)
     items = memories(unit_vectors(20, seed=21))
-    old.store_many(items)
-    old.close()
+    old.store_many(items)  # stays open: another process's view
 
     store = open_store(tmp_path / "home", pg_database, space="another model|384")
     try:
@@ -366,6 +365,12 @@ def test_reembed_switches_every_vector_at_once_and_records_the_space(
         assert again.stored_space == "another model|384" and not again.needs_reembed
     finally:
         again.close()
+    try:
+        assert not old.needs_reembed  # what it saw when it opened
+        old.refresh()
+        assert old.stored_space == "another model|384" and old.needs_reembed
+    finally:
+        old.close()
 
 
 def test_arrow_tables_have_the_local_stores_columns(store: PostgresStore) -> None:
@@ -419,3 +424,86 @@ def test_reembed_into_a_model_of_another_dimension(tmp_path: Path, pg_database: 
         ]
     finally:
         small.close()
+
+
+@pytest.mark.parametrize("fmt", ["jsonl", "parquet", "csv"])
+def test_the_lens_reads_and_a_lance_export_round_trips_through_the_team_database(
+    tmp_path: Path, pg_server: PgServer, embedder: Embedder, fmt: str
+) -> None:
+    """The DuckDB lens and export read the team database's tables as the local store's;
+    a local store's export imports into the team database and back, every row alike."""
+    from lexmem.api import Lexmem
+    from lexmem.store.lens import export_store, import_store, stats
+
+    local = Lexmem.open(tmp_path / "local", embedder=embedder)
+    try:
+        a = local.remember("The billing service uses PostgreSQL 16.").memories[0]
+        b = local.remember("Deploys go out on Thursdays.").memories[0]
+        local.store.store_link(MemoryLink(a.id, b.id, "relates_to", 0.7))
+        local.store.record_confidence(a.id, 0.25)
+        export_store(local.store, tmp_path / "out", fmt)
+        expected = {n: local.store.arrow_table(n) for n in ("memories", "links", "confidence")}
+    finally:
+        local.close()
+
+    with pg_server.new_database() as url:
+        team = open_store(tmp_path / "team", url, space=embedder.space_id)
+        try:
+            counts = import_store(team, tmp_path / "out")
+            assert counts == {"memories": 2, "links": 1, "confidence": 3, "needs_reembed": 0}
+            for name, table in expected.items():
+                columns = [c for c in table.column_names if c != "context"]
+                again = team.arrow_table(name, columns).sort_by("id")
+                assert again.equals(table.select(columns).sort_by("id")), name
+            figures = stats(team)
+            assert figures["memories"] == 2 and figures["links"] == 1
+            assert figures["confidence_points"] == 3 and figures["vector_index"] is True
+            export_store(team, tmp_path / "again", fmt)
+        finally:
+            team.close()
+    back = Lexmem.open(tmp_path / "back", embedder=embedder)
+    try:
+        import_store(back.store, tmp_path / "again")
+        for name, table in expected.items():
+            assert back.store.arrow_table(name).sort_by("id").equals(table.sort_by("id")), name
+    finally:
+        back.close()
+
+
+def test_a_role_that_cannot_rewrite_the_tables_fails_the_erasure_loudly(
+    tmp_path: Path, store: PostgresStore
+) -> None:
+    """VACUUM does not refuse a table a role does not own: it warns and skips it. The
+    erasure says so instead of passing with the text still in the files."""
+    vec = [float(x) for x in unit_vectors(1, seed=51)[0]]
+    m = Memory(content="numbatsecretword", embedding=vec)
+    store.store(m)
+    role = f"lexmem_clerk_{m.id[:8]}"
+    with psycopg.connect(store.url, autocommit=True) as admin:
+        admin.execute(sql.SQL("CREATE ROLE {} LOGIN").format(sql.Identifier(role)))
+        admin.execute(sql.SQL("GRANT USAGE ON SCHEMA lexmem TO {}").format(sql.Identifier(role)))
+        admin.execute(
+            sql.SQL("GRANT ALL ON ALL TABLES IN SCHEMA lexmem TO {}").format(sql.Identifier(role))
+        )
+    clerk = open_store(tmp_path / "clerk", psycopg.conninfo.make_conninfo(store.url, user=role))
+    try:
+        with pytest.raises(StoreError, match="did not rewrite a table") as err:
+            clerk.delete(m.id)
+        assert "\n" not in str(err.value)
+        assert clerk.get_optional(m.id) is None  # the rows went; their bytes wait for a rewrite
+        assert holding(database_files(store), b"numbatsecretword")
+    finally:
+        clerk.close()
+        with psycopg.connect(store.url, autocommit=True) as admin:
+            admin.execute(sql.SQL("DROP OWNED BY {}").format(sql.Identifier(role)))
+            admin.execute(sql.SQL("DROP ROLE {}").format(sql.Identifier(role)))
+
+
+def test_an_import_with_metadata_that_is_not_json_adds_nothing(store: PostgresStore) -> None:
+    items = memories(unit_vectors(2, seed=61))
+    table = as_arrow(items)
+    metadata = pa.array(['{"ok": 1}', "{not json"], type=pa.string())
+    table = table.set_column(table.schema.get_field_index("metadata"), "metadata", metadata)
+    with pytest.raises(InvalidInputError, match="not JSON"):
+        store.import_rows(table, no_links(), no_points())
+    assert store.count() == 0

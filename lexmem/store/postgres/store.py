@@ -40,6 +40,7 @@ HNSW index: about 1.6 s at 10,000 memories on a small machine.
 
 from __future__ import annotations
 
+import contextlib
 import json
 import logging
 import re
@@ -52,7 +53,13 @@ from typing import TYPE_CHECKING, Any, Self, TypeVar
 import psycopg
 
 from lexmem.config import Paths
-from lexmem.errors import ConfigError, InvalidInputError, NotFoundError, StoreError
+from lexmem.errors import (
+    ConfigError,
+    InvalidInputError,
+    LexmemError,
+    NotFoundError,
+    StoreError,
+)
 from lexmem.models import (
     ConfidencePoint,
     Memory,
@@ -63,7 +70,7 @@ from lexmem.models import (
     utcnow,
 )
 from lexmem.settings import StoreSettings
-from lexmem.store.postgres.db import Database, failure
+from lexmem.store.postgres.db import WRITE_LOCK_TIMEOUT, Database, failure
 from lexmem.store.postgres.migrations import migrate, read_meta
 from lexmem.store.postgres.schema import MEMORY_COLUMNS, TABLES
 from lexmem.store.protocol import DigestColumns, MemoryFilter, Neighbour
@@ -295,26 +302,33 @@ class PostgresStore:
         self.db.open()
         try:
             with self.db.connection() as conn:
-                conn.autocommit = True
                 try:
+                    conn.autocommit = True
                     migrate(conn, dim=self.dim, space=self.space_id)
                     meta = read_meta(conn)
                 except psycopg.Error as exc:
                     raise failure(exc, f"opening {self.db.where}", self.db.where) from exc
                 finally:
-                    conn.autocommit = False
-        except StoreError:
+                    with contextlib.suppress(psycopg.Error):
+                        conn.autocommit = False
+        except LexmemError:
             self.db.close()
             raise
+        self._take_meta(meta)
+        return self
+
+    def _take_meta(self, meta: Mapping[str, str]) -> None:
         self._stored_space = meta.get("embedding_space", self.space_id)
         self._stored_dim = int(meta.get("embedding_dim", self.dim))
-        return self
 
     def close(self) -> None:
         self.db.close()
 
     def refresh(self) -> None:
-        """Every read is a fresh statement: there is nothing to refresh."""
+        """Every read is a fresh statement; what is kept is the vector space the stored
+        vectors are in, which a re-embedding in another process changes."""
+        rows = self._rows("SELECT key, value FROM lexmem.meta", doing="reading lexmem.meta")
+        self._take_meta({str(r["key"]): str(r["value"]) for r in rows})
 
     def reading(self, read: Callable[[], _T]) -> _T:
         return read()
@@ -705,7 +719,12 @@ class PostgresStore:
                 values = [_aware(r.get(f)) for f in ROW_COLUMNS]
                 metadata = values[_METADATA_AT]
                 if metadata is not None:  # jsonb's binary dumper takes the object
-                    values[_METADATA_AT] = json.loads(str(metadata))
+                    try:
+                        values[_METADATA_AT] = json.loads(str(metadata))
+                    except ValueError as exc:
+                        raise InvalidInputError(
+                            f"memory {r.get('id')} has metadata that is not JSON ({exc})"
+                        ) from exc
                 values.append(r["vector"])
                 values.append(None)
                 copy.write_row(values)
@@ -916,11 +935,21 @@ class PostgresStore:
         ``VACUUM FULL`` and checkpoint, so no file of theirs keeps a deleted row's bytes
         (see this module's docstring for what stays). Under the write lock, outside any
         transaction: a caller inside one gets :class:`StoreError`."""
+        skipped: list[str] = []
+
+        def notice(diag: psycopg.errors.Diagnostic) -> None:
+            # A role that does not own a table is not refused: VACUUM warns and skips it.
+            if (diag.severity_nonlocalized or diag.severity) == "WARNING":
+                skipped.append(diag.message_primary or "a table was skipped")
+
         with self.db.writing(), self.db.connection() as conn:
             if conn.info.transaction_status != psycopg.pq.TransactionStatus.IDLE:
                 raise StoreError("erasing rewrites tables and cannot run inside a transaction")
-            conn.autocommit = True
+            conn.add_notice_handler(notice)
             try:
+                conn.autocommit = True
+                # A reader holding a table past this is StoreLockedError, not a wait forever.
+                conn.execute(f"SET lock_timeout = '{int(WRITE_LOCK_TIMEOUT * 1000)}ms'")
                 for table in tables:
                     conn.execute(f"VACUUM (FULL, ANALYZE) {table}")
                 row = conn.execute("SELECT rolsuper FROM pg_roles WHERE rolname = current_user")
@@ -935,7 +964,16 @@ class PostgresStore:
             except psycopg.Error as exc:
                 raise failure(exc, "erasing forgotten memories", self.db.where) from exc
             finally:
-                conn.autocommit = False
+                conn.remove_notice_handler(notice)
+                # A broken connection ends its session, and its settings with it.
+                with contextlib.suppress(psycopg.Error):
+                    conn.execute("SET lock_timeout = 0")
+                with contextlib.suppress(psycopg.Error):
+                    conn.autocommit = False
+        if skipped:
+            raise StoreError(
+                f"erasing forgotten memories: the server did not rewrite a table ({skipped[0]})"
+            )
 
     def store_link(self, link: MemoryLink) -> MemoryLink:
         if link.from_id == link.to_id:
