@@ -202,3 +202,24 @@ def test_a_filtered_search_ranks_alike_and_keeps_to_the_filter(cores: Cores) -> 
     assert first >= HYBRID_TOP1 and overlap >= HYBRID_OVERLAP, (first, overlap)
     hits = cores.postgres.searcher.search("chapters", flt, limit=50, record_access=False).hits
     assert hits and {h.memory.project for h in hits} == {"novel"}
+
+
+def test_scoring_only_the_heaviest_matches_keeps_the_keyword_top_ten(
+    cores: Cores, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The keyword leg scores exactly only the matches with the most weight of the
+    query's words when there are many; a pool far smaller than the corpus' matches
+    still gives the same top 10 (the corpus is small, so the pool is made small)."""
+    import lexmem.store.postgres.search as module
+
+    now = utcnow()
+    full = [top(cores.postgres, q, "bm25", None, now) for q in cores.questions]
+    monkeypatch.setattr(module, "_SCORED_MIN", 20)
+    monkeypatch.setattr(module, "_SCORED_PER_HIT", 1)  # 40 of a leg 40 deep
+    cut = [top(cores.postgres, q, "bm25", None, now) for q in cores.questions]
+    same_first = sum(a[:1] == b[:1] for a, b in zip(full, cut, strict=True)) / len(full)
+    overlap = sum(
+        len(set(a) & set(b)) / max(len(a), len(b), 1) for a, b in zip(full, cut, strict=True)
+    ) / len(full)
+    print(f"bm25 scored pool of 40: same top 1 {same_first:.3f}, top-10 overlap {overlap:.3f}")
+    assert same_first >= 0.95 and overlap >= 0.95, (same_first, overlap)

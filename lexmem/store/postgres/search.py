@@ -68,6 +68,10 @@ _PLAIN = ", ".join(f'm."{name}"' for name in ROW_COLUMNS)
 # (PostgreSQL's parser alone keeps "ivy-auth", "a/b.go" or "x_y" whole as well): as
 # search_text is made (schema step 4).
 _WORDS = "regexp_replace({}, '[[:punct:]]+', ' ', 'g')"
+# The keyword leg scores at most this many matching memories exactly, and at least
+# this many per hit asked for (see _bm25).
+_SCORED_MIN = 2000
+_SCORED_PER_HIT = 20
 # How far the number of memories may drift from the one the mean field lengths were
 # measured at before they are measured again (a pass over the table): BM25 barely moves.
 _LENGTHS_DRIFT = 0.02
@@ -245,15 +249,24 @@ class PostgresSearcher:
             tsquery = " | ".join(
                 f"{_tsquery_lexeme(x)}{'' if boost > 0 else ':A'}" for x in lexemes
             )
+            # Exact BM25 costs ~0.04 ms a matching row (its words are unnested): when a
+            # common word matches thousands, only those with the most weight of the
+            # query's words (the sum of their idf, BM25's bound) are scored. At most a
+            # near-tie at the edge of the pool changes; below the pool's size, nothing.
             cur.execute(
                 f"""
-                WITH q(lexeme, idf_a, idf_d) AS (
+                WITH q(lexeme, idf_a, idf_d, word) AS (
                     SELECT * FROM unnest(%(lex)s::text[], %(idf_a)s::float8[],
-                                         %(idf_d)s::float8[])
+                                         %(idf_d)s::float8[], %(words)s::tsquery[])
                 ),
                 m AS (
                     SELECT {_SELECT}, search_text, content_words, context_words FROM {_TABLE}
                     WHERE search_text @@ %(tsq)s::tsquery AND {where}
+                    ORDER BY (
+                        SELECT sum(greatest(q.idf_a, %(boost)s * q.idf_d)) FROM q
+                        WHERE search_text @@ q.word
+                    ) DESC, id COLLATE "C"
+                    LIMIT %(pool)s
                 )
                 SELECT {_PLAIN}, s.score AS _score
                 FROM m,
@@ -289,6 +302,8 @@ class PostgresSearcher:
                     "avg_d": max(avg_d, 1e-9),
                     "boost": max(boost, 0.0),
                     "depth": depth,
+                    "words": [_tsquery_lexeme(x) for x in lexemes],
+                    "pool": max(_SCORED_MIN, _SCORED_PER_HIT * depth),
                 },
             )
             names = [d.name for d in cur.description or ()]
