@@ -19,7 +19,7 @@ import pytest
 from lexmem.api import Lexmem
 from lexmem.embedder import Embedder
 
-BACKENDS = ("lance",)  # "postgres" joins once its backend is whole
+BACKENDS = ("lance", "postgres")
 
 
 def use_postgres(home: Path, url: str) -> None:

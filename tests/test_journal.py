@@ -120,11 +120,14 @@ def test_scrubbing_keeps_the_decision_and_takes_the_text(journal: JournalBackend
 
 
 def test_file_hashes_under_a_folder_creates_nothing_before_the_tables(
-    lm: Lexmem, journal: JournalBackend, tmp_path: Path
+    lm: Lexmem, journal: JournalBackend, tmp_path: Path, backend: str
 ) -> None:
     root = str(tmp_path / "notes")
+    tables = set(lm.store.list_tables())
+    if backend == "lance":  # a server's schema makes the journal's tables with the rest
+        assert "file_hashes" not in tables
     assert journal.file_hashes_under(root) == set()
-    assert "file_hashes" not in lm.store.list_tables()  # a reader made no table
+    assert set(lm.store.list_tables()) == tables  # a reader made no table
     journal.set_file_hash(f"{root}/a.md", "1" * 64)
     journal.set_file_hash(f"{root}/sub/b.md", "2" * 64)
     journal.set_file_hash(f"{root}-other/c.md", "3" * 64)

@@ -12,7 +12,7 @@ from typing import Any
 import pytest
 from click.testing import CliRunner
 from conftest import shared_model
-from store_backends import backend_classes, open_core
+from store_backends import backend_classes, only, open_core
 
 from lexmem.cli import cli
 from lexmem.embedder import Embedder
@@ -125,6 +125,7 @@ def test_lance_failures_become_typed_store_errors() -> None:
 def test_an_operation_raises_the_typed_error_with_lances_as_its_cause(
     data_home: Path, embedder: Embedder, backend: str, monkeypatch: pytest.MonkeyPatch
 ) -> None:
+    only(backend, "lance")  # LanceDB's error text; postgres: tests/test_pg_store.py
     with open_core(data_home, embedder, backend) as lm:
         table = type(lm.store.table())  # type: ignore[attr-defined]
 
@@ -142,6 +143,7 @@ def test_an_operation_raises_the_typed_error_with_lances_as_its_cause(
 def test_the_cli_says_a_damaged_store_in_one_line_by_type(
     data_home: Path, embedder: Embedder, backend: str
 ) -> None:
+    only(backend, "lance")  # a damaged LanceDB manifest; postgres: tests/test_pg_store.py
     with open_core(data_home, embedder, backend) as lm:
         lm.remember("The billing service uses PostgreSQL 16.")
         lm.remember("Deploys go out on Thursdays.")

@@ -63,7 +63,7 @@ def journal_for(store: MemoryBackend) -> JournalBackend:
     from lexmem.store.postgres.store import PostgresStore
 
     if isinstance(store, PostgresStore):
-        return PostgresJournal(store)  # type: ignore[return-value]
+        return PostgresJournal(store)
     raise ConfigError(f"no journal for a {type(store).__name__} store")
 
 

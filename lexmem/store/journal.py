@@ -23,15 +23,20 @@ from __future__ import annotations
 import contextlib
 import json
 import os
-import re
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, field
-from datetime import datetime
 from typing import TYPE_CHECKING, Any
 
 from lexmem.models import utcnow
 from lexmem.store.lance import MemoryStore, q, store_boundary
-from lexmem.store.protocol import JournalBackend
+from lexmem.store.protocol import (
+    AuditEntry,
+    JournalBackend,
+    Session,
+    SessionStatus,
+    holds_text,
+    text_words,
+    under,
+)
 
 if TYPE_CHECKING:
     import pyarrow as pa
@@ -60,66 +65,6 @@ PROCESSED, BUFFER, SESSIONS, AUDIT, FILE_HASHES, REVIEWS = (
 # what an erasure rewrites (MemoryStore.erase). ``processed`` and ``file_hashes`` hold
 # ids, paths and hashes only.
 ERASE_KEYS = {BUFFER: "event_id", SESSIONS: "id", AUDIT: "id", REVIEWS: "memory_id"}
-
-
-def under(path: str | None, root: str) -> bool:
-    """Whether ``path`` is the folder ``root`` or inside it (the opt-out purge's test)."""
-    if not path:
-        return False
-    root = root.rstrip("/\\") or root
-    return path == root or path.startswith(root + "/") or path.startswith(root + "\\")
-
-
-class SessionStatus:
-    ACTIVE = "active"
-    COMPLETED = "completed"
-    ABANDONED = "abandoned"
-
-
-@dataclass(slots=True)
-class Session:
-    id: str
-    agent: str
-    project: str | None
-    started_at: datetime
-    last_event_at: datetime
-    ended_at: datetime | None = None
-    status: str = SessionStatus.ACTIVE
-    memory_count: int = 0
-    event_count: int = 0
-
-    def to_dict(self) -> dict[str, Any]:
-        return {
-            "id": self.id, "agent": self.agent, "project": self.project,
-            "started_at": self.started_at.isoformat(), "last_event_at": self.last_event_at.isoformat(),
-            "ended_at": self.ended_at.isoformat() if self.ended_at else None, "status": self.status,
-            "memory_count": self.memory_count, "event_count": self.event_count,
-        }  # fmt: skip
-
-
-@dataclass(slots=True)
-class AuditEntry:
-    id: str
-    timestamp: datetime
-    session_id: str | None
-    candidate_id: str
-    decision: str  # saved, skipped, reinforced, quarantined, superseded
-    reason: str
-    confidence: float
-    rule: str
-    kind: str = ""
-    memory_id: str | None = None
-    title: str = ""
-    project: str | None = None
-    text: str | None = (
-        None  # kept only where it is safe to keep (never secrets or opted-out content)
-    )
-    metadata: dict[str, Any] = field(default_factory=dict)
-
-    def to_dict(self) -> dict[str, Any]:
-        out = {k: getattr(self, k) for k in self.__dataclass_fields__}
-        out["timestamp"] = self.timestamp.isoformat()
-        return out
 
 
 def _schemas() -> dict[str, pa.Schema]:
@@ -575,29 +520,19 @@ class Journal:
         }
 
 
-def _words(text: str | None) -> frozenset[str]:
-    return frozenset(w for w in re.findall(r"\w+", (text or "").casefold()) if len(w) > 2)
-
-
-# An audit entry holds a forgotten memory's text when it has this share of its words:
-# extraction rewords a little ("Decided: use X" becomes "Decision: use X").
-_HOLDS = 0.75
-
-
 def _related_entries(journal: Journal, related: Sequence[tuple[str | None, str]]) -> list[str]:
     """Audit entries of these sessions whose title or text holds most of the words of one
-    of the given texts (:data:`_HOLDS`)."""
+    of the given texts (:func:`~lexmem.store.protocol.holds_text`)."""
     by_session: dict[str, list[frozenset[str]]] = {}
     for session_id, text in related:
-        if session_id and _words(text):
-            by_session.setdefault(session_id, []).append(_words(text))
+        if session_id and text_words(text):
+            by_session.setdefault(session_id, []).append(text_words(text))
     if not by_session:
         return []
     where = "session_id IN (" + ", ".join(q(s) for s in sorted(by_session)) + ")"
     out = []
     for r in journal._rows(AUDIT, where):
-        mine = _words(r["title"]) | _words(r["text"])
-        if any(len(w & mine) >= _HOLDS * len(w) for w in by_session.get(r["session_id"], [])):
+        if any(holds_text(r["title"], r["text"], w) for w in by_session.get(r["session_id"], [])):
             out.append(str(r["id"]))
     return out
 

@@ -79,6 +79,7 @@ from lexmem.store.schema import (
     ERASE_KEYS,
     LINKS,
     ROW_COLUMNS,
+    SESSION_SOURCES,
     STORE_SCHEMA_VERSION,
     confidence_schema,
     links_schema,
@@ -110,12 +111,6 @@ METADATA_CACHE_BYTES = 16 << 20
 FLAT_RECHECK_S = 1.0
 _ID_PREFIX = re.compile(r"^[0-9a-fA-F-]{4,36}$")
 _T = TypeVar("_T")
-
-# Whose session is a conversation in order, so that neighbours are context: memories
-# captured from an agent session or a conversation. Memories remembered on purpose
-# share one bucket per client ("cli-explicit", "app"), where the one kept before is
-# no context of the next; notes, corrections and settings stand alone too.
-SESSION_SOURCES = frozenset({"hook_event", "agent_response", "conversation"})
 
 
 def _in_sessions(sessions: Iterable[str]) -> str:

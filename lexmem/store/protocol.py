@@ -26,17 +26,19 @@ Promises every backend keeps:
 - Forgetting erases: after :meth:`MemoryBackend.delete_many` (with ``erase``) and
   :meth:`JournalBackend.erase`, no file of the data folder holds a byte of the text.
 
-The value types the operations return (:class:`Neighbour`, :class:`DigestColumns`) are
-here too; the memory types are in :mod:`lexmem.models`, the journal's in
-:mod:`lexmem.store.journal`.
+The value types the operations return (:class:`Neighbour`, :class:`DigestColumns`, the
+journal's :class:`Session` and :class:`AuditEntry`) are here too, with the rules every
+journal applies the same way (:func:`under`, :func:`holds_text`); the memory types are in
+:mod:`lexmem.models`.
 """
 
 from __future__ import annotations
 
 import inspect
+import re
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from contextlib import AbstractContextManager
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from datetime import datetime
 from typing import TYPE_CHECKING, Any, Protocol, Self, TypeVar
 
@@ -47,17 +49,22 @@ if TYPE_CHECKING:
 
     from lexmem.config import Paths
     from lexmem.models import ConfidencePoint, Memory, MemoryLink
-    from lexmem.store.journal import AuditEntry, Session
     from lexmem.store.search import SearchResult
 
 __all__ = [
+    "AuditEntry",
     "DigestColumns",
     "JournalBackend",
     "MemoryBackend",
     "MemoryFilter",
     "Neighbour",
     "SearchBackend",
+    "Session",
+    "SessionStatus",
+    "holds_text",
     "members",
+    "text_words",
+    "under",
 ]
 
 _T = TypeVar("_T")
@@ -117,6 +124,84 @@ class DigestColumns:
 
     def __len__(self) -> int:
         return len(self.salience)
+
+
+def under(path: str | None, root: str) -> bool:
+    """Whether ``path`` is the folder ``root`` or inside it (the opt-out purge's test)."""
+    if not path:
+        return False
+    root = root.rstrip("/\\") or root
+    return path == root or path.startswith(root + "/") or path.startswith(root + "\\")
+
+
+def text_words(text: str | None) -> frozenset[str]:
+    """The words of ``text`` that :func:`holds_text` compares: case-folded, longer than two
+    characters."""
+    return frozenset(w for w in re.findall(r"\w+", (text or "").casefold()) if len(w) > 2)
+
+
+# An audit entry holds a forgotten memory's text when it has this share of its words:
+# extraction rewords a little ("Decided: use X" becomes "Decision: use X").
+HOLDS = 0.75
+
+
+def holds_text(title: str | None, text: str | None, words: frozenset[str]) -> bool:
+    """Whether an audit entry's ``title`` or ``text`` holds most of ``words`` (:data:`HOLDS`
+    of them): :meth:`JournalBackend.scrub_audit`'s "related" rule."""
+    mine = text_words(title) | text_words(text)
+    return len(words & mine) >= HOLDS * len(words)
+
+
+class SessionStatus:
+    ACTIVE = "active"
+    COMPLETED = "completed"
+    ABANDONED = "abandoned"
+
+
+@dataclass(slots=True)
+class Session:
+    id: str
+    agent: str
+    project: str | None
+    started_at: datetime
+    last_event_at: datetime
+    ended_at: datetime | None = None
+    status: str = SessionStatus.ACTIVE
+    memory_count: int = 0
+    event_count: int = 0
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "id": self.id, "agent": self.agent, "project": self.project,
+            "started_at": self.started_at.isoformat(), "last_event_at": self.last_event_at.isoformat(),
+            "ended_at": self.ended_at.isoformat() if self.ended_at else None, "status": self.status,
+            "memory_count": self.memory_count, "event_count": self.event_count,
+        }  # fmt: skip
+
+
+@dataclass(slots=True)
+class AuditEntry:
+    id: str
+    timestamp: datetime
+    session_id: str | None
+    candidate_id: str
+    decision: str  # saved, skipped, reinforced, quarantined, superseded
+    reason: str
+    confidence: float
+    rule: str
+    kind: str = ""
+    memory_id: str | None = None
+    title: str = ""
+    project: str | None = None
+    text: str | None = (
+        None  # kept only where it is safe to keep (never secrets or opted-out content)
+    )
+    metadata: dict[str, Any] = field(default_factory=dict)
+
+    def to_dict(self) -> dict[str, Any]:
+        out = {k: getattr(self, k) for k in self.__dataclass_fields__}
+        out["timestamp"] = self.timestamp.isoformat()
+        return out
 
 
 class MemoryBackend(Protocol):

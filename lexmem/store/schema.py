@@ -27,6 +27,7 @@ __all__ = [
     "ERASE_KEYS",
     "LINKS",
     "ROW_COLUMNS",
+    "SESSION_SOURCES",
     "STORE_SCHEMA_VERSION",
     "confidence_schema",
     "links_schema",
@@ -53,6 +54,13 @@ ROW_COLUMNS = (
     "char_offset", "source_hash", "fingerprint", "capture_mode", "confidence",
     "classification_method", "word_count", "metadata",
 )  # fmt: skip
+
+# Whose session is a conversation in order, so that neighbours are context: memories
+# captured from an agent session or a conversation. Memories remembered on purpose
+# share one bucket per client ("cli-explicit", "app"), where the one kept before is
+# no context of the next; notes, corrections and settings stand alone too. Every
+# backend's context and search's session read go by it.
+SESSION_SOURCES = frozenset({"hook_event", "agent_response", "conversation"})
 
 
 def memory_schema(dim: int) -> pa.Schema:

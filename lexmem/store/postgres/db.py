@@ -66,7 +66,9 @@ def failure(
     first = (str(exc).strip().splitlines() or [type(exc).__name__])[0]
     if isinstance(exc, pgerrors.LockNotAvailable | pgerrors.QueryCanceled):
         return StoreLockedError(where or "the database", waited)
-    if isinstance(exc, PoolTimeout | psycopg.OperationalError):
+    if isinstance(exc, PoolTimeout) or (
+        isinstance(exc, psycopg.OperationalError) and _unreachable(exc.sqlstate)
+    ):
         return StoreIOError(f"{doing}: the database server cannot be reached ({first})", path=where)
     if isinstance(
         exc,
@@ -78,6 +80,13 @@ def failure(
     if isinstance(exc, pgerrors.UndefinedTable | pgerrors.UndefinedColumn | pgerrors.DataCorrupted):
         return StoreDamagedError(f"{doing}: {first}", path=where)
     return StoreError(f"{doing}: {first}")
+
+
+def _unreachable(sqlstate: str | None) -> bool:
+    """Whether an operational failure is the server not there (no SQLSTATE: the
+    connection itself; class 08: connection exceptions; 57P: shut down or starting;
+    class 53: out of disk, memory or connections), not a statement's own."""
+    return sqlstate is None or sqlstate.startswith(("08", "57P", "53"))
 
 
 def _configure(conn: psycopg.Connection[Any]) -> None:
@@ -107,6 +116,9 @@ class Database:
         if self._opened:
             return
         try:
+            # One connection first: a server that is down says so at once, where the
+            # pool would retry it until its timeout.
+            psycopg.connect(self.url, connect_timeout=int(CONNECT_TIMEOUT)).close()
             self._pool.open(wait=True, timeout=CONNECT_TIMEOUT)
         except Exception as exc:
             self._pool.close()

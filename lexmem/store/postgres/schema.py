@@ -260,10 +260,32 @@ CREATE TABLE lexmem.reviews (
 );
 """
 
+# search_text split into words as LanceDB's full-text index splits them, at every
+# punctuation mark: PostgreSQL's parser keeps a hyphenated word whole beside its parts,
+# and a path, a host, a version or a snake_case name as one token, so "scheduler"
+# did not find "app/webhooks/scheduler.go" and "ivy-auth" counted three times. With the
+# same words, the keyword leg's BM25 ranks as the local store's does (measured in
+# tests/test_search_parity.py). [:punct:] rather than [^[:alnum:]]: under the C locale
+# PostgreSQL's classes know ASCII only, and a letter outside it must stay a letter.
+# A generated column's expression cannot change in place before PostgreSQL 17.
+_SEARCH_WORDS = """
+ALTER TABLE lexmem.memories DROP COLUMN search_text;
+
+ALTER TABLE lexmem.memories ADD COLUMN search_text tsvector GENERATED ALWAYS AS (
+    setweight(to_tsvector('english'::regconfig,
+        regexp_replace(content, '[[:punct:]]+', ' ', 'g')), 'A')
+    || setweight(to_tsvector('english'::regconfig,
+        regexp_replace(coalesce(context, ''), '[[:punct:]]+', ' ', 'g')), 'D')
+) STORED;
+
+CREATE INDEX ix_memories_search_text ON lexmem.memories USING gin (search_text);
+"""
+
 STEPS: tuple[Step, ...] = (
     Step(1, "the lexmem schema; memories, links and confidence history (seed 004)", _MEMORIES),
     Step(2, "full-text column and the text and vector indexes", _SEARCH),
     Step(3, "the capture journal", _JOURNAL),
+    Step(4, "full-text words split at punctuation, as the local index splits them", _SEARCH_WORDS),
 )
 
 # The newest schema this lexmem knows.
