@@ -47,9 +47,8 @@ def only(backend: str, name: str) -> None:
 def backend_classes(backend: str) -> tuple[type, type, type]:
     """The named backend's classes for the memories, the journal and search."""
     if backend == "postgres":
-        from lexmem.store.postgres.search import PostgresSearcher
-
         from lexmem.store.postgres.journal import PostgresJournal
+        from lexmem.store.postgres.search import PostgresSearcher
         from lexmem.store.postgres.store import PostgresStore
 
         return PostgresStore, PostgresJournal, PostgresSearcher

@@ -20,11 +20,18 @@ from typing import Any
 
 import psycopg
 import pytest
+from diskscan import assert_nowhere, find_markers
+from store_backends import use_postgres
 from test_store_protocol import mismatches
 
+from lexmem.api import Lexmem
+from lexmem.capture.inbox import Inbox, make_event
 from lexmem.config import Paths
+from lexmem.embedder import Embedder
 from lexmem.errors import InvalidInputError, StoreError, StoreLockedError
 from lexmem.models import Memory, MemorySource, utcnow
+from lexmem.service.ops import apply_op
+from lexmem.service.writer import CaptureService
 from lexmem.store.postgres.journal import PostgresJournal
 from lexmem.store.postgres.store import PostgresStore
 from lexmem.store.protocol import AuditEntry, JournalBackend, Session, SessionStatus
@@ -415,6 +422,25 @@ def test_erase_leaves_no_byte_of_deleted_or_scrubbed_text_in_the_files(
     assert journal.audit_entry("a1") is not None and journal.audit_entry("a2") is not None
 
 
+def test_erase_leaves_no_value_in_the_planners_statistics(
+    journal: PostgresJournal, store: PostgresStore
+) -> None:
+    now = utcnow()
+    gone, stays = "/w/Snickerdoodle-repository", "/w/Macaroon-repository"
+    journal.save_sessions([Session(f"s{i}", "claude", gone if i % 2 else stays, now, now)
+                           for i in range(40)])  # fmt: skip
+    with psycopg.connect(store.url) as conn:
+        conn.execute("ANALYZE lexmem.sessions")  # as autovacuum would: a common value
+        stats = conn.execute(
+            "SELECT most_common_vals::text FROM pg_stats WHERE schemaname = 'lexmem'"
+            " AND tablename = 'sessions' AND attname = 'project'"
+        ).fetchone()
+    assert stats is not None and gone in stats[0]
+    journal.purge_sessions(gone)
+    journal.erase()
+    assert _holding(store.url, gone, stays) == {stays}
+
+
 def test_release_erases_the_events_text(journal: PostgresJournal, store: PostgresStore) -> None:
     gone, stays = "Kumquat-released-text", "Rutabaga-waiting-text"
     events = [_event("e1", "s1", "1", text=gone), _event("e2", "s2", "1", text=stays)]
@@ -509,23 +535,103 @@ def test_erase_by_a_role_that_cannot_rewrite_the_tables_fails_loudly(
             admin.execute(f"DROP ROLE {role}")
 
 
+# -- through the capture service ---------------------------------------------------------
+
+
+@pytest.fixture
+def pg_service(data_home: Path, embedder: Embedder, pg_database: str) -> Iterator[CaptureService]:
+    """The capture service on a data folder whose memories are in a fresh database."""
+    use_postgres(data_home, pg_database)
+    lm = Lexmem.open(data_home, embedder=embedder, backend="postgres")
+    svc = CaptureService(lm)
+    svc.acquire()
+    yield svc
+    svc.release()
+    lm.close()
+
+
+def _say(service: CaptureService, sid: str, text: str, *, project: str | None = None) -> None:
+    """One short agent session in which the person says ``text``, drained."""
+    inbox = Inbox(service.lm.paths.inbox)
+    for event_type, body in (("prompt", text), ("response", "Noted."), ("session_end", "")):
+        inbox.write(make_event(event_type, body, session_id=sid, agent="claude",
+                               project=project, cwd=project))  # fmt: skip
+    service.drain()
+
+
+def _assert_gone(service: CaptureService, markers: list[str]) -> None:
+    """No file of the database, nor of the local data folder, holds any of ``markers``."""
+    url = service.lm.settings.store.url
+    folder, _ = _database_files(url)
+    assert_nowhere(folder, markers)
+    assert_nowhere(service.lm.paths.home, markers)
+
+
+def test_forget_through_the_service_erases_the_text_from_the_database(
+    pg_service: CaptureService,
+) -> None:
+    lm = pg_service.lm
+    pg_service.settings.mode = "full"
+    _say(pg_service, "s1", "We decided to use zqxmarker1a as the billing queue, not RabbitMQ.")
+    _say(pg_service, "s2", "We decided the zqxmarker2b cluster hosts staging.")
+    (captured,) = [m.id for m in lm.store.list_memories() if "zqxmarker1a" in m.content]
+    folder, _ = _database_files(lm.settings.store.url)
+    assert find_markers(folder, ["zqxmarker1a", "zqxmarker2b"])  # the scan sees them
+    apply_op(lm, "forget", {"ident": captured}, "op-1")
+    _assert_gone(pg_service, ["zqxmarker1a"])
+    assert find_markers(folder, ["zqxmarker2b"])  # the other memory is untouched
+    saved = [e for e in lm.audit_entries(decision="saved") if e.memory_id == captured]
+    assert saved and saved[0].title == "" and saved[0].text is None and saved[0].reason
+
+
+def test_purge_project_through_the_service_erases_the_repository_from_the_database(
+    pg_service: CaptureService,
+) -> None:
+    lm = pg_service.lm
+    pg_service.settings.mode = "full"
+    repo, other = "/work/secretrepo", "/work/shop"
+    _say(pg_service, "r1", "We decided zqxmarker8h signs every release of this repo.", project=repo)
+    lm.remember("The sub-package uses zqxmarker9i for its cache.", project=f"{repo}/pkg")
+    lm.remember("The shop uses zqxmarker0j for payments.", project=other)
+    # A session still open: its events wait in the buffer.
+    Inbox(lm.paths.inbox).write(make_event(
+        "prompt", "Also remember zqxmarker1k please", session_id="r2", agent="claude",
+        project=repo, cwd=repo,
+    ))  # fmt: skip
+    pg_service.drain()
+    assert lm.journal.counts()["buffer"] >= 1
+    changes = apply_op(lm, "purge_project", {"root": repo}, "op-purge")["changes"]
+    assert len(changes["deleted"]) == 2
+    # The audit keeps each entry's project (who saved or skipped what, and where), as
+    # the local journal does: the repository's texts go, not its name.
+    _assert_gone(pg_service, ["zqxmarker8h", "zqxmarker9i", "zqxmarker1k"])
+    assert lm.projects() == [other]
+    assert all(s.project != repo for s in lm.sessions())
+    assert lm.journal.buffered("r2") == []
+
+
 # -- two processes ----------------------------------------------------------------------
 
 _WRITER = textwrap.dedent(
     """
     import sys
+    import time
     from datetime import timedelta
     from pathlib import Path
 
     from lexmem.config import Paths
-    from lexmem.models import Memory, MemorySource, utcnow
+    from lexmem.models import utcnow
     from lexmem.store.postgres.journal import PostgresJournal
     from lexmem.store.postgres.store import PostgresStore
     from lexmem.store.protocol import AuditEntry, Session
 
-    url, tag, home, n = sys.argv[1], sys.argv[2], sys.argv[3], int(sys.argv[4])
+    url, tag, home, n, go = sys.argv[1], sys.argv[2], sys.argv[3], int(sys.argv[4]), sys.argv[5]
     store = PostgresStore(Paths(Path(home)), dim=3, space_id="test", url=url).open()
     journal = PostgresJournal(store)
+    print("ready", flush=True)
+    while not Path(go).exists():  # both start writing together
+        time.sleep(0.005)
+    began = time.time()
     for i in range(n):
         now = utcnow()
         mine = {"event_id": f"{tag}-{i}", "session_id": tag, "_seq": f"{i:04d}", "text": "x"}
@@ -538,8 +644,9 @@ _WRITER = textwrap.dedent(
         journal.set_file_hash(f"/notes/{tag}/{i}.md", "0" * 64)
         if i % 10 == 9:
             journal.release([f"{tag}-{i - 9}"])
+    ended = time.time()
     store.close()
-    print("done", tag)
+    print("done", began, ended)
     """
 )
 
@@ -548,10 +655,11 @@ def test_two_processes_writing_at_once_lose_nothing(
     journal: PostgresJournal, store: PostgresStore, tmp_path: Path
 ) -> None:
     n = 40
+    go = tmp_path / "go"
     env = {**os.environ, "PYTHONPATH": str(ROOT)}
     procs = [
         subprocess.Popen(
-            [sys.executable, "-c", _WRITER, store.url, tag, str(tmp_path / tag), str(n)],
+            [sys.executable, "-c", _WRITER, store.url, tag, str(tmp_path / tag), str(n), str(go)],
             env=env,
             stdout=subprocess.PIPE,
             stderr=subprocess.PIPE,
@@ -559,10 +667,19 @@ def test_two_processes_writing_at_once_lose_nothing(
         )
         for tag in ("p1", "p2")
     ]
+    try:
+        for p in procs:
+            assert p.stdout is not None and p.stdout.readline().strip() == "ready"
+    finally:
+        go.touch()  # a writer that did start never waits forever
     outs: list[Any] = [p.communicate(timeout=300) for p in procs]
+    spans = []
     for p, (out, err) in zip(procs, outs, strict=True):
         assert p.returncode == 0, err
-        assert out.startswith("done")
+        word, began, ended = out.split()
+        assert word == "done"
+        spans.append((float(began), float(ended)))
+    assert max(b for b, _ in spans) < min(e for _, e in spans)  # they wrote at the same time
     counts = journal.counts()
     released = n // 10
     assert counts == {"processed": 3 * n, "buffer": 3 * n - 2 * released, "sessions": 2,

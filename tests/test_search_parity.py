@@ -30,10 +30,9 @@ import keyring
 import pytest
 from conftest import MemoryKeyring
 from search_corpus import QUESTION, populate
-from store_backends import open_core
+from store_backends import open_core, use_postgres
 
 from lexmem.api import Lexmem
-from lexmem.config import Paths
 from lexmem.embedder import Embedder
 from lexmem.encoder import EncodingRequest
 from lexmem.models import MemoryContext, MemorySource, utcnow
@@ -71,7 +70,7 @@ LEG_OVERLAP = 0.95
 @dataclass
 class Cores:
     lance: Lexmem
-    postgres: Any  # PostgresSearcher
+    postgres: Lexmem  # on the team database
     questions: list[str]
     rows: int
 
@@ -105,31 +104,16 @@ def _questions() -> list[str]:
     return [QUESTION, *WRITTEN, *(q.text for q in corpus.queries(rows, GENERATED, QUESTIONS))]
 
 
-def copy_to_postgres(lm: Lexmem, url: str, home: Path, embedder: Embedder) -> Any:
-    """A team database holding ``lm``'s memories row for row (their derived context
-    too), and its searcher."""
-    from lexmem.store.postgres.schema import MEMORY_COLUMNS
-    from lexmem.store.postgres.search import PostgresSearcher
-    from lexmem.store.postgres.store import PostgresStore
-
-    table = lm.store.arrow_table("memories")
-    store = PostgresStore(Paths(home), dim=embedder.dim, space_id=embedder.space_id, url=url)
-    store.open()
-    fields = [c for c in table.column_names if c in MEMORY_COLUMNS]
-    names = ", ".join(MEMORY_COLUMNS[c] for c in fields)
-    cast = {"vector": "::vector", "metadata": "::jsonb"}
-    values = ", ".join(f"%s{cast.get(c, '')}" for c in fields)
-
-    def value(field: str, v: Any) -> Any:
-        return "[" + ",".join(repr(float(x)) for x in v) + "]" if field == "vector" else v
-
-    with store.db.write("loading the parity corpus") as cur:
-        cur.executemany(
-            f"INSERT INTO lexmem.memories ({names}) VALUES ({values})",
-            [[value(c, r[c]) for c in fields] for r in table.to_pylist()],
-        )
-        cur.execute("ANALYZE lexmem.memories")
-    return PostgresSearcher(store, embedder)
+@contextmanager
+def team_core(lm: Lexmem, url: str, home: Path, embedder: Embedder) -> Iterator[Lexmem]:
+    """A core on the team database at ``url`` holding ``lm``'s memories, every field as
+    it is, written through the postgres backend's own ``store_many`` (which derives
+    each conversation memory's context from its session, as the local store did)."""
+    use_postgres(home, url)
+    with open_core(home, embedder, "postgres") as team:
+        memories = [m for batch in lm.store.iter_all(with_embedding=True) for m in batch]
+        team.store.store_many(memories)
+        yield team
 
 
 @contextmanager
@@ -162,26 +146,22 @@ def cores(
             pg_server.new_database() as url:  # fmt: skip
         populate(lm)
         _generate(lm)
-        searcher = copy_to_postgres(lm, url, home / "team", embedder)
-        try:
-            yield Cores(lm, searcher, _questions(), lm.store.count())
-        finally:
-            searcher.close()
-            searcher.store.close()
+        with team_core(lm, url, home / "team", embedder) as team:
+            yield Cores(lm, team, _questions(), lm.store.count())
 
 
-def top(searcher: Any, query: str, mode: str, flt: MemoryFilter | None = None) -> list[str]:
-    now = utcnow()  # both rank at the same instant: recency is part of the score
-    res = searcher.search(query, flt, limit=10, mode=mode, record_access=False, now=now)
+def top(core: Lexmem, query: str, mode: str, flt: MemoryFilter | None, now: Any) -> list[str]:
+    res = core.searcher.search(query, flt, limit=10, mode=mode, record_access=False, now=now)
     return [h.memory.id for h in res.hits]
 
 
 def agreement(cores: Cores, mode: str, flt: MemoryFilter | None = None) -> tuple[float, float]:
     """The share of questions whose best hit is the same on both backends, and the mean
     share of the local top 10 that the team database's top 10 holds too."""
+    now = utcnow()  # both rank at the same instant: recency is part of the score
     same_first, overlaps = 0, []
     for q in cores.questions:
-        a, b = top(cores.lance.searcher, q, mode, flt), top(cores.postgres, q, mode, flt)
+        a, b = top(cores.lance, q, mode, flt, now), top(cores.postgres, q, mode, flt, now)
         same_first += a[:1] == b[:1]
         overlaps.append(len(set(a) & set(b)) / max(len(a), len(b)) if a or b else 1.0)
     first, overlap = same_first / len(cores.questions), sum(overlaps) / len(overlaps)
@@ -190,12 +170,16 @@ def agreement(cores: Cores, mode: str, flt: MemoryFilter | None = None) -> tuple
 
 
 def test_the_corpus_is_a_few_hundred_memories_in_both(cores: Cores) -> None:
+    from lexmem.store.postgres.search import PostgresSearcher
+
+    assert isinstance(cores.postgres.searcher, PostgresSearcher)
     assert cores.rows >= 340 and len(cores.questions) >= 70
-    assert cores.postgres.store.db  # the copy's database is open
-    with cores.postgres.store.db.tx() as cur:
-        cur.execute("SELECT count(*), count(context) FROM lexmem.memories")
-        count, with_context = cur.fetchone()
-    assert count == cores.rows and with_context > 100
+    assert cores.postgres.store.count() == cores.rows
+    with_context = cores.lance.store.arrow_table("memories", ["id", "context"]).to_pylist()
+    expected = {r["id"]: r["context"] for r in with_context}
+    team = cores.postgres.store.arrow_table("memories", ["id", "context"]).to_pylist()
+    assert {r["id"]: r["context"] for r in team} == expected
+    assert sum(1 for c in expected.values() if c) > 100
 
 
 def test_hybrid_search_ranks_alike_on_both_backends(cores: Cores) -> None:
@@ -213,5 +197,5 @@ def test_a_filtered_search_ranks_alike_and_keeps_to_the_filter(cores: Cores) -> 
     flt = MemoryFilter(project="novel")
     first, overlap = agreement(cores, "hybrid", flt)
     assert first >= HYBRID_TOP1 and overlap >= HYBRID_OVERLAP, (first, overlap)
-    hits = cores.postgres.search("chapters", flt, limit=50, record_access=False).hits
+    hits = cores.postgres.searcher.search("chapters", flt, limit=50, record_access=False).hits
     assert hits and {h.memory.project for h in hits} == {"novel"}

@@ -27,9 +27,11 @@ TOAST table built again, the old files emptied at commit). What stays:
   copied into the new file (PostgreSQL's rule); lexmem's own transactions are short;
 - the planner's column statistics (the catalog ``pg_statistic``), which ``ANALYZE`` (and
   autovacuum) take from a sample of rows, may have held a short value (a project's path,
-  a title) as a common value or a histogram bound: the rewrite analyses the tables again,
-  which replaces them, but the replaced catalog rows stay in the catalog's pages until
-  the server vacuums it (erase does not rewrite catalogs).
+  a title) as a common value or a histogram bound. The rewrite analyses the tables again,
+  which replaces them, and :meth:`PostgresJournal.erase` rewrites the catalog too when its
+  role owns the database (or is a superuser); for another role the replaced catalog rows
+  stay in its pages until the server vacuums it. :meth:`PostgresJournal.release`, run at
+  every window, leaves the catalog to the next erase.
 
 ``VACUUM FULL`` takes each table's exclusive lock for its rewrite: readers wait meanwhile.
 """
@@ -439,11 +441,13 @@ class PostgresJournal:
         """Rewrite the memories' tables and the journal's text-bearing ones
         (:data:`ERASED_TABLES`) so no deleted or overwritten row is left in their files
         (the module's docstring says what stays on the server)."""
-        self._rewrite(ERASED_TABLES, "erasing forgotten text")
+        self._rewrite(ERASED_TABLES, "erasing forgotten text", statistics=True)
 
-    def _rewrite(self, tables: Sequence[str], doing: str) -> None:
-        """``VACUUM FULL`` of ``tables`` under the write lock. VACUUM runs outside a
-        transaction: on this thread's writing connection, switched to autocommit for it."""
+    def _rewrite(self, tables: Sequence[str], doing: str, *, statistics: bool = False) -> None:
+        """``VACUUM FULL`` of ``tables`` under the write lock, analysed again; with
+        ``statistics``, the planner's statistics catalog rewritten too when the role may
+        (the database's owner or a superuser). VACUUM runs outside a transaction: on this
+        thread's writing connection, switched to autocommit for it."""
         skipped: list[str] = []
 
         def notice(diag: psycopg.errors.Diagnostic) -> None:
@@ -463,6 +467,11 @@ class PostgresJournal:
                         sql.SQL(", ").join(_t(t) for t in tables)
                     )
                 )
+                # ANALYZE replaced the statistics sampled from these tables (a title or a
+                # path among their common values); the replaced catalog rows stay in
+                # pg_statistic's pages until it is rewritten, which its owner may do.
+                if statistics and _owns_database(conn):
+                    conn.execute("VACUUM FULL pg_catalog.pg_statistic")
             except psycopg.Error as exc:
                 raise failure(exc, doing, self.db.where) from exc
             finally:
@@ -583,6 +592,16 @@ class PostgresJournal:
             row = cur.fetchone()
         assert row is not None  # a SELECT of counts returns one row
         return {name: int(n) for name, n in zip(_JOURNAL_TABLES, row, strict=True)}
+
+
+def _owns_database(conn: psycopg.Connection[Any]) -> bool:
+    """Whether the connection's role may vacuum the database's catalogs (it has its
+    owner's privileges; a superuser has every role's)."""
+    row = conn.execute(
+        "SELECT pg_has_role(current_user, datdba, 'USAGE') FROM pg_database"
+        " WHERE datname = current_database()"
+    ).fetchone()
+    return bool(row and row[0])
 
 
 def _session(r: Sequence[Any]) -> Session:

@@ -26,7 +26,7 @@ import time
 from collections.abc import Sequence
 from concurrent.futures import Future, ThreadPoolExecutor
 from datetime import UTC, datetime
-from typing import TYPE_CHECKING, Any, cast
+from typing import TYPE_CHECKING, Any
 
 from lexmem.models import utcnow
 from lexmem.settings import SearchSettings
@@ -42,7 +42,7 @@ from lexmem.store.fusion import (
     session_context,
 )
 from lexmem.store.postgres.schema import MEMORY_COLUMNS
-from lexmem.store.postgres.store import PostgresStore
+from lexmem.store.postgres.store import PostgresStore, filter_sql, vector_text
 from lexmem.store.protocol import MemoryFilter
 from lexmem.store.schema import ROW_COLUMNS, memory_from_row
 
@@ -50,32 +50,18 @@ if TYPE_CHECKING:
     import psycopg
 
     from lexmem.embedder import Embedder
-    from lexmem.store.protocol import MemoryBackend
 
-__all__ = ["BM25_B", "BM25_K1", "PostgresSearcher", "filter_sql"]
+__all__ = ["BM25_B", "BM25_K1", "PostgresSearcher"]
 
 # BM25's constants, LanceDB's (and Lucene's) defaults, so both keyword legs score alike.
 BM25_K1 = 1.2
 BM25_B = 0.75
-# pgvector refuses a larger hnsw.ef_search; a deeper leg is answered exactly.
-MAX_EF_SEARCH = 1000
 
 _TABLE = "lexmem.memories"
 # The memory row's fields under their lexmem names (what memory_from_row reads).
 _SELECT = ", ".join(f'{MEMORY_COLUMNS[name]} AS "{name}"' for name in ROW_COLUMNS)
 # The same fields of the keyword leg's matches (``m``).
 _PLAIN = ", ".join(f'm."{name}"' for name in ROW_COLUMNS)
-# The filter's fields and the columns that hold them.
-_FILTER_COLUMNS = {
-    "project": "project_id",
-    "type": "memory_type",
-    "status": "status",
-    "source": "source",
-    "pinned": "pinned",
-    "session_id": "session_id",
-    "user_id": "user_id",
-    "source_document": "source_document_id",
-}
 # The words of a text as LanceDB's tokenizer splits them, at every punctuation mark
 # (PostgreSQL's parser alone keeps "ivy-auth", "a/b.go" or "x_y" whole as well): as
 # search_text is made (schema step 4).
@@ -89,26 +75,13 @@ _LENGTHS = """
 """
 
 
-def filter_sql(flt: MemoryFilter) -> tuple[str, dict[str, Any]]:
-    """The SQL condition on ``lexmem.memories`` that admits what ``flt`` admits (``true``
-    for everything), and its parameters (named ``f_...``)."""
-    parts: list[str] = []
-    params: dict[str, Any] = {}
-    for name, column in _FILTER_COLUMNS.items():
-        value = getattr(flt, name)
-        if value is not None:
-            parts.append(f"{column} = %(f_{name})s")
-            params[f"f_{name}"] = value if isinstance(value, bool) else str(value)
-    if flt.exclude_projects:
-        parts.append("(project_id IS NULL OR NOT project_id = ANY(%(f_exclude)s))")
-        params["f_exclude"] = list(flt.exclude_projects)
-    if flt.created_after is not None:
-        parts.append("created_at >= %(f_after)s")
-        params["f_after"] = flt.created_after
-    if flt.created_before is not None:
-        parts.append("created_at < %(f_before)s")
-        params["f_before"] = flt.created_before
-    return (" AND ".join(parts) if parts else "true"), params
+def _named(flt: MemoryFilter) -> tuple[str, dict[str, Any]]:
+    """The store's condition for ``flt`` (:func:`~lexmem.store.postgres.store.filter_sql`)
+    with named parameters (``f0``, ``f1``, ...), so the legs' queries name theirs too."""
+    where, values = filter_sql(flt)
+    pieces = where.split("%s")
+    text = pieces[0] + "".join(f"%(f{n})s{piece}" for n, piece in enumerate(pieces[1:]))
+    return text, {f"f{n}": v for n, v in enumerate(values)}
 
 
 def _tsquery_lexeme(lexeme: str) -> str:
@@ -128,10 +101,6 @@ def _row(record: dict[str, Any]) -> dict[str, Any]:
     if meta is not None and not isinstance(meta, str):
         row["metadata"] = json.dumps(meta, sort_keys=True) if meta else None
     return row
-
-
-def _vector_text(vector: Any) -> str:
-    return "[" + ",".join(repr(float(x)) for x in vector) + "]"
 
 
 class PostgresSearcher:
@@ -162,7 +131,8 @@ class PostgresSearcher:
     ) -> SearchResult:
         """The best ``limit`` memories for ``query`` under ``flt`` (active ones by default)."""
         query = check_request(query, mode, limit)
-        where, params = filter_sql(flt or MemoryFilter())
+        flt = flt or MemoryFilter()
+        where, params = _named(flt)
         depth = leg_depth(mode, limit, self.fusion)
         timings: dict[str, float] = {}
         candidates: dict[str, Candidate] = {}
@@ -175,10 +145,11 @@ class PostgresSearcher:
             keyword = self._pool().submit(self._timed_bm25, query, where, params, depth)
         if mode in ("hybrid", "vector"):
             t0 = time.perf_counter()
-            vector = _vector_text(self.embedder.embed_one(query))
+            embedding = self.embedder.embed_one(query)
+            vector = vector_text(embedding)
             timings["embed"] = (time.perf_counter() - t0) * 1000
             t0 = time.perf_counter()
-            rows = self._nearest(vector, where, params, depth)
+            rows = self._nearest(embedding, flt, depth)
             for rank, row in enumerate(rows, start=1):
                 c = candidates.setdefault(row["id"], Candidate(row["id"], row))
                 c.vector_rank = rank
@@ -206,8 +177,7 @@ class PostgresSearcher:
         timings["fuse"] = (time.perf_counter() - t0) * 1000
         if record_access and hits:
             t0 = time.perf_counter()
-            memories = cast("MemoryBackend", self.store)
-            memories.record_access_many([h.memory.id for h in hits])
+            self.store.record_access_many([h.memory.id for h in hits])
             timings["record_access"] = (time.perf_counter() - t0) * 1000
         return SearchResult(query, mode, hits, timings)
 
@@ -359,33 +329,14 @@ class PostgresSearcher:
 
     # -- the vector leg ----------------------------------------------------------------
 
-    def _nearest(
-        self, vector: str, where: str, params: dict[str, Any], depth: int
-    ) -> list[dict[str, Any]]:
-        """The ``depth`` rows ``where`` admits nearest ``vector`` by cosine, nearest
-        first (ties by id), with ``_distance``."""
-        sql = f"""
-            SELECT {_SELECT}, embedding <=> %(v)s::vector AS _distance FROM {_TABLE}
-            WHERE {where} ORDER BY embedding <=> %(v)s::vector LIMIT %(depth)s
-        """  # the index serves ORDER BY the distance alone: ties are ordered below
-        args = {**params, "v": vector, "depth": depth}
-        with self.store.db.tx("searching the team database's vectors") as cur:
-            if depth <= MAX_EF_SEARCH:
-                cur.execute("SELECT set_config('hnsw.ef_search', %s, true)", (str(max(depth, 40)),))
-                records = self._records(cur, sql, args)
-                if len(records) >= depth:
-                    return records
-            # Short of the depth: the filter dropped rows after the index scan, or the
-            # table holds fewer (then this costs one more small query). Exact.
-            cur.execute("SELECT set_config('enable_indexscan', 'off', true)")
-            return self._records(cur, sql, args)
-
-    @staticmethod
-    def _records(cur: psycopg.Cursor[Any], sql: str, args: dict[str, Any]) -> list[dict[str, Any]]:
-        cur.execute(sql, args)
-        names = [d.name for d in cur.description or ()]
-        rows = [_row(dict(zip(names, r, strict=True))) for r in cur.fetchall()]
-        rows.sort(key=lambda r: (float(r["_distance"]), r["id"]))
+    def _nearest(self, embedding: Any, flt: MemoryFilter, depth: int) -> list[dict[str, Any]]:
+        """The ``depth`` rows ``flt`` admits nearest ``embedding`` by cosine, nearest first
+        (ties by id), with ``_distance``: the store's HNSW scan, exact when a filter
+        leaves it short (:meth:`PostgresStore.nearest_rows`)."""
+        rows = [_row(r) for r in self.store.nearest_rows(embedding, flt, depth, _SELECT)]
+        for r in rows:
+            r["_distance"] = r.pop("distance")
+        rows.sort(key=lambda r: (float(r["_distance"]), r["id"]))  # the index orders no ties
         return rows
 
     # -- session context ---------------------------------------------------------------
