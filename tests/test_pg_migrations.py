@@ -18,7 +18,14 @@ from pgfixture import PgServer
 from lexmem import __version__
 from lexmem.errors import InvalidInputError, SchemaTooNewError, StoreError, StoreLockedError
 from lexmem.store.postgres.migrations import LOCK_KEY, migrate, read_meta, schema_version
-from lexmem.store.postgres.schema import MEMORY_COLUMNS, SCHEMA_VERSION, STEPS, TABLES, Step
+from lexmem.store.postgres.schema import (
+    MEMORY_COLUMNS,
+    SCHEMA_VERSION,
+    STEPS,
+    TABLES,
+    TEAM_TABLES,
+    Step,
+)
 from lexmem.store.schema import ROW_COLUMNS
 
 DIM = 384
@@ -66,7 +73,7 @@ def test_an_empty_database_is_brought_to_the_newest_version(
     tables = {
         r[0] for r in conn.execute("SELECT tablename FROM pg_tables WHERE schemaname = 'lexmem'")
     }
-    assert tables == {*TABLES.values(), "meta", "schema_version"}
+    assert tables == {*TABLES.values(), *TEAM_TABLES, "meta", "schema_version"}
     assert pg_server.dump(pg_database, "--schema-only") == reference_schema
     assert conn.info.transaction_status == psycopg.pq.TransactionStatus.IDLE
     assert _lock_is_free(pg_database)
@@ -298,6 +305,9 @@ def test_the_schema_has_the_models_vectors_and_seed_004s_indexes(
         "fk_link_from": "c",
         "fk_link_to": "c",
         "memories_superseded_by_fkey": "n",
+        # Team sync: a team's projects and members go with it.
+        "fk_team_projects_team": "c",
+        "fk_team_members_team": "c",
     }
 
 
