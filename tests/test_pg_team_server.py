@@ -19,7 +19,7 @@ from psycopg import sql
 from psycopg.conninfo import make_conninfo
 
 from lexmem.errors import ConfigError, InvalidInputError
-from lexmem.models import Memory
+from lexmem.models import Memory, MemoryStatus
 from lexmem.store.postgres.migrations import migrate, schema_version
 from lexmem.store.postgres.schema import SCHEMA_VERSION, STEPS
 from lexmem.store.postgres.team import Change, Conflict, PullBatch, TeamServer
@@ -156,6 +156,29 @@ def test_a_link_to_a_memory_the_server_lacks_is_left_out(admin: TeamServer) -> N
     assert admin.push([_change(a, links=links)]).applied == (a.id,)
     (got,) = _everything(admin, "shop").changes
     assert got.links == ()
+
+
+def test_a_replacement_pointer_the_server_cannot_hold_is_dropped(admin: TeamServer) -> None:
+    """superseded_by is checked at commit: a pointer to a memory the server will not have
+    would fail the whole push, again at every retry."""
+    gone = _memory("The old build script", "shop")
+    admin.push([_change(gone)])
+    admin.push([Change(gone.id, 2, deleted=True, project="shop")])
+    new = _memory("The new build script", "shop")
+    old = _memory("make build", "shop", status=MemoryStatus.SUPERSEDED, superseded_by=new.id)
+    orphan = _memory("make it so", "shop", status=MemoryStatus.SUPERSEDED, superseded_by="nowhere")
+    late = _memory("make clean", "shop", status=MemoryStatus.SUPERSEDED, superseded_by=gone.id)
+
+    outcome = admin.push([_change(old), _change(new), _change(orphan), _change(late)])
+
+    assert set(outcome.applied) == {old.id, new.id, orphan.id, late.id}
+    rows = {c.memory_id: c.row for c in _everything(admin, "shop").changes if c.row}
+    assert rows[old.id]["superseded_by"] == new.id  # type: ignore[index]
+    assert rows[orphan.id]["superseded_by"] is None  # type: ignore[index]
+    assert rows[late.id]["superseded_by"] is None  # type: ignore[index]
+    # The same push again is a repeat: what was dropped does not make it a new change.
+    again = admin.push([_change(old), _change(new), _change(orphan), _change(late)])
+    assert again.conflicts == () and len(again.applied) == 4
 
 
 def test_concurrent_edits_are_decided_alike_in_either_order_and_the_loser_kept(
@@ -368,6 +391,8 @@ def test_each_user_sees_and_writes_only_their_teams_and_their_own(
     url = {who: _as_role(pg_database, who) for who in (alice, bob, carol)}
     server = {who: opened(url[who]) for who in (alice, bob, carol)}
     assert server[alice].role == alice
+    assert server[alice].writable_projects() == ["shop"]
+    assert server[bob].writable_projects() == ["farm"]
     with psycopg.connect(url[alice], autocommit=True) as c:
         row = c.execute("SELECT rolsuper, rolbypassrls FROM pg_roles WHERE rolname = current_user")
         assert row.fetchone() == (False, False)
@@ -518,13 +543,18 @@ def test_memories_written_at_each_earlier_version_are_there_for_team_sync(
     assert len({c.revision for c in batch.changes}) == 2
 
 
-def test_the_tables_owner_is_not_bound_by_row_level_security(pg_database: str) -> None:
-    """The single-user PostgreSQL backend connects as the tables' owner, not a superuser:
-    its inserts (which name none of team sync's columns) and reads go on as before."""
-    owner = f"owner_{uuid.uuid4().hex[:8]}"
+def test_a_managed_servers_owner_runs_the_team_and_is_not_bound_by_row_level_security(
+    pg_database: str, roles: Callable[[str], str], opened: Callable[[str], TeamServer]
+) -> None:
+    """What an administrator sets up once on a managed server: pgvector, and a role with
+    CREATEROLE (no superuser) that owns the database. lexmem, as that role, lays out the
+    schema and adds members. The single-user PostgreSQL backend also connects as the
+    tables' owner: its inserts (naming none of team sync's columns) and reads see every
+    row, as before team sync."""
+    owner, gina = roles("owner"), roles("gina")
     with psycopg.connect(pg_database, autocommit=True) as c:
         c.execute("CREATE EXTENSION vector")
-        c.execute(sql.SQL("CREATE ROLE {} LOGIN").format(sql.Identifier(owner)))
+        c.execute(sql.SQL("CREATE ROLE {} LOGIN CREATEROLE").format(sql.Identifier(owner)))
         c.execute(
             sql.SQL("ALTER DATABASE {} OWNER TO {}").format(
                 sql.Identifier(c.info.dbname), sql.Identifier(owner)
@@ -532,9 +562,13 @@ def test_the_tables_owner_is_not_bound_by_row_level_security(pg_database: str) -
         )
     url = _as_role(pg_database, owner)
     try:
-        with TeamServer(url, dim=DIM, space=SPACE) as server:
-            server.create_team("red")
-            server.share_project("red", "shop")
+        server = opened(url)
+        server.create_team("red")
+        server.share_project("red", "shop")
+        server.add_member("red", gina)
+        member = opened(_as_role(pg_database, gina))
+        member.push([_change(_memory("gina's team memory", "shop"))])
+        member.push([_change(_memory("gina's own", "gina-notes"))])
         with psycopg.connect(url, autocommit=True) as c:
             for ident, project in (("m1", "shop"), ("m2", None), ("m3", "elsewhere")):
                 c.execute(
@@ -542,17 +576,20 @@ def test_the_tables_owner_is_not_bound_by_row_level_security(pg_database: str) -
                     " project_id) VALUES (%s, 'semantic', 'x', %s::vector, 'u', %s)",
                     (ident, "[" + ",".join(map(str, _vector(4))) + "]", project),
                 )
-            c.execute("UPDATE lexmem.memories SET owner = 'someone else', content = 'y'")
-            assert c.execute("SELECT count(*) FROM lexmem.memories").fetchone() == (3,)
-            assert c.execute("SELECT DISTINCT owner FROM lexmem.memories").fetchall() == [(owner,)]
-            assert c.execute("DELETE FROM lexmem.memories").rowcount == 3
+            c.execute("UPDATE lexmem.memories SET owner = 'someone else' WHERE id LIKE 'm%'")
+            assert c.execute("SELECT count(*) FROM lexmem.memories").fetchone() == (5,)
+            owners = c.execute("SELECT owner, count(*) FROM lexmem.memories GROUP BY 1 ORDER BY 1")
+            assert owners.fetchall() == sorted([(owner, 3), (gina, 2)])
+        # Gina sees the owner's memory of the team's project, not its private ones.
+        assert _ids(_as_role(pg_database, gina)) == {"m1"} | {
+            c.memory_id for c in _everything(member, "shop", "gina-notes").changes
+        }
+        assert len(_ids(_as_role(pg_database, gina))) == 3
     finally:
         with psycopg.connect(pg_database, autocommit=True) as c:
             c.execute(
                 sql.SQL("ALTER DATABASE {} OWNER TO postgres").format(sql.Identifier(c.info.dbname))
             )
-            c.execute(sql.SQL("DROP OWNED BY {}").format(sql.Identifier(owner)))
-            c.execute(sql.SQL("DROP ROLE {}").format(sql.Identifier(owner)))
 
 
 def test_a_database_made_for_another_model_is_refused(pg_database: str) -> None:

@@ -592,6 +592,13 @@ class TeamServer:
             ).fetchone()
         return int(row[0]) if row and row[0] is not None else 0
 
+    def writable_projects(self) -> list[str]:
+        """The team projects this role may push to: those shared with a team it is in
+        (any other name is private to whoever writes it, unless another team shares it)."""
+        with self._tx("reading this role's team projects") as cur:
+            rows = cur.execute("SELECT p FROM unnest(lexmem.my_projects()) p ORDER BY p").fetchall()
+        return [str(r[0]) for r in rows]
+
     # -- change notices ---------------------------------------------------------------
 
     def _listen(self) -> psycopg.Connection[Any]:
