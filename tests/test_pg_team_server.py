@@ -359,10 +359,14 @@ def test_a_change_wakes_whoever_waits_for_one(
         admin.push([_change(_memory("Wake up", "shop"))])
         assert waiting.result(timeout=60) is True
 
-    # A push refused and rolled back notifies no one.
-    with pytest.raises(InvalidInputError):
-        admin.push([Change("x", 0, row=None)])
+    # A push the database refuses half-way is rolled back, and notifies no one.
+    # (Changes are applied in id order: the fine one is written before the failure.)
+    fine = _memory("This one is fine", "shop", ident="a-fine")
+    short = memory_to_row(_memory("This one's vector is short", "shop", ident="b-short"))
+    with pytest.raises(InvalidInputError, match="expected 384 dimensions"):
+        admin.push([_change(fine), Change(short["id"], 1, row={**short, "vector": [1.0, 2.0]})])
     assert listener.wait_for_change(0.2) is False
+    assert fine.id not in {c.memory_id for c in _everything(admin, "shop").changes}
 
 
 # -- row-level security -----------------------------------------------------------------

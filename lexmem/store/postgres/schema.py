@@ -14,6 +14,11 @@ id (:attr:`lexmem.embedder.Embedder.space_id`), both recorded in ``lexmem.meta``
 Adding to the schema is appending a step; a step that shipped is never edited, since
 databases out there are already past it.
 
+Steps 4 and 5 are team sync's (:mod:`lexmem.store.postgres.team`): versions, revisions,
+tombstones, kept losing versions, change notices, teams and row-level security. Their
+columns all have defaults, so a write that names none of them works as before, and the
+tables' owner is not bound by the policies (they are enabled, not forced: see step 5).
+
 Where lexmem departs from the seed's SQL, and why:
 
 - Ids, projects and documents are ``text``, not ``UUID``: lexmem's ids are UUIDs in
