@@ -48,6 +48,7 @@ import hashlib
 import json
 import logging
 import threading
+from array import array
 from collections.abc import Iterable, Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass
@@ -189,9 +190,10 @@ def _normalised(record: dict[str, Any], stamps: Iterable[str], what: str) -> dic
 def _digest(change: Change, row: dict[str, Any]) -> str:
     """What a change is, as one string: the same change pushed again (its timestamps as
     datetimes or as text, from the outbox) has the same digest."""
+    vector = row.get("vector")
     body = {
         "version": change.version,
-        "row": row,
+        "row": {k: v for k, v in row.items() if k != "vector"},
         "links": sorted(
             (_normalised(link, ("created_at",), "a link") for link in change.links),
             key=lambda link: str(link.get("id")),
@@ -205,7 +207,16 @@ def _digest(change: Change, row: dict[str, Any]) -> str:
         ),
     }
     text = json.dumps(_canonical(body), sort_keys=True, separators=(",", ":"))
-    return hashlib.sha256(text.encode()).hexdigest()
+    digest = hashlib.sha256(text.encode())
+    if vector is not None:
+        # The vector's exact bits, not its text: a float64 reads back from JSON as written.
+        try:
+            digest.update(array("d", (float(x) for x in vector)).tobytes())
+        except (TypeError, ValueError) as exc:
+            raise InvalidInputError(
+                f"the change of memory {change.memory_id!r}: the vector is not a list of numbers"
+            ) from exc
+    return digest.hexdigest()
 
 
 def _prepare(change: Change) -> _Prepared:
@@ -324,16 +335,18 @@ def _upsert_statement() -> sql.Composed:
 
 def _select_rows(where: LiteralString, *, lock: bool = False) -> sql.Composed:
     """Memory rows in memory_to_row's shape (the vector as text, metadata as jsonb) with
-    their sync columns."""
+    their sync columns; a locking read leaves the vector out (it is read only for a row
+    that loses, :meth:`_Push._write`)."""
     fields = [
         sql.SQL("{} AS {}").format(sql.Identifier(MEMORY_COLUMNS[f]), sql.Identifier(f))
         for f in ROW_COLUMNS
     ]
     return sql.SQL(
-        "SELECT {fields}, embedding::text AS vector, version, revision, owner, written_by, "
+        "SELECT {fields}, {vector} AS vector, version, revision, owner, written_by, "
         "change_digest FROM lexmem.memories m WHERE {where}{lock}"
     ).format(
         fields=sql.SQL(", ").join(fields),
+        vector=sql.SQL("NULL::text" if lock else "embedding::text"),
         where=sql.SQL(where),
         lock=sql.SQL(" FOR NO KEY UPDATE" if lock else ""),
     )
@@ -814,12 +827,22 @@ class _Push:
         self.conflicts: list[Conflict] = []
         # The last change written per memory: its links and confidence follow the rows.
         self.written: dict[str, _Prepared] = {}
+        self.tombs: dict[str, int] = {}
 
     def run(self, prepared: list[_Prepared]) -> PushOutcome:
         cur = self.cur
         _take_revision_lock(cur)
         self._check_projects(prepared)
         kept_pointers = self._pointers(prepared)
+        # The tombstones of the push's memories, read once: every writer of a tombstone
+        # holds the revision lock, so none comes meanwhile but this push's own.
+        self.tombs = {
+            str(r[0]): int(r[1])
+            for r in cur.execute(
+                "SELECT memory_id, version FROM lexmem.tombstones WHERE memory_id = ANY(%s)",
+                (sorted({p.change.memory_id for p in prepared}),),
+            ).fetchall()
+        }
         # One order of row locks for every push (ids sorted; a memory's changes in order).
         for item in sorted(prepared, key=lambda p: p.change.memory_id):
             try:
@@ -882,9 +905,7 @@ class _Push:
 
     def _delete(self, item: _Prepared) -> None:
         cur, change = self.cur, item.change
-        if cur.execute(
-            "SELECT 1 FROM lexmem.tombstones WHERE memory_id = %s FOR UPDATE", (change.memory_id,)
-        ).fetchone():
+        if change.memory_id in self.tombs:
             self.applied.append(change.memory_id)  # forgotten already: a repeat
             return
         row = cur.execute(
@@ -895,11 +916,13 @@ class _Push:
         # has another to delete, and a tombstone would take the id from its owner.
         if row is not None:
             cur.execute("DELETE FROM lexmem.memories WHERE id = %s", (change.memory_id,))
+            version = max(int(row[2]), change.version)
             cur.execute(
                 "INSERT INTO lexmem.tombstones (memory_id, project_id, owner, version)"
                 " VALUES (%s, %s, %s, %s) ON CONFLICT (memory_id) DO NOTHING",
-                (change.memory_id, row[0], row[1], max(int(row[2]), change.version)),
+                (change.memory_id, row[0], row[1], version),
             )
+            self.tombs[change.memory_id] = version
             cur.execute(
                 "DELETE FROM lexmem.memory_history WHERE memory_id = %s", (change.memory_id,)
             )
@@ -909,12 +932,10 @@ class _Push:
     def _write(self, item: _Prepared, kept_pointers: set[str]) -> None:
         cur, change = self.cur, item.change
         assert change.row is not None  # _prepare refused a row change without one
-        tomb = cur.execute(
-            "SELECT version FROM lexmem.tombstones WHERE memory_id = %s", (change.memory_id,)
-        ).fetchone()
+        tomb = self.tombs.get(change.memory_id)
         if tomb is not None:
             # Forgotten on the server: forgetting wins, and the pushed text is not kept.
-            self.conflicts.append(Conflict(change.memory_id, int(tomb[0]), change.version, False))
+            self.conflicts.append(Conflict(change.memory_id, tomb, change.version, False))
             return
         values = _row_values(item)
         if values["superseded_by"] is not None and values["superseded_by"] not in kept_pointers:
@@ -939,6 +960,11 @@ class _Push:
             if mine > theirs:
                 if int(server["version"]) >= change.version:
                     # The same version edited twice: the server's loses, and is kept.
+                    vector = cur.execute(
+                        "SELECT embedding::text FROM lexmem.memories WHERE id = %s",
+                        (change.memory_id,),
+                    ).fetchone()
+                    server["vector"] = vector[0] if vector else None
                     self._keep(
                         server,
                         server,
