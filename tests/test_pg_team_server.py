@@ -429,6 +429,16 @@ def test_each_user_sees_and_writes_only_their_teams_and_their_own(
     # Carol edits alice's team memory: a team's memories are the team's to edit.
     edit = a_team.replace(content="shop: prices in cents, VAT included", updated_at=T0)
     assert server[carol].push([_change(edit, 2)]).applied == (a_team.id,)
+    # A stale edit of it by alice loses; the team sees the kept version, bob does not.
+    stale = server[alice].push([_change(a_team.replace(content="shop: prices in euros"), 1)])
+    assert stale.conflicts == (Conflict(a_team.id, 2, 1, kept_mine=False),)
+    (kept,) = server[carol].history(a_team.id)
+    assert (kept["owner"], kept["written_by"]) == (alice, alice)
+    assert server[bob].history(a_team.id) == []
+    # Bob cannot take alice's memory's id into his own team's project either.
+    squat = a_team.replace(content="farm: mine", project="farm")
+    with pytest.raises(InvalidInputError, match=rf"{bob} may not write memory '{a_team.id}'"):
+        server[bob].push([_change(squat, 7)])
 
     # Writing into another team's project: refused whole, naming it; nothing written.
     intruder = _memory("bob was here", "shop")

@@ -940,6 +940,7 @@ class _Push:
         values = _row_values(item)
         if values["superseded_by"] is not None and values["superseded_by"] not in kept_pointers:
             values["superseded_by"] = None
+        blind = False
         for _ in range(_RETRIES):
             cur.row_factory = psycopg.rows.dict_row
             try:
@@ -950,6 +951,14 @@ class _Push:
                 if self._upsert(values, None):
                     self._won(item)
                     return
+                if blind:
+                    # The id is taken, twice over, by a row this role cannot see.
+                    raise InvalidInputError(
+                        f"{self.role} may not write memory {change.memory_id!r} (project "
+                        f"{item.project!r}): a memory of that id is in a project "
+                        f"{self.role} cannot see"
+                    )
+                blind = True
                 continue  # written meanwhile by another: decide against it
             if int(server["version"]) == change.version and server["change_digest"] == item.digest:
                 self.applied.append(change.memory_id)  # a repeat of what is there
