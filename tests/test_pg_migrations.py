@@ -440,3 +440,33 @@ def test_without_pgvector_and_without_superuser_step_1_says_why(
         assert "stays at version 0" in message
         assert schema_version(owner) == 0
     assert conn.execute("SELECT to_regnamespace('lexmem')").fetchone() == (None,)
+
+
+def test_row_level_security_is_enabled_not_forced_on_the_team_tables(
+    conn: psycopg.Connection[Any],
+) -> None:
+    """Members never own the tables, so enabled RLS binds them; the owner (the single-user
+    backend, the administrator) is not bound (docs/team.md, "Row-level security")."""
+    migrate(conn, dim=DIM, space=SPACE)
+
+    rows = conn.execute(
+        "SELECT relname, relforcerowsecurity FROM pg_class"
+        " WHERE relnamespace = 'lexmem'::regnamespace AND relrowsecurity ORDER BY relname"
+    ).fetchall()
+    assert rows == [
+        (name, False)
+        for name in sorted(
+            [
+                "memories", "memory_links", "memory_confidence_history", "tombstones",
+                "memory_history", "teams", "team_projects", "team_members",
+            ]
+        )
+    ]  # fmt: skip
+    # Team sync's columns have defaults: a write that names none of them still works.
+    conn.execute(
+        "INSERT INTO lexmem.memories (id, memory_type, content, embedding, user_id)"
+        " VALUES ('m1', 'semantic', 'x', %s::vector, 'alice')",
+        (_vector(1.0),),
+    )
+    row = conn.execute("SELECT version, revision > 0, owner FROM lexmem.memories").fetchone()
+    assert row == (1, True, "postgres")

@@ -473,9 +473,14 @@ def test_each_user_sees_and_writes_only_their_teams_and_their_own(
         row = c.execute("SELECT memory_id, owner, version FROM lexmem.tombstones")
         assert row.fetchall() == [(b_mine.id, bob, 2)]
 
-    # Opting out takes alice's own memories of the project, not carol's.
+    # Opting out takes alice's own memories of the project, not carol's, and the versions
+    # alice wrote that lost to carol's.
+    older = c_team.replace(content="shop: deploy by hand", updated_at=T0 - timedelta(hours=1))
+    assert server[alice].push([_change(older)]).conflicts[0].kept_mine is False
+    assert [h["written_by"] for h in server[carol].history(c_team.id)] == [alice]
     assert server[alice].forget_project("shop") == 1
     assert _ids(url[carol]) == {c_team.id}
+    assert server[carol].history(c_team.id) == []
     tombs = [c for c in _everything(server[carol], "shop").changes if c.deleted]
     assert [(c.memory_id, c.owner) for c in tombs] == [(a_team.id, alice)]
     assert _everything(server[bob], "shop").changes == ()
