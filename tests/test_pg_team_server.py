@@ -105,17 +105,18 @@ def opened() -> Iterator[Callable[[str], TeamServer]]:
 
 
 def test_a_repeated_push_changes_nothing(admin: TeamServer, pg_database: str) -> None:
-    m = _memory("Deploys happen on Fridays", "shop", updated_at=T0)
+    m = _memory("Deploys happen on Fridays", "shop", updated_at=T0, metadata={"k": [1, 2]})
     first = admin.push([_change(m)])
     assert first.applied == (m.id,) and first.conflicts == ()
     revision = admin.latest_revision(["shop"])
     assert revision > 0
 
     again = admin.push([_change(m)])
-    # The same change read back from an outbox file: timestamps as text.
+    # The same change read back from an outbox file: timestamps as text, metadata parsed.
     row = {
         k: (v.isoformat() if isinstance(v, datetime) else v) for k, v in memory_to_row(m).items()
     }
+    row["metadata"] = {"k": [1, 2]}
     from_disk = admin.push([Change(m.id, 1, row=row, project="shop")])
 
     assert again.applied == from_disk.applied == (m.id,)

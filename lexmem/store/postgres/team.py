@@ -247,6 +247,12 @@ def _prepare(change: Change) -> _Prepared:
     project = change.project if change.project is not None else change.row.get("project")
     row = _normalised(change.row, _TIMESTAMPS, what)
     row["project"] = project
+    if isinstance(row["metadata"], str):
+        # memory_to_row's JSON text or the dict it holds: the same change either way.
+        try:
+            row["metadata"] = json.loads(row["metadata"])
+        except ValueError as exc:
+            raise InvalidInputError(f"{what}: its metadata is not JSON") from exc
     digest = _digest(change, row)
     when = row.get("updated_at") or row["created_at"]
     if when is None:
