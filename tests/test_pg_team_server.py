@@ -621,3 +621,27 @@ def test_a_database_made_for_another_model_is_refused(pg_database: str) -> None:
         TeamServer(pg_database, dim=768).open()
     with pytest.raises(ConfigError, match="this lexmem's model is 'another'"):
         TeamServer(pg_database, dim=DIM, space="another").open()
+
+
+def test_a_database_laid_out_without_a_model_takes_the_first_models(
+    pg_database: str, roles: Callable[[str], str]
+) -> None:
+    """An administrator's lexmem opens it first without naming a model: a member, who may
+    not write it, opens it all the same; the first that may records it, and another model
+    is refused after that."""
+    hugo = roles("hugo")
+    with TeamServer(pg_database) as admin:
+        admin.create_team("red")
+        admin.add_member("red", hugo)
+    with TeamServer(_as_role(pg_database, hugo), dim=DIM, space=SPACE):
+        pass
+    with psycopg.connect(pg_database, autocommit=True) as c:
+        row = c.execute("SELECT value FROM lexmem.meta WHERE key = 'embedding_space'")
+        assert row.fetchone() == ("",)
+    with TeamServer(pg_database, dim=DIM, space=SPACE):
+        pass
+    with psycopg.connect(pg_database, autocommit=True) as c:
+        row = c.execute("SELECT value FROM lexmem.meta WHERE key = 'embedding_space'")
+        assert row.fetchone() == (SPACE,)
+    with pytest.raises(ConfigError, match="this lexmem's model is 'another'"):
+        TeamServer(pg_database, dim=DIM, space="another").open()

@@ -423,6 +423,15 @@ class TeamServer:
                 try:
                     migrate(conn, dim=self.dim, space=self.space)
                     meta = read_meta(conn)
+                    if self.space and not meta.get("embedding_space") and _may_update_meta(conn):
+                        # Laid out without a model named (an administrator's lexmem, say):
+                        # the first model to come that may write it names it.
+                        conn.execute(
+                            "UPDATE lexmem.meta SET value = %s"
+                            " WHERE key = 'embedding_space' AND value = ''",
+                            (self.space,),
+                        )
+                        meta = read_meta(conn)
                     row = conn.execute("SELECT current_user").fetchone()
                 finally:
                     conn.autocommit = False
@@ -447,7 +456,7 @@ class TeamServer:
                 f"{self.dim}"
             )
         space = meta.get("embedding_space")
-        if self.space and space is not None and space != self.space:
+        if self.space and space and space != self.space:
             raise ConfigError(
                 f"{self._where} holds vectors of the model {space!r}; this lexmem's model is "
                 f"{self.space!r}"
@@ -800,6 +809,11 @@ class TeamServer:
                 (team, role),
             )
         log.info("[MEM:TEAM] %s: %s joined the team %s", self._where, role, team)
+
+
+def _may_update_meta(conn: psycopg.Connection[Any]) -> bool:
+    row = conn.execute("SELECT has_table_privilege('lexmem.meta', 'UPDATE')").fetchone()
+    return bool(row and row[0])
 
 
 def _check_name(name: str, what: str) -> None:
