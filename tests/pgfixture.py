@@ -31,7 +31,7 @@ from typing import Any
 
 import pytest
 
-__all__ = ["PgServer", "pg_database", "pg_server"]
+__all__ = ["PgServer", "pg_available", "pg_database", "pg_server"]
 
 
 @dataclass(frozen=True)
@@ -79,6 +79,17 @@ def _missing(why: str) -> None:
     if os.environ.get("CI", "").lower() in ("true", "1"):
         pytest.fail(f"CI=true but no PostgreSQL for the tests: {why}")
     pytest.skip(f"no PostgreSQL for the tests: {why}")
+
+
+def pg_available() -> None:
+    """Skip the running test without pgserver and psycopg (fail it under CI)."""
+    try:
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            import pgserver  # noqa: F401
+            import psycopg  # noqa: F401
+    except ImportError as exc:
+        _missing(f"{exc.name} is not installed (pip install -e '.[team]')")
 
 
 @pytest.fixture(scope="session")

@@ -45,12 +45,13 @@ import json
 import logging
 import re
 import struct
-from collections.abc import Callable, Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from contextlib import AbstractContextManager
 from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Any, Self, TypeVar
 
 import psycopg
+from psycopg.types.json import Jsonb
 
 from lexmem.config import Paths
 from lexmem.errors import (
@@ -193,6 +194,65 @@ def _binary_types(cur: psycopg.Cursor[Any]) -> list[int]:
     types = [oids[c] for c in columns]
     conn._lexmem_copy = (types, VectorDumper)  # type: ignore[attr-defined]
     return types
+
+
+def _memory_values(r: Mapping[str, Any]) -> list[Any]:
+    """A memory row's values in :data:`_WRITE_FIELDS`' order (its context None)."""
+    values = [_aware(r.get(f)) for f in ROW_COLUMNS]
+    metadata = values[_METADATA_AT]
+    if metadata is not None:  # jsonb's dumpers take the object
+        try:
+            values[_METADATA_AT] = json.loads(str(metadata))
+        except ValueError as exc:
+            raise InvalidInputError(
+                f"memory {r.get('id')} has metadata that is not JSON ({exc})"
+            ) from exc
+    values.append(r["vector"])
+    values.append(None)
+    return values
+
+
+def _copy_refused(cur: psycopg.Cursor[Any]) -> bool:
+    """Whether row-level security applies to this connection's role on the memories
+    (a team member's, not the tables' owner): PostgreSQL refuses COPY FROM then, and rows
+    go in by INSERT."""
+    conn = cur.connection
+    known: bool | None = getattr(conn, "_lexmem_rls", None)
+    if known is None:
+        cur.execute("SELECT row_security_active('lexmem.memories'::regclass)")
+        row = cur.fetchone()
+        known = bool(row and row[0])
+        conn._lexmem_rls = known  # type: ignore[attr-defined]
+    return known
+
+
+def _insert_rows(
+    cur: psycopg.Cursor[Any], table: str, columns: Sequence[str], rows: Iterable[Sequence[Any]]
+) -> None:
+    """Rows in by INSERT, where COPY is refused (:func:`_copy_refused`)."""
+    marks = ", ".join("%s::vector" if c == "embedding" else "%s" for c in columns)
+    values = (
+        [
+            vector_text(v) if c == "embedding" and v is not None
+            else Jsonb(v) if c == "metadata" and v is not None
+            else v
+            for c, v in zip(columns, row, strict=True)
+        ]
+        for row in rows
+    )  # fmt: skip
+    cur.executemany(f"INSERT INTO {table} ({', '.join(columns)}) VALUES ({marks})", values)
+
+
+def _text_rows(
+    cur: psycopg.Cursor[Any], table: str, columns: Sequence[str], rows: Iterable[Sequence[Any]]
+) -> None:
+    """Rows in by text COPY, or by INSERT where COPY is refused."""
+    if _copy_refused(cur):
+        _insert_rows(cur, table, columns, rows)
+        return
+    with cur.copy(f"COPY {table} ({', '.join(columns)}) FROM STDIN") as copy:
+        for row in rows:
+            copy.write_row(row)
 
 
 def _aware(value: Any) -> Any:
@@ -669,12 +729,12 @@ class PostgresStore:
                 raise InvalidInputError(f"a memory with id {taken[0]} already exists")
             rebuild = self._without_vector_index(cur, len(rows))
             self._copy_memories(cur, rows)
-            with cur.copy(
-                "COPY lexmem.memory_confidence_history (id, memory_id, confidence, recorded_at) "
-                "FROM STDIN"
-            ) as copy:
-                for m in memories:
-                    copy.write_row((new_id(), m.id, float(m.confidence), now))
+            _text_rows(
+                cur,
+                "lexmem.memory_confidence_history",
+                ("id", "memory_id", "confidence", "recorded_at"),
+                ((new_id(), m.id, float(m.confidence), now) for m in memories),
+            )
             self._sync_context(cur, sessions)
             if rebuild:
                 self._rebuild_vector_index(cur)
@@ -710,24 +770,21 @@ class PostgresStore:
         """COPY memory rows (memory_to_row's, or an export's) in, in PostgreSQL's binary
         format (a vector as its float32s, no decimal text: bench/pg_store.py); their
         context is None until :meth:`_sync_context` (an export leaves it out)."""
+        if _copy_refused(cur):
+            _insert_rows(
+                cur,
+                "lexmem.memories",
+                [MEMORY_COLUMNS[f] for f in _WRITE_FIELDS],
+                (_memory_values(r) for r in rows),
+            )
+            return
         types = _binary_types(cur)
         with cur.copy(
             f"COPY lexmem.memories ({_WRITE_COLUMNS}) FROM STDIN (FORMAT BINARY)"
         ) as copy:
             copy.set_types(types)
             for r in rows:
-                values = [_aware(r.get(f)) for f in ROW_COLUMNS]
-                metadata = values[_METADATA_AT]
-                if metadata is not None:  # jsonb's binary dumper takes the object
-                    try:
-                        values[_METADATA_AT] = json.loads(str(metadata))
-                    except ValueError as exc:
-                        raise InvalidInputError(
-                            f"memory {r.get('id')} has metadata that is not JSON ({exc})"
-                        ) from exc
-                values.append(r["vector"])
-                values.append(None)
-                copy.write_row(values)
+                copy.write_row(_memory_values(r))
 
     def _replace(self, memory: Memory) -> Memory:
         """Overwrite a stored memory's fields (its context stays; its neighbours' follows
@@ -1084,27 +1141,29 @@ class PostgresStore:
                     if progress:
                         progress(min(start + batch, total), total)
             if links.num_rows:
-                with cur.copy(
-                    "COPY lexmem.memory_links (id, from_memory_id, to_memory_id, link_type, "
-                    "strength, created_at) FROM STDIN"
-                ) as copy:
-                    for r in links.cast(links_schema()).to_pylist():
-                        copy.write_row(
-                            (r["id"], r["from_id"], r["to_id"], r["link_type"],
-                             0.5 if r["strength"] is None else r["strength"],
-                             r["created_at"] or utcnow())
-                        )  # fmt: skip
+                _text_rows(
+                    cur,
+                    "lexmem.memory_links",
+                    ("id", "from_memory_id", "to_memory_id", "link_type", "strength", "created_at"),
+                    (
+                        (r["id"], r["from_id"], r["to_id"], r["link_type"],
+                         0.5 if r["strength"] is None else r["strength"],
+                         r["created_at"] or utcnow())
+                        for r in links.cast(links_schema()).to_pylist()
+                    ),
+                )  # fmt: skip
             if confidence.num_rows:
-                with cur.copy(
-                    "COPY lexmem.memory_confidence_history (id, memory_id, confidence, "
-                    "recorded_at) FROM STDIN"
-                ) as copy:
-                    for r in confidence.cast(confidence_schema()).to_pylist():
-                        copy.write_row(
-                            (r["id"], r["memory_id"],
-                             1.0 if r["confidence"] is None else r["confidence"],
-                             r["recorded_at"] or utcnow())
-                        )  # fmt: skip
+                _text_rows(
+                    cur,
+                    "lexmem.memory_confidence_history",
+                    ("id", "memory_id", "confidence", "recorded_at"),
+                    (
+                        (r["id"], r["memory_id"],
+                         1.0 if r["confidence"] is None else r["confidence"],
+                         r["recorded_at"] or utcnow())
+                        for r in confidence.cast(confidence_schema()).to_pylist()
+                    ),
+                )  # fmt: skip
             self._sync_context(cur, sorted(sessions))
             if rebuild:
                 self._rebuild_vector_index(cur)
