@@ -755,10 +755,11 @@ class CaptureService(CapturePipeline):
             listener.notified.clear()
         try:
             report = self.team.sync_once()
-        except Exception as exc:  # noqa: BLE001 - recorded for `lexmem team status`
+        except Exception as exc:  # recorded for `lexmem team status`, retried
             message = str(exc) if isinstance(exc, LexmemError) else _first_line(exc)
             if message != self._team_said:
-                log.warning("[MEM:TEAM] Sync failed (retried): %s", message)
+                log.warning("[MEM:TEAM] Sync failed (retried): %s", message,
+                            exc_info=None if isinstance(exc, LexmemError) else exc)  # fmt: skip
                 self._team_said = message
             return
         if self._team_said:
