@@ -5,7 +5,7 @@ memories are searched offline.
 
 Each client is a data folder of its own with the real writer (``CaptureService``), the
 real LanceDB store and the real model; the server is the tests' PostgreSQL with pgvector
-(``pg_database``), the clients connecting as its owner.
+(``pg_database``), each client connecting as a member role of its own.
 """
 
 from __future__ import annotations
@@ -26,7 +26,7 @@ import pytest
 from conftest import shared_model
 from test_service import Agent
 
-from lexmem.api import InboxWriter, Lexmem, remember_through_inbox
+from lexmem.api import Lexmem, remember_through_inbox
 from lexmem.config import Paths
 from lexmem.embedder import Embedder
 from lexmem.errors import LexmemError
@@ -54,6 +54,8 @@ def team_url(pg_database: str, embedder: Embedder) -> str:
     try:
         server.create_team("devs")
         server.share_project("devs", TEAM)
+        for person in ("ann", "bob"):  # a plain LOGIN role each, row-level security in force
+            server.add_member("devs", person)
     finally:
         server.close()
     return pg_database
@@ -86,8 +88,9 @@ class Client:
     def sync(self) -> dict[str, Any]:
         return self.service.maintenance("team_sync", {})
 
-    def writer(self) -> InboxWriter:
-        return InboxWriter(self.lm, notify=self.service.wake)
+    def writer(self) -> Lexmem:
+        """What writes: the core itself, in the writer's process (the loop is not running)."""
+        return self.lm
 
     def find(self, query: str) -> list[str]:
         self.lm.refresh()
@@ -102,7 +105,7 @@ def make_client(root: Path, name: str, url: str, embedder: Embedder) -> Client:
     home, repo = root / f"{name}-data", root / f"{name}-work" / "shop"
     (repo / ".git").mkdir(parents=True)
     lm = Lexmem.open(home, embedder=embedder)
-    lm.team_join(url, project=str(repo), team_name=TEAM)
+    lm.team_join(url, project=str(repo), team_name=TEAM, user=name)
     lm.close()
     lm = Lexmem.open(home, embedder=embedder)  # as a new process would: [team] read at open
     service = CaptureService(lm)
@@ -169,10 +172,11 @@ def test_a_memory_remembered_on_one_client_is_searchable_on_the_other(
 
 
 def test_a_captured_session_on_one_client_is_searchable_on_the_other(
-    clients: tuple[Client, Client],
+    clients: tuple[Client, Client], monkeypatch: pytest.MonkeyPatch
 ) -> None:
     a, b = clients
     b.start()
+    monkeypatch.setenv("LEXMEM_HOME", str(a.home))  # the hook writes to ann's inbox
     agent = Agent(a.repo)
     agent.prompt("The login test is failing, can you fix it? "
                  "Let's go with JWT access tokens instead of sessions.")  # fmt: skip

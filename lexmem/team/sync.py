@@ -32,7 +32,7 @@ from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Any
 
-from lexmem.errors import InvalidInputError, LexmemError
+from lexmem.errors import InvalidInputError, LexmemError, StoreIOError
 from lexmem.keystore import SecretStoreError, get_secret
 from lexmem.models import MemoryLink, MemoryStatus, MemoryType
 from lexmem.store.schema import memory_from_row
@@ -230,10 +230,15 @@ class TeamSync:
         refusal) after recording it for the status."""
         report = SyncReport()
         try:
-            server = self.server()
-            self.share_joined()
-            self.push(server, report)
-            self.pull(server, report)
+            try:
+                self._sync(report)
+            except StoreIOError:
+                if self._server is None:
+                    raise
+                # The connections kept from the last sync may be dead (the server
+                # restarted, an administrator ended them): once more on fresh ones.
+                self.close()
+                self._sync(report)
         except Exception as exc:
             self.close()
             self.failures += 1
@@ -249,6 +254,12 @@ class TeamSync:
         if report.conflicts:
             self.state.add_conflicts(report.conflicts)
         return report
+
+    def _sync(self, report: SyncReport) -> None:
+        server = self.server()
+        self.share_joined()
+        self.push(server, report)
+        self.pull(server, report)
 
     def share_joined(self) -> None:
         """A project joined since the last sync: queue every memory it had here (once)."""
