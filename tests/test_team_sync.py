@@ -403,3 +403,68 @@ def test_a_client_killed_mid_push_loses_and_duplicates_nothing(
     finally:
         close(a)
         close(b)
+
+
+# -- the command line against the server ------------------------------------------------------
+
+
+def test_the_team_commands_join_report_sync_and_leave_in_one_line_each(
+    tmp_path: Path, team_url: str, embedder: Embedder, data_home: Path, memory_keyring: Any
+) -> None:
+    import json
+
+    from click.testing import CliRunner
+
+    from lexmem.cli import cli
+
+    repo = tmp_path / "work" / "shop"
+    (repo / ".git").mkdir(parents=True)
+
+    def run(*args: str, stdin: str | None = None) -> tuple[int, str]:
+        with shared_model(embedder):
+            result = CliRunner().invoke(cli, list(args), input=stdin)
+        return result.exit_code, result.output
+
+    # The server down (nothing listens on that socket): one line, nothing kept.
+    code, out = run("team", "join", "postgresql:///nothere?host=/tmp/lexmem-no-server",
+                    "--project", str(repo))  # fmt: skip
+    assert code != 0 and out.count("\n") == 1 and out.startswith("lexmem: error:")
+    assert not load_team(data_home).url
+
+    # Not a member of a team that shares the project.
+    code, out = run("team", "join", team_url, "--project", str(repo), "--as", "blog",
+                    "--user", "ann")  # fmt: skip
+    assert code == 2 and out.count("\n") == 1 and "not a member" in out
+
+    code, out = run("team", "join", team_url, "--project", str(repo), "--user", "ann",
+                    "--password-stdin", stdin="s3cret-pass\n")  # fmt: skip
+    assert code == 0, out
+    assert "'shop'" in out and "s3cret" not in out
+    team = load_team(data_home)
+    assert team.projects == {str(repo): "shop"} and team.user == "ann"
+    assert "s3cret" not in Paths(data_home).settings.read_text()
+    assert "s3cret-pass" in memory_keyring.secrets.values()  # the keyring keeps it
+
+    with shared_model(embedder):
+        lm = Lexmem.open(data_home)
+        lm.remember("The shop's cron runs hourly.", project=str(repo))
+        lm.close()
+    code, out = run("team", "status", "--json")
+    status = json.loads(out)
+    assert code == 0 and status["outbox"] == 1 and status["reachable"] is True
+    assert status["lag_revisions"] == 0 and "s3cret" not in out
+    code, out = run("team", "sync")
+    assert code == 0 and out.startswith("Pushed 1,")
+    code, out = run("team", "status")
+    assert code == 0 and "0 waiting" in out and "last sync    never" not in out
+
+    code, out = run("team", "leave", "--project", str(repo))
+    assert code == 0 and "Stopped sharing" in out
+    assert not load_team(data_home).url
+    assert "s3cret-pass" not in memory_keyring.secrets.values()
+
+
+def load_team(home: Path) -> Any:
+    from lexmem.settings import load_settings
+
+    return load_settings(Paths(home)).team

@@ -28,13 +28,17 @@ from lexmem.team.outbox import Entry, Outbox, TeamState
 
 if TYPE_CHECKING:
     from lexmem.config import Paths
-    from lexmem.models import Memory, MemoryLink
+    from lexmem.models import ConfidencePoint, Memory, MemoryLink
     from lexmem.settings import CaptureSettings
     from lexmem.store.protocol import MemoryBackend
 
 __all__ = ["SharingStore", "link_dict", "team_row"]
 
 log = logging.getLogger("lexmem.team")
+
+# From this many memories at once, their links and confidence come from one read of each
+# table rather than a query per memory.
+_BATCH_READ = 20
 
 
 def link_dict(link: MemoryLink) -> dict[str, Any]:
@@ -121,6 +125,7 @@ class SharingStore:
         rules = optout_rules(self.paths, self.capture)
         found = {m.id: m for m in self.inner.get_many(ids, with_embedding=True)}
         queued = 0
+        shared: list[tuple[str, Memory, str]] = []
         for mid in ids:
             memory = found.get(mid)
             if memory is None:
@@ -132,16 +137,21 @@ class SharingStore:
                     self._put_deletion(mid, was)
                     queued += 1
                 continue
+            shared.append((mid, memory, team))
+        known = self.state.versions([mid for mid, _, _ in shared])
+        links, points = self._around([mid for mid, _, _ in shared])
+        for mid, memory, team in shared:
+            pending = self.outbox.get(mid)
             entry = Entry(
                 memory_id=mid,
-                version=self._next_version(mid),
+                version=max(known.get(mid, 0), pending.version if pending else 0) + 1,
                 project=team,
                 row=team_row(memory, team),
-                links=[link_dict(lk) for lk in self.inner.get_links_from(mid)],
+                links=[link_dict(lk) for lk in links(mid)],
                 confidence=[
                     {"id": p.id, "memory_id": p.memory_id, "confidence": float(p.confidence),
                      "recorded_at": p.recorded_at}
-                    for p in self.inner.confidence_history(mid)
+                    for p in points(mid)
                 ],
             )  # fmt: skip
             self.outbox.put(entry)
@@ -149,6 +159,26 @@ class SharingStore:
         if queued and self.on_queued is not None:
             self.on_queued()
         return queued
+
+    def _around(
+        self, ids: Sequence[str]
+    ) -> tuple[Callable[[str], list[MemoryLink]], Callable[[str], list[ConfidencePoint]]]:
+        """Each memory's links out and confidence points: one query per memory for a few,
+        the two tables read once for a batch (a capture's, an import's)."""
+        if len(ids) < _BATCH_READ:
+            return self.inner.get_links_from, self.inner.confidence_history
+        wanted = set(ids)
+        links: dict[str, list[MemoryLink]] = {}
+        for lk in self.inner.all_links():
+            if lk.from_id in wanted:
+                links.setdefault(lk.from_id, []).append(lk)
+        points: dict[str, list[ConfidencePoint]] = {}
+        for p in self.inner.all_confidence():
+            if p.memory_id in wanted:
+                points.setdefault(p.memory_id, []).append(p)
+        for series in points.values():
+            series.sort(key=lambda p: p.recorded_at)
+        return (lambda mid: links.get(mid, [])), (lambda mid: points.get(mid, []))
 
     def _put_deletion(self, memory_id: str, team_project: str) -> None:
         self.outbox.put(Entry(memory_id, self._next_version(memory_id), team_project, deleted=True))

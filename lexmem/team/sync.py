@@ -313,19 +313,23 @@ class TeamSync:
             entry = by_id.get(mid)
             if entry is not None:
                 known[mid] = (entry.version, entry.project)
+        settled: list[str] = []
         for conflict in outcome.conflicts:
             entry = by_id.get(conflict.memory_id)
             if entry is None:
                 continue
-            known[conflict.memory_id] = (
-                max(conflict.kept_version, conflict.lost_version),
-                entry.project,
-            )
+            if conflict.kept_mine:
+                known[conflict.memory_id] = (conflict.kept_version, entry.project)
+            else:
+                # The server kept another version: the version is not raised here, so
+                # that the pull brings the kept one in.
+                known.pop(conflict.memory_id, None)
+                settled.append(conflict.memory_id)
             report.conflicts += 1
         # The versions first: a kill between the two pushes the entry again, which the
         # server takes as a repeat.
         self.state.set_versions(known)
-        for mid in known:
+        for mid in [*known, *settled]:
             self.outbox.done(mid, by_id[mid].version)
             report.pushed += 1
 
@@ -355,7 +359,10 @@ class TeamSync:
         fresh: list[Memory] = []
         updates: list[tuple[Memory, Memory]] = []
         existing = {m.id: m for m in inner.get_many(list(latest), with_embedding=False)}
+        have = self.state.versions(list(latest))
         for mid, change in latest.items():
+            if mid in existing and have.get(mid, 0) >= int(change.version) and not change.deleted:
+                continue  # this version is here already (this client pushed it)
             pending = self.outbox.get(mid)
             if change.deleted:
                 self.outbox.drop(mid)
@@ -406,7 +413,7 @@ class TeamSync:
                 new = MemoryType(new)
             if new != getattr(current, name):
                 fields[name] = new
-        if "content" in fields or incoming.embedding is not None:
+        if "content" in fields and incoming.embedding is not None:
             full = inner.get(current.id, with_embedding=True)
             if incoming.embedding is not None and (
                 full.embedding is None
