@@ -18,7 +18,14 @@ from pgfixture import PgServer
 from lexmem import __version__
 from lexmem.errors import InvalidInputError, SchemaTooNewError, StoreError, StoreLockedError
 from lexmem.store.postgres.migrations import LOCK_KEY, migrate, read_meta, schema_version
-from lexmem.store.postgres.schema import MEMORY_COLUMNS, SCHEMA_VERSION, STEPS, TABLES, Step
+from lexmem.store.postgres.schema import (
+    MEMORY_COLUMNS,
+    SCHEMA_VERSION,
+    STEPS,
+    TABLES,
+    TEAM_TABLES,
+    Step,
+)
 from lexmem.store.schema import ROW_COLUMNS
 
 DIM = 384
@@ -66,7 +73,7 @@ def test_an_empty_database_is_brought_to_the_newest_version(
     tables = {
         r[0] for r in conn.execute("SELECT tablename FROM pg_tables WHERE schemaname = 'lexmem'")
     }
-    assert tables == {*TABLES.values(), "meta", "schema_version"}
+    assert tables == {*TABLES.values(), *TEAM_TABLES, "meta", "schema_version"}
     assert pg_server.dump(pg_database, "--schema-only") == reference_schema
     assert conn.info.transaction_status == psycopg.pq.TransactionStatus.IDLE
     assert _lock_is_free(pg_database)
@@ -298,6 +305,9 @@ def test_the_schema_has_the_models_vectors_and_seed_004s_indexes(
         "fk_link_from": "c",
         "fk_link_to": "c",
         "memories_superseded_by_fkey": "n",
+        # Team sync: a team's projects and members go with it.
+        "fk_team_projects_team": "c",
+        "fk_team_members_team": "c",
     }
 
 
@@ -430,3 +440,33 @@ def test_without_pgvector_and_without_superuser_step_1_says_why(
         assert "stays at version 0" in message
         assert schema_version(owner) == 0
     assert conn.execute("SELECT to_regnamespace('lexmem')").fetchone() == (None,)
+
+
+def test_row_level_security_is_enabled_not_forced_on_the_team_tables(
+    conn: psycopg.Connection[Any],
+) -> None:
+    """Members never own the tables, so enabled RLS binds them; the owner (the single-user
+    backend, the administrator) is not bound (docs/team.md, "Row-level security")."""
+    migrate(conn, dim=DIM, space=SPACE)
+
+    rows = conn.execute(
+        "SELECT relname, relforcerowsecurity FROM pg_class"
+        " WHERE relnamespace = 'lexmem'::regnamespace AND relrowsecurity ORDER BY relname"
+    ).fetchall()
+    assert rows == [
+        (name, False)
+        for name in sorted(
+            [
+                "memories", "memory_links", "memory_confidence_history", "tombstones",
+                "memory_history", "teams", "team_projects", "team_members",
+            ]
+        )
+    ]  # fmt: skip
+    # Team sync's columns have defaults: a write that names none of them still works.
+    conn.execute(
+        "INSERT INTO lexmem.memories (id, memory_type, content, embedding, user_id)"
+        " VALUES ('m1', 'semantic', 'x', %s::vector, 'alice')",
+        (_vector(1.0),),
+    )
+    row = conn.execute("SELECT version, revision > 0, owner FROM lexmem.memories").fetchone()
+    assert row == (1, True, "postgres")

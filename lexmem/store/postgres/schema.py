@@ -14,6 +14,11 @@ id (:attr:`lexmem.embedder.Embedder.space_id`), both recorded in ``lexmem.meta``
 Adding to the schema is appending a step; a step that shipped is never edited, since
 databases out there are already past it.
 
+Steps 4 and 5 are team sync's (:mod:`lexmem.store.postgres.team`): versions, revisions,
+tombstones, kept losing versions, change notices, teams and row-level security. Their
+columns all have defaults, so a write that names none of them works as before, and the
+tables' owner is not bound by the policies (they are enabled, not forced: see step 5).
+
 Where lexmem departs from the seed's SQL, and why:
 
 - Ids, projects and documents are ``text``, not ``UUID``: lexmem's ids are UUIDs in
@@ -31,14 +36,17 @@ Where lexmem departs from the seed's SQL, and why:
 
 from __future__ import annotations
 
+import hashlib
 from dataclasses import dataclass
 
 __all__ = [
     "MEMORY_COLUMNS",
+    "REVISION_LOCK_KEY",
     "SCHEMA",
     "SCHEMA_VERSION",
     "STEPS",
     "TABLES",
+    "TEAM_TABLES",
     "Step",
 ]
 
@@ -260,10 +268,204 @@ CREATE TABLE lexmem.reviews (
 );
 """
 
+# The lock every transaction that writes a memory or a tombstone takes (the trigger
+# takes it at its first such write, a push at its start) and holds to its commit, so
+# that revisions are handed out in commit order: a reader that sees revision r sees
+# every revision below it that will ever commit, and a pull's cursor skips nothing.
+REVISION_LOCK_KEY = int.from_bytes(
+    hashlib.sha256(b"lexmem: team database revisions").digest()[:8], "big", signed=True
+)
+
+# Team sync (lexmem.store.postgres.team): each memory's version (the pushing client's
+# count of its changes), its revision (the server's change counter: a sequence, set by a
+# trigger on every insert and update, so a pull asks for what changed after a number),
+# its owner (the role that first wrote it, for privacy and opt-out), who wrote the
+# version held and the digest of the push that wrote it (a repeated push is recognised
+# by it). A forgotten memory leaves a tombstone (its id, project, owner, version and
+# revision: no text); a version that lost a conflict is kept whole in memory_history.
+# Every change notifies lexmem_changes on commit.
+_SYNC = """
+CREATE SEQUENCE lexmem.change_revision AS bigint;
+
+ALTER TABLE lexmem.memories
+    ADD COLUMN version bigint NOT NULL DEFAULT 1 CONSTRAINT ck_memories_version
+        CHECK (version >= 1),
+    ADD COLUMN revision bigint NOT NULL DEFAULT nextval('lexmem.change_revision'),
+    ADD COLUMN owner text NOT NULL DEFAULT current_user,
+    ADD COLUMN written_by text NOT NULL DEFAULT current_user,
+    ADD COLUMN change_digest text NOT NULL DEFAULT '';
+CREATE INDEX ix_memories_revision ON lexmem.memories (revision);
+
+CREATE TABLE lexmem.tombstones (
+    memory_id text PRIMARY KEY,
+    project_id text,
+    owner text NOT NULL DEFAULT current_user,
+    version bigint NOT NULL CONSTRAINT ck_tombstones_version CHECK (version >= 1),
+    revision bigint NOT NULL DEFAULT nextval('lexmem.change_revision'),
+    deleted_by text NOT NULL DEFAULT current_user,
+    deleted_at timestamptz NOT NULL DEFAULT now()
+);
+CREATE INDEX ix_tombstones_revision ON lexmem.tombstones (revision);
+CREATE INDEX ix_tombstones_project ON lexmem.tombstones (project_id);
+
+CREATE TABLE lexmem.memory_history (
+    id bigint GENERATED ALWAYS AS IDENTITY PRIMARY KEY,
+    memory_id text NOT NULL,
+    version bigint NOT NULL,
+    project_id text,
+    owner text NOT NULL,
+    written_by text NOT NULL,
+    change_digest text NOT NULL DEFAULT '',
+    memory jsonb NOT NULL,
+    kept_at timestamptz NOT NULL DEFAULT now(),
+    -- A losing push repeated is kept once.
+    CONSTRAINT uq_memory_history UNIQUE (memory_id, version, change_digest)
+);
+CREATE INDEX ix_memory_history_project ON lexmem.memory_history (project_id);
+
+CREATE FUNCTION lexmem.stamp_memory() RETURNS trigger LANGUAGE plpgsql AS $$
+BEGIN
+    PERFORM pg_advisory_xact_lock(@REVISION_LOCK_KEY@);
+    NEW.revision := nextval('lexmem.change_revision');
+    NEW.written_by := current_user;
+    IF TG_OP = 'INSERT' THEN
+        NEW.owner := current_user;
+    ELSE
+        -- The author stays the owner whoever edits it; a write that is not a push
+        -- (it leaves the digest as it was) no longer matches the push's digest.
+        NEW.owner := OLD.owner;
+        IF NEW.change_digest = OLD.change_digest THEN
+            NEW.change_digest := '';
+        END IF;
+    END IF;
+    RETURN NEW;
+END
+$$;
+CREATE TRIGGER memories_stamp BEFORE INSERT OR UPDATE ON lexmem.memories
+    FOR EACH ROW EXECUTE FUNCTION lexmem.stamp_memory();
+
+CREATE FUNCTION lexmem.stamp_tombstone() RETURNS trigger LANGUAGE plpgsql AS $$
+BEGIN
+    PERFORM pg_advisory_xact_lock(@REVISION_LOCK_KEY@);
+    NEW.revision := nextval('lexmem.change_revision');
+    NEW.deleted_by := current_user;
+    NEW.deleted_at := now();
+    RETURN NEW;
+END
+$$;
+CREATE TRIGGER tombstones_stamp BEFORE INSERT OR UPDATE ON lexmem.tombstones
+    FOR EACH ROW EXECUTE FUNCTION lexmem.stamp_tombstone();
+
+-- Delivered on commit, one per transaction (PostgreSQL folds equal notifications).
+CREATE FUNCTION lexmem.notify_change() RETURNS trigger LANGUAGE plpgsql AS $$
+BEGIN
+    PERFORM pg_notify('lexmem_changes', '');
+    RETURN NULL;
+END
+$$;
+CREATE TRIGGER memories_notify AFTER INSERT OR UPDATE ON lexmem.memories
+    FOR EACH ROW EXECUTE FUNCTION lexmem.notify_change();
+CREATE TRIGGER tombstones_notify AFTER INSERT OR UPDATE ON lexmem.tombstones
+    FOR EACH ROW EXECUTE FUNCTION lexmem.notify_change();
+""".replace("@REVISION_LOCK_KEY@", str(REVISION_LOCK_KEY))
+
+# Teams and row-level security. A team is a name; its projects are team project names
+# (never a local path); its members are database roles. A member sees and writes a
+# memory (and its links, confidence, tombstone and losing versions) when its project is
+# shared with a team of theirs, or when they own it and its project is shared with no
+# team (a private memory; no project is private too). RLS is enabled, not forced: the
+# members are never the tables' owner, so every policy binds them, while the owner (the
+# role that ran the migrations: the single-user backend, the administrator adding
+# members) reads and writes every row as before. Forcing it would bind no one else, and
+# a superuser bypasses it regardless.
+#
+# A member reads the team tables only for their own teams (policies there too);
+# my_projects() is an ordinary function, so those policies apply inside it, and is
+# called as (SELECT ...) so a query evaluates it once. project_is_shared() must see
+# every team's projects to refuse a "private" write into another team's project: it
+# runs as the owner and says only yes or no, and only members may call it.
+_TEAMS = """
+CREATE TABLE lexmem.teams (
+    name text PRIMARY KEY CONSTRAINT ck_teams_name CHECK (name <> ''),
+    created_at timestamptz NOT NULL DEFAULT now()
+);
+
+CREATE TABLE lexmem.team_projects (
+    team text NOT NULL CONSTRAINT fk_team_projects_team
+        REFERENCES lexmem.teams (name) ON DELETE CASCADE,
+    project text NOT NULL CONSTRAINT ck_team_projects_project CHECK (project <> ''),
+    shared_at timestamptz NOT NULL DEFAULT now(),
+    PRIMARY KEY (team, project)
+);
+CREATE INDEX ix_team_projects_project ON lexmem.team_projects (project);
+
+CREATE TABLE lexmem.team_members (
+    team text NOT NULL CONSTRAINT fk_team_members_team
+        REFERENCES lexmem.teams (name) ON DELETE CASCADE,
+    member text NOT NULL,
+    joined_at timestamptz NOT NULL DEFAULT now(),
+    PRIMARY KEY (team, member)
+);
+CREATE INDEX ix_team_members_member ON lexmem.team_members (member);
+
+ALTER TABLE lexmem.team_members ENABLE ROW LEVEL SECURITY;
+CREATE POLICY own_memberships ON lexmem.team_members FOR SELECT
+    USING (member = current_user);
+ALTER TABLE lexmem.team_projects ENABLE ROW LEVEL SECURITY;
+CREATE POLICY own_teams_projects ON lexmem.team_projects FOR SELECT
+    USING (team IN (SELECT m.team FROM lexmem.team_members m WHERE m.member = current_user));
+ALTER TABLE lexmem.teams ENABLE ROW LEVEL SECURITY;
+CREATE POLICY own_teams ON lexmem.teams FOR SELECT
+    USING (name IN (SELECT m.team FROM lexmem.team_members m WHERE m.member = current_user));
+
+CREATE FUNCTION lexmem.my_projects() RETURNS text[] LANGUAGE sql STABLE AS $$
+    SELECT coalesce(array_agg(DISTINCT p.project), ARRAY[]::text[])
+    FROM lexmem.team_projects p JOIN lexmem.team_members m ON m.team = p.team
+    WHERE m.member = current_user
+$$;
+
+CREATE FUNCTION lexmem.project_is_shared(project text) RETURNS boolean
+    LANGUAGE sql STABLE SECURITY DEFINER SET search_path = pg_catalog, pg_temp AS $$
+    SELECT EXISTS (SELECT 1 FROM lexmem.team_projects p WHERE p.project = $1)
+$$;
+REVOKE EXECUTE ON FUNCTION lexmem.project_is_shared(text) FROM PUBLIC;
+
+ALTER TABLE lexmem.memories ENABLE ROW LEVEL SECURITY;
+CREATE POLICY team_or_own ON lexmem.memories
+    USING (owner = current_user OR project_id = ANY ((SELECT lexmem.my_projects())::text[]))
+    WITH CHECK (project_id = ANY ((SELECT lexmem.my_projects())::text[])
+        OR (owner = current_user AND NOT lexmem.project_is_shared(project_id)));
+
+ALTER TABLE lexmem.tombstones ENABLE ROW LEVEL SECURITY;
+CREATE POLICY team_or_own ON lexmem.tombstones
+    USING (owner = current_user OR project_id = ANY ((SELECT lexmem.my_projects())::text[]))
+    WITH CHECK (project_id = ANY ((SELECT lexmem.my_projects())::text[])
+        OR (owner = current_user AND NOT lexmem.project_is_shared(project_id)));
+
+ALTER TABLE lexmem.memory_history ENABLE ROW LEVEL SECURITY;
+CREATE POLICY team_or_own ON lexmem.memory_history
+    USING (owner = current_user OR project_id = ANY ((SELECT lexmem.my_projects())::text[]))
+    WITH CHECK (project_id = ANY ((SELECT lexmem.my_projects())::text[])
+        OR (owner = current_user AND NOT lexmem.project_is_shared(project_id)));
+
+-- A link shows when both its memories do (a link from a team memory to a private one
+-- would tell the team the private one's id); confidence with its memory.
+ALTER TABLE lexmem.memory_links ENABLE ROW LEVEL SECURITY;
+CREATE POLICY between_visible_memories ON lexmem.memory_links
+    USING (EXISTS (SELECT 1 FROM lexmem.memories m WHERE m.id = from_memory_id)
+        AND EXISTS (SELECT 1 FROM lexmem.memories m WHERE m.id = to_memory_id));
+
+ALTER TABLE lexmem.memory_confidence_history ENABLE ROW LEVEL SECURITY;
+CREATE POLICY of_visible_memories ON lexmem.memory_confidence_history
+    USING (EXISTS (SELECT 1 FROM lexmem.memories m WHERE m.id = memory_id));
+"""
+
 STEPS: tuple[Step, ...] = (
     Step(1, "the lexmem schema; memories, links and confidence history (seed 004)", _MEMORIES),
     Step(2, "full-text column and the text and vector indexes", _SEARCH),
     Step(3, "the capture journal", _JOURNAL),
+    Step(4, "team sync: versions, revisions, tombstones, losing versions, notices", _SYNC),
+    Step(5, "teams, their projects and members; row-level security", _TEAMS),
 )
 
 # The newest schema this lexmem knows.
@@ -321,3 +523,6 @@ MEMORY_COLUMNS = {
     "metadata": "metadata",
     "context": "context",
 }
+
+# The tables of team sync (lexmem.store.postgres.team), apart from the protocol's.
+TEAM_TABLES = ("tombstones", "memory_history", "teams", "team_projects", "team_members")
