@@ -359,10 +359,10 @@ class TeamSync:
         fresh: list[Memory] = []
         updates: list[tuple[Memory, Memory]] = []
         existing = {m.id: m for m in inner.get_many(list(latest), with_embedding=False)}
-        have = self.state.versions(list(latest))
+        # A change this client pushed comes back too: it is compared field by field
+        # below and changes nothing. (Not skipped by version: another client's
+        # concurrent edit that won has the same version as this one's that lost.)
         for mid, change in latest.items():
-            if mid in existing and have.get(mid, 0) >= int(change.version) and not change.deleted:
-                continue  # this version is here already (this client pushed it)
             pending = self.outbox.get(mid)
             if change.deleted:
                 self.outbox.drop(mid)
