@@ -430,6 +430,9 @@ def test_the_team_commands_join_report_sync_and_leave_in_one_line_each(
                     "--project", str(repo))  # fmt: skip
     assert code != 0 and out.count("\n") == 1 and out.startswith("lexmem: error:")
     assert not load_team(data_home).url
+    code, out = run("team", "join", "postgresql:///nothere?host=/tmp/lexmem-no-server",
+                    "--project", str(repo), "--password-stdin", stdin="never-kept\n")  # fmt: skip
+    assert code != 0 and "never-kept" not in memory_keyring.secrets.values()
 
     # Not a member of a team that shares the project.
     code, out = run("team", "join", team_url, "--project", str(repo), "--as", "blog",
@@ -468,3 +471,28 @@ def load_team(home: Path) -> Any:
     from lexmem.settings import load_settings
 
     return load_settings(Paths(home)).team
+
+
+def test_joining_shares_what_the_project_already_had(
+    tmp_path: Path, team_url: str, embedder: Embedder
+) -> None:
+    repo = tmp_path / "early" / "shop"
+    (repo / ".git").mkdir(parents=True)
+    home = tmp_path / "early-data"
+    with shared_model(embedder):
+        lm = Lexmem.open(home, embedder=embedder)
+        before = lm.remember("Before joining: the shop's logs rotate daily.", project=str(repo))
+        lm.remember("Another project's note stays here.", project=str(tmp_path / "other"))
+        lm.team_join(team_url, project=str(repo), user="ann")
+        lm.close()
+    a = Client(home, repo, Lexmem.open(home, embedder=embedder), None)  # type: ignore[arg-type]
+    a.service = CaptureService(a.lm)
+    a.service.acquire()
+    b = make_client(tmp_path, "bob", team_url, embedder)
+    try:
+        assert a.sync()["pushed"] == 1  # the project's memory, not the other one
+        b.sync()
+        assert [m.id for m in b.shared()] == [before.memories[0].id]
+    finally:
+        close(a)
+        close(b)

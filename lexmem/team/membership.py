@@ -98,7 +98,13 @@ def join(
             set_secret(password_entry(url, role), password.strip())
         except SecretStoreError as exc:
             raise LexmemError(f"cannot keep the password: {exc}") from exc
-    server = open_server(team, dim=dim, space=space)
+    try:
+        server = open_server(team, dim=dim, space=space)
+    except LexmemError:
+        if password is not None and not settings.team.url:  # kept for nothing: taken back
+            with contextlib.suppress(SecretStoreError):
+                delete_secret(password_entry(url, role))
+        raise
     try:
         where, role_seen = server.where, server.role
         allowed = getattr(server, "writable_projects", None)
