@@ -496,3 +496,34 @@ def test_joining_shares_what_the_project_already_had(
     finally:
         close(a)
         close(b)
+
+
+def test_opting_out_with_purge_holds_on_the_server_and_pulls_nothing_back(
+    clients: tuple[Client, Client], embedder: Embedder
+) -> None:
+    from lexmem.service.ops import purge_project
+    from lexmem.settings import load_settings, save_settings
+
+    a, b = clients
+    with shared_model(embedder):
+        mid = (
+            a.lm.remember("The shop's vendor list is private.", project=str(a.repo)).memories[0].id
+        )
+    a.sync()
+    b.sync()
+    assert [m.id for m in b.shared()] == [mid]
+    settings = load_settings(a.lm.paths)
+    settings.capture.optout = [str(a.repo)]
+    save_settings(a.lm.paths, settings)
+    a.lm.settings.capture.optout = [str(a.repo)]
+    purge_project(a.lm, str(a.repo))  # `lexmem optout add --purge`
+    entry = Outbox(Paths(a.home)).get(mid)
+    assert entry is not None and entry.deleted and entry.row is None
+    a.sync()
+    b.sync()
+    assert b.shared() == []  # the purge reached the team
+    with shared_model(embedder):
+        b.lm.remember("Bob's later note about the shop.", project=str(b.repo))
+    b.sync()
+    a.sync()
+    assert a.shared() == []  # nothing of the team lands in the opted-out repository

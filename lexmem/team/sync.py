@@ -32,6 +32,7 @@ from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Any
 
+from lexmem.capture.policy import optout_rules, project_opted_out
 from lexmem.errors import InvalidInputError, LexmemError, StoreIOError
 from lexmem.keystore import SecretStoreError, get_secret
 from lexmem.models import MemoryLink, MemoryStatus, MemoryType
@@ -336,7 +337,10 @@ class TeamSync:
     # -- pull -----------------------------------------------------------------------------
 
     def pull(self, server: Any, report: SyncReport) -> None:
+        rules = optout_rules(self.store.paths, self.store.capture)
         for team, local in self.team_projects.items():
+            if project_opted_out(local, rules):
+                continue  # an opted-out repository leaves no trace, the team's included
             after = self.state.cursor(team)
             while True:
                 batch = server.pull([team], after, PULL_BATCH)
