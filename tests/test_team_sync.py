@@ -298,6 +298,19 @@ def test_pulled_memories_are_searched_offline_with_the_server_gone(
         with shared_model(embedder):
             b.lm.remember("Offline: the shop closes early on Fridays.", project=str(b.repo))
         assert Outbox(Paths(b.home)).size() == 1  # waits for the server
+        b.service.release()  # the command line is the writer for its sync
+        try:
+            for command in (["team", "sync"], ["team", "status"]):
+                done = subprocess.run(
+                    [sys.executable, "-m", "lexmem", "--home", str(b.home), *command],
+                    env=dict(os.environ, PYTHONPATH=str(ROOT)), cwd=str(ROOT),
+                    capture_output=True, text=True, timeout=120, check=False,
+                )  # fmt: skip
+                said = done.stderr if command[1] == "sync" else done.stdout
+                assert "cannot be reached" in said, (command, done.stdout, done.stderr)
+                assert done.stderr.count("\n") <= 1, done.stderr  # one line, no driver noise
+        finally:
+            b.service.acquire()
     finally:
         with psycopg.connect(pg_server.url(), autocommit=True) as admin:
             admin.execute(sql.SQL("ALTER DATABASE {} RENAME TO {}").format(

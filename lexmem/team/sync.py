@@ -97,6 +97,9 @@ def open_server(settings: TeamSettings, *, dim: int, space: str) -> Any:
     (a :class:`LexmemError`) when the server is down, the address wrong or the password
     missing."""
     module = server_module()
+    # The pool says each failed connection attempt on its own, over several lines, on
+    # stderr: lexmem says the failure once, in one line (and in the log).
+    logging.getLogger("psycopg.pool").setLevel(logging.ERROR)
     try:
         password = get_secret(password_entry(settings.url, settings.user))
     except SecretStoreError:
