@@ -16,7 +16,7 @@ import uuid
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, TypeGuard
+from typing import TYPE_CHECKING, Any, TypeGuard, cast
 
 from lexmem.capture.inbox import Inbox, make_event
 from lexmem.capture.policy import (
@@ -95,6 +95,7 @@ from lexmem.store.backends import journal_for, make_store, searcher_for
 from lexmem.store.journal import AuditEntry, Session
 from lexmem.store.protocol import JournalBackend, MemoryBackend, MemoryFilter
 from lexmem.store.search import SearchHit, SearchResult, listed, match_spans
+from lexmem.team.recorder import SharingStore
 
 if TYPE_CHECKING:
     from lexmem.llm import LlmClient
@@ -250,6 +251,11 @@ class Lexmem:
             settings=settings.store,
             backend=backend or settings.store.backend,
         )
+        # The backend itself; ``store`` is it behind the team's outbox when the data
+        # folder has a team (every write of a shared memory is queued for the server).
+        self.raw_store: MemoryBackend = self.store
+        if settings.team.url:
+            self.share_with_team()
         self.encoder = MemoryEncoder(self.embedder, options=EncoderOptions(), llm=None)
         # The optional LLM (seeds 000 and 001), used only when [llm] names an endpoint and
         # the tier includes LLM-assisted encoding; the capture service takes it from here.
@@ -264,7 +270,7 @@ class Lexmem:
                 self.embedder, options=EncoderOptions(), llm=llm, summariser=summariser
             )
             self.llm = llm if _is_client(llm) else None
-        self.searcher = searcher_for(self.store, self.embedder, settings.search)
+        self.searcher = searcher_for(self.raw_store, self.embedder, settings.search)
         self._journal: JournalBackend | None = None
         self._access_queued = False
 
@@ -815,7 +821,7 @@ class Lexmem:
     def journal(self) -> JournalBackend:
         """The capture journal (sessions, audit log, reviews) beside the memories."""
         if self._journal is None:
-            self._journal = journal_for(self.store)
+            self._journal = journal_for(self.raw_store)
         return self._journal
 
     def insights(self, days: int = 30) -> dict[str, Any]:
@@ -830,6 +836,86 @@ class Lexmem:
 
     def status_counts(self) -> dict[str, int]:
         return {s.value: self.store.count(MemoryFilter(status=s)) for s in MemoryStatus}
+
+    # -- team mode ------------------------------------------------------------------------
+
+    def share_with_team(self) -> SharingStore:
+        """Put the team's outbox in front of the store (idempotent): from now on every
+        change to a memory of a joined project is queued for the team's server."""
+        if isinstance(self.store, SharingStore):
+            self.store.projects = dict(self.settings.team.projects)
+            return self.store
+        sharing = SharingStore(
+            self.raw_store, self.paths, self.settings.team.projects, self.settings.capture
+        )
+        self.store = cast("MemoryBackend", sharing)
+        return sharing
+
+    def team_status(self, *, reach: bool = True) -> dict[str, Any]:
+        """Where team sync stands: the server (never a password), the lag in revisions and
+        seconds, the outbox's size, the last sync and its error, conflicts seen.
+        ``reach``: ask the server for its latest revision (otherwise local figures only)."""
+        from lexmem.team.membership import status
+
+        return status(
+            self.paths,
+            load_settings(self.paths, write_back=False),
+            dim=self.settings.embedding.dim,
+            space=self.embedder.space_id,
+            reach=reach,
+        )
+
+    def shared_projects(self) -> dict[str, str]:
+        """The local projects shared with a team, each with the team's name for it."""
+        team = load_settings(self.paths, write_back=False).team
+        return dict(team.projects) if team.url else {}
+
+    def is_shared(self, memory: Memory) -> bool:
+        """Whether the team sees this memory: its project is joined (and not opted out)."""
+        projects = self.shared_projects()
+        if not memory.project or memory.project not in projects:
+            return False
+        return not project_opted_out(
+            memory.project, optout_rules(self.paths, self.settings.capture)
+        )
+
+    def team_join(
+        self,
+        url: str,
+        *,
+        project: str | None = None,
+        team_name: str | None = None,
+        user: str = "",
+        password: str | None = None,
+        cwd: str | None = None,
+    ) -> dict[str, Any]:
+        """Share a local project (default: the repository ``cwd`` is in) with the team
+        whose database is at ``url`` (never with its password: that goes to the keyring),
+        as ``team_name`` (default: the project's folder name). The server and its schema
+        are checked before anything is kept; the running writer starts syncing."""
+        from lexmem.team.membership import join
+
+        result = join(
+            self.paths, url, project=project, team_name=team_name, user=user,
+            password=password, dim=self.settings.embedding.dim,
+            space=self.embedder.space_id, cwd=cwd,
+        )  # fmt: skip
+        self.settings.team = load_settings(self.paths, write_back=False).team
+        return result
+
+    def team_leave(self, project: str | None = None, *, cwd: str | None = None) -> dict[str, Any]:
+        """Stop sharing a project; what was pulled stays here, unpushed changes are dropped."""
+        from lexmem.team.membership import leave
+
+        result = leave(self.paths, project, cwd)
+        self.settings.team = load_settings(self.paths, write_back=False).team
+        if isinstance(self.store, SharingStore):
+            self.store.projects = dict(self.settings.team.projects)
+        return result
+
+    def team_sync(self) -> dict[str, Any]:
+        """Push the outbox and pull the team's changes now: the single writer does it."""
+        return self._maintain("team_sync", {}, {})
 
     # -- for the desktop app (it imports nothing below the facade) ------------------------
 

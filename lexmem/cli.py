@@ -1244,6 +1244,96 @@ def sessions(c: Ctx, status: str | None, limit: int, as_json: bool) -> None:
 
 
 @cli.group()
+def team() -> None:
+    """Share projects with a team through a PostgreSQL server (pgvector): join, status, sync, leave."""
+
+
+@team.command("join")
+@click.argument("url")
+@click.option("--project", help="The local project to share (default: this repository).")
+@click.option(
+    "--as", "team_name", metavar="NAME", help="The team's name for it (default: its folder name)."
+)
+@click.option("--user", default="", metavar="ROLE", help="The database role to connect as.")
+@click.option(
+    "--password-stdin",
+    is_flag=True,
+    help="Read the role's password from stdin (kept in the OS keyring).",
+)
+@json_option
+@pass_ctx
+def team_join(c: Ctx, url: str, project: str | None, team_name: str | None, user: str,
+              password_stdin: bool, as_json: bool) -> None:  # fmt: skip
+    """Share a project with the team whose database is at URL (never with its password)."""
+    password = sys.stdin.readline().rstrip("\r\n") if password_stdin else None
+    result = c.lm().team_join(
+        url, project=project, team_name=team_name, user=user, password=password, cwd=c.cwd()
+    )
+    if as_json:
+        emit_json(result)
+        return
+    click.echo(
+        f"Shared {result['project']} with the team as {result['team_project']!r} "
+        f"({result['role']} at {result['server']}); the lexmem service syncs it."
+    )
+
+
+@team.command("leave")
+@click.option("--project", help="The local project to stop sharing (default: this repository).")
+@json_option
+@pass_ctx
+def team_leave(c: Ctx, project: str | None, as_json: bool) -> None:
+    """Stop sharing a project (the memories pulled so far stay here)."""
+    result = c.lm().team_leave(project, cwd=c.cwd())
+    if as_json:
+        emit_json(result)
+        return
+    n = result["unpushed_dropped"]
+    extra = f"; {n} unpushed {'change' if n == 1 else 'changes'} dropped" if n else ""
+    click.echo(f"Stopped sharing {result['project']} ({result['team_project']!r}){extra}.")
+
+
+@team.command("status")
+@json_option
+@pass_ctx
+def team_status(c: Ctx, as_json: bool) -> None:
+    """The server, how far behind this data folder is, the outbox, the last sync, conflicts."""
+    data = c.lm().team_status()
+    if as_json:
+        emit_json(data)
+        return
+    if not data["joined"]:
+        click.echo("This data folder is in no team (`lexmem team join URL`).")
+        return
+    reach = "reachable" if data["reachable"] else f"unreachable: {data.get('server_error', '')}"
+    lag = "unknown" if data["lag_revisions"] is None else str(data["lag_revisions"])
+    click.echo(f"server       {data['server']} ({reach})")
+    for local, name in sorted(data["projects"].items()):
+        click.echo(f"project      {local} as {name!r}")
+    click.echo(f"lag          {lag} revisions, {data['lag_seconds']:.0f} s")
+    click.echo(f"outbox       {data['outbox']} waiting")
+    click.echo(f"last sync    {data['last_sync'] or 'never'}")
+    if data["last_error"]:
+        click.echo(f"last error   {data['last_error']}")
+    click.echo(f"conflicts    {data['conflicts']} seen")
+
+
+@team.command("sync")
+@json_option
+@pass_ctx
+def team_sync(c: Ctx, as_json: bool) -> None:
+    """Push the outbox and pull the team's changes now."""
+    result = c.lm().team_sync()
+    if as_json:
+        emit_json(result)
+        return
+    click.echo(
+        f"Pushed {result.get('pushed', 0)}, pulled {result.get('pulled', 0)}, "
+        f"deleted {result.get('deleted', 0)}; {result.get('conflicts', 0)} conflicts."
+    )
+
+
+@cli.group()
 def optout() -> None:
     """Repositories lexmem never captures from (a `.lexmem-optout` file works too)."""
 

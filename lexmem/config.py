@@ -305,6 +305,7 @@ _SECTIONS: dict[str, dict[str, Any]] = {
         "url": "", "model": "", "timeout_s": 30.0, "calls_per_day": 500, "tokens_per_day": 200_000,
     },
     "ui": {"theme": "system"},
+    "team": {"url": "", "user": "", "projects": {}, "poll_seconds": 30.0},
 }  # fmt: skip
 
 
@@ -419,21 +420,76 @@ STORE_BACKENDS = ("lance", "postgres")
 def store_url_problem(url: str) -> str | None:
     """Why ``[store] url`` must not be kept as it is, or None: the database's password
     belongs in the keyring, never in settings.toml."""
-    from urllib.parse import parse_qsl, urlsplit
+    return _password_problem(url, "store.url")
 
+
+def _conninfo(text: str) -> tuple[dict[str, str], str | None]:
+    """A PostgreSQL address (``postgresql://...`` or ``key=value ...``) as its parameters,
+    and the password of a URL's user part (None without one)."""
+    from urllib.parse import parse_qsl, unquote, urlsplit
+
+    if "://" not in text:
+        pairs = re.findall(r"(\w+)\s*=\s*('(?:[^'\\]|\\.)*'|\S*)", text)
+        return {k.lower(): v.strip("'") for k, v in pairs}, None
+    parts = urlsplit(text)
+    info = {k.lower(): v for k, v in parse_qsl(parts.query, keep_blank_values=True)}
+    if "host" not in info:
+        hosts = []
+        for item in parts.netloc.rpartition("@")[2].split(","):
+            host = item.rsplit(":", 1)[0] if item.count(":") == 1 else item
+            hosts.append(unquote(host.strip("[]")))
+        info["host"] = ",".join(hosts)
+    return info, parts.password
+
+
+def _password_problem(url: str, name: str) -> str | None:
     text = url.strip()
     if not text:
         return None
-    if "://" not in text:
-        if re.search(r"(^|\s)password\s*=", text):
-            return "store.url must not carry a password (put it in the keyring)"
-        return None
-    parts = urlsplit(text)
-    if parts.password:
-        return "store.url must not carry a password (put it in the keyring)"
-    if any(k.lower() == "password" for k, _ in parse_qsl(parts.query, keep_blank_values=True)):
-        return "store.url must not carry a password (put it in the keyring)"
+    info, password = _conninfo(text)
+    if password or "password" in info:
+        return f"{name} must not carry a password (put it in the keyring)"
     return None
+
+
+def _local_host(host: str) -> bool:
+    """A Unix socket's folder, or this machine over loopback."""
+    import ipaddress
+
+    if not host or host.startswith("/") or host.startswith("@"):
+        return True
+    if host.lower() == "localhost":
+        return True
+    try:
+        return ipaddress.ip_address(host).is_loopback
+    except ValueError:
+        return False
+
+
+def team_url_problem(url: str) -> str | None:
+    """Why ``[team] url`` must not be kept as it is, or None: never a password (the keyring
+    keeps it), and TLS that checks the server (``sslmode=verify-full``, or ``require`` or
+    ``verify-ca`` with a CA file in ``sslrootcert``) unless the server is on this machine
+    (a Unix socket, loopback)."""
+    text = url.strip()
+    if not text:
+        return None
+    problem = _password_problem(text, "team.url")
+    if problem:
+        return problem
+    info, _ = _conninfo(text)
+    if "://" in text and not text.split("://", 1)[0].startswith("postgres"):
+        return "team.url must be a postgresql:// address"
+    hosts = [h.strip() for h in (info.get("host") or info.get("hostaddr") or "").split(",")]
+    if all(_local_host(h) for h in hosts):
+        return None
+    mode = info.get("sslmode", "")
+    if mode == "verify-full" or (mode in ("require", "verify-ca") and info.get("sslrootcert")):
+        return None
+    return (
+        "team.url names a server on another machine without checked TLS: add "
+        "sslmode=verify-full (or sslmode=require with sslrootcert=CA file)"
+    )
 
 
 def _check_section(name: str, raw: Any, path: str) -> dict[str, Any]:
@@ -463,6 +519,10 @@ def _check_section(name: str, raw: Any, path: str) -> dict[str, Any]:
             raise ConfigError(problem, path=path)
         if (name, key) == ("store", "url") and (problem := store_url_problem(value)):
             raise ConfigError(problem, path=path)
+        if (name, key) == ("team", "url") and (problem := team_url_problem(value)):
+            raise ConfigError(problem, path=path)
+        if (name, key) == ("team", "poll_seconds") and not 1.0 <= value <= 3600.0:
+            raise ConfigError("team.poll_seconds must be between 1 and 3600", path=path)
         if (name, key) == ("store", "backend") and value not in STORE_BACKENDS:
             raise ConfigError(
                 f"store.backend must be one of {', '.join(STORE_BACKENDS)}, not {value!r}",

@@ -22,6 +22,8 @@ from lexmem.config import (
     llm_url_problem,
     read_settings,
     secure_umask,
+    store_url_problem,
+    team_url_problem,
 )
 from lexmem.errors import ConfigError
 
@@ -33,6 +35,7 @@ __all__ = [
     "SearchSettings",
     "Settings",
     "StoreSettings",
+    "TeamSettings",
     "UiSettings",
     "load_settings",
     "save_settings",
@@ -128,6 +131,20 @@ class UiSettings:
 
 
 @dataclass(slots=True)
+class TeamSettings:
+    # The team's PostgreSQL database (with pgvector), written without its password (the
+    # OS keyring keeps that); "" = no team. Off this machine it must use checked TLS.
+    url: str = ""
+    # The role lexmem connects as ("" = the one in the url, else the login name).
+    user: str = ""
+    # Which local projects (a repository root or a name) are shared, and under which
+    # name the team knows each: local project -> team project.
+    projects: dict[str, str] = field(default_factory=dict)
+    # How often the service asks the server for changes when it is not told of them.
+    poll_seconds: float = 30.0
+
+
+@dataclass(slots=True)
 class Settings:
     schema_version: int = SCHEMA_VERSION
     embedding: EmbeddingSettings = field(default_factory=EmbeddingSettings)
@@ -137,6 +154,7 @@ class Settings:
     context: ContextSettings = field(default_factory=ContextSettings)
     llm: LlmSettings = field(default_factory=LlmSettings)
     ui: UiSettings = field(default_factory=UiSettings)
+    team: TeamSettings = field(default_factory=TeamSettings)
 
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)
@@ -161,6 +179,7 @@ def load_settings(paths: Paths, *, write_back: bool = True) -> Settings:
         context=ContextSettings(**sections["context"]),
         llm=LlmSettings(**sections["llm"]),
         ui=UiSettings(**sections["ui"]),
+        team=TeamSettings(**sections["team"]),
     )
     if old_version != SCHEMA_VERSION and write_back:
         save_settings(paths, settings)
@@ -171,7 +190,11 @@ def save_settings(paths: Paths, settings: Settings) -> None:
     """Write settings.toml atomically (:func:`~lexmem.base.atomic_write`), mode 0600."""
     import tomli_w
 
-    problem = llm_url_problem(settings.llm.url)
+    problem = (
+        llm_url_problem(settings.llm.url)
+        or store_url_problem(settings.store.url)
+        or team_url_problem(settings.team.url)
+    )
     if problem:
         raise ConfigError(problem, path=str(paths.settings))
     paths.ensure()

@@ -162,6 +162,7 @@ def test_the_section_table_matches_the_settings_dataclasses() -> None:
         LlmSettings,
         SearchSettings,
         StoreSettings,
+        TeamSettings,
         UiSettings,
     )
 
@@ -173,6 +174,7 @@ def test_the_section_table_matches_the_settings_dataclasses() -> None:
         "context": ContextSettings,
         "llm": LlmSettings,
         "ui": UiSettings,
+        "team": TeamSettings,
     }
     assert list(config._SECTIONS) == list(classes)
     for name, cls in classes.items():

@@ -181,3 +181,11 @@ def test_a_forgotten_memory_leaves_the_copy_at_once(filled: Lexmem) -> None:
     assert store._flat is not None and secret.id in store._flat.position
     filled.forget(secret.id)
     assert store._flat is None
+
+
+def test_asking_the_copy_for_ids_it_does_not_have_is_no_error(filled: Lexmem) -> None:
+    """A pull asks which of the team's ids are here already: none of them, at first."""
+    filled.search("row 3", mode="vector", record_access=False)  # the copy is built
+    assert filled.store.get_many(["not-here", "nor-this"]) == []
+    known = filled.list_memories(limit=1)[0].id
+    assert [m.id for m in filled.store.get_many(["not-here", known])] == [known]

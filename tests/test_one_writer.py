@@ -54,7 +54,9 @@ WRITER_ONLY = frozenset({"apply_import", "apply_reembed", "apply_optimize", "app
 # The writer's own modules (and the store itself, and the facade's write methods, which
 # the writer's operations call).
 WRITER_MODULES = ("lexmem/store/", "lexmem/service/writer.py", "lexmem/service/pipeline.py",
-                  "lexmem/service/ops.py", "lexmem/service/watcher.py", "lexmem/api.py")  # fmt: skip
+                  "lexmem/service/ops.py", "lexmem/service/watcher.py", "lexmem/api.py",
+                  # the team's outbox in front of the store, and the sync the writer runs
+                  "lexmem/team/recorder.py", "lexmem/team/sync.py")  # fmt: skip
 
 
 def _store_writes(source: str) -> list[tuple[int, str]]:
@@ -219,3 +221,34 @@ def test_a_cli_search_with_no_service_is_counted_when_the_command_ends(
         cli_run("search", "staging database")
     lm.refresh()
     assert lm.get(mid).access_count == 1 and not service_running(lm.paths)
+
+
+def test_the_writer_reads_its_own_commit_while_another_thread_refreshes(lm: Lexmem) -> None:
+    """The desktop app refreshes and reads on its own threads while the writer commits and
+    reads back what it wrote (team sync queues the row it just stored): a table handle
+    another thread opened before the commit must not hide it from the writer."""
+    from lexmem.models import Memory, MemoryType
+
+    store = lm.store
+    stop = threading.Event()
+
+    def reader() -> None:
+        while not stop.is_set():
+            store.refresh()
+            store.get_optional("not-a-memory", with_embedding=False)
+
+    thread = threading.Thread(target=reader)
+    thread.start()
+    missing = stale = 0
+    try:
+        for i in range(120):
+            m = Memory(content=f"memory {i}", embedding=[0.1] * 384, type=MemoryType.SEMANTIC)
+            store.store_many([m])
+            missing += not store.get_many([m.id], with_embedding=True)
+            store.set_pinned(m.id, True)
+            got = store.get_many([m.id], with_embedding=True)
+            stale += bool(got) and not got[0].pinned
+    finally:
+        stop.set()
+        thread.join()
+    assert (missing, stale) == (0, 0)

@@ -124,7 +124,7 @@ MAX_BUFFER = 60
 
 # The whole-store jobs the writer runs for other callers, alone: nothing else is written
 # while one runs (memory_op events with these ops, or handed over in-process).
-MAINTENANCE = ("import", "reembed", "optimize", "scan_notes")
+MAINTENANCE = ("import", "reembed", "optimize", "scan_notes", "team_sync")
 
 
 def environmental(exc: BaseException) -> bool:

@@ -57,6 +57,7 @@ from lexmem.service.pipeline import (
 from lexmem.service.readers import Handler, ReaderServer
 from lexmem.service.registry import register, unregister
 from lexmem.store.journal import AuditEntry, SessionStatus
+from lexmem.team.sync import ChangeListener, TeamSync
 
 if TYPE_CHECKING:
     from lexmem.api import Lexmem
@@ -201,6 +202,12 @@ class CaptureService(CapturePipeline):
         # Windows a crash left unextracted, still to finish (retried by the next drain
         # when finishing them failed at start-up, e.g. for want of the model).
         self._recover_pending = False
+        # Team sync (lexmem.team): set up from [team] when the data folder has a team,
+        # and again whenever the settings file changes (a join or leave elsewhere).
+        self.team: TeamSync | None = None
+        self._team_listener: ChangeListener | None = None
+        self._team_settings_seen: float | None = None
+        self._team_said = ""
         # Maintenance jobs handed over by other threads of this process, run by the loop.
         self._jobs: deque[_Job] = deque()
         # Held for each step of the loop and for each maintenance job: one at a time.
@@ -490,6 +497,13 @@ class CaptureService(CapturePipeline):
                     )
                     self.digests.mark_all()
                     return dict(counts)
+                if job == "team_sync":
+                    self._team_check(force=True)
+                    if self.team is None:
+                        raise InvalidInputError(
+                            "this data folder is in no team (`lexmem team join URL`)"
+                        )
+                    return self.team.sync_once().to_dict()
                 if job == "scan_notes":
                     from lexmem.service.watcher import MarkdownWatcher
 
@@ -652,6 +666,7 @@ class CaptureService(CapturePipeline):
                             self.maintain()
                             last_optimize = time.monotonic()
                         self.digests.flush()
+                        self._team_step()
                     except Exception as exc:  # noqa: BLE001 - said below, and retried
                         failed = exc
                 if failed is not None:
@@ -676,6 +691,7 @@ class CaptureService(CapturePipeline):
                     self._wake.wait(0.25 if busy or (notes and notes._pending) else poll)
                 self._wake.clear()
         finally:
+            self._team_stop()
             if self.reader_server is not None:
                 self.reader_server.stop()
                 self.reader_server = None
@@ -687,6 +703,78 @@ class CaptureService(CapturePipeline):
             if observer is not None:
                 observer.stop()
                 observer.join(timeout=5)
+
+    # -- team sync --------------------------------------------------------------------------
+
+    def _team_check(self, *, force: bool = False) -> None:
+        """Set team sync up, change it or end it as ``[team]`` in the settings file says
+        (read again only when the file changed)."""
+        from lexmem.settings import load_settings
+
+        try:
+            seen = self.lm.paths.settings.stat().st_mtime
+        except OSError:
+            seen = 0.0
+        if not force and seen == self._team_settings_seen:
+            return
+        self._team_settings_seen = seen
+        team = load_settings(self.lm.paths, write_back=False).team
+        self.lm.settings.team = team
+        if not (team.url and team.projects):
+            if self.team is not None:
+                self.team.store.projects = {}
+            self._team_stop()
+            return
+        sharing = self.lm.share_with_team()
+        sharing.on_queued = self.wake
+        space = self.lm.embedder.space_id
+        dim = self.lm.settings.embedding.dim
+        if self.team is None:
+            self.team = TeamSync(sharing, team, erase=self.lm.erase_memories, dim=dim, space=space)
+        else:
+            moved = (team.url, team.user) != (self.team.settings.url, self.team.settings.user)
+            self.team.configure(team)
+            if moved and self._team_listener is not None:
+                self._team_listener.stop()
+                self._team_listener = None
+        if self._team_listener is None and self._loop_thread is not None:
+            self._team_listener = ChangeListener(team, dim=dim, space=space, wake=self.wake)
+            self._team_listener.start()
+
+    def _team_step(self) -> None:
+        """Push and pull when due (the loop's thread). A failure (the server down) never
+        stops capture: it is said once per cause and retried with backoff."""
+        self._team_check()
+        if self.team is None:
+            return
+        listener = self._team_listener
+        notified = listener is not None and listener.notified.is_set()
+        if not self.team.due(notified):
+            return
+        if listener is not None:
+            listener.notified.clear()
+        try:
+            report = self.team.sync_once()
+        except Exception as exc:  # recorded for `lexmem team status`, retried
+            message = str(exc) if isinstance(exc, LexmemError) else _first_line(exc)
+            if message != self._team_said:
+                log.warning("[MEM:TEAM] Sync failed (retried): %s", message,
+                            exc_info=None if isinstance(exc, LexmemError) else exc)  # fmt: skip
+                self._team_said = message
+            return
+        if self._team_said:
+            log.info("[MEM:TEAM] Sync works again")
+            self._team_said = ""
+        if report.pulled or report.deleted:
+            self.digests.mark_all()
+
+    def _team_stop(self) -> None:
+        if self._team_listener is not None:
+            self._team_listener.stop()
+            self._team_listener = None
+        if self.team is not None:
+            self.team.close()
+            self.team = None
 
     def folder_gone(self) -> bool:
         """Whether the data folder was deleted (or moved away) under the running service:

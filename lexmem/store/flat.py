@@ -85,6 +85,8 @@ class FlatVectors:
         return self._take([n for i in ids if (n := self.position.get(i)) is not None], columns)
 
     def _take(self, rows: Sequence[int], columns: Sequence[str]) -> list[dict[str, Any]]:
+        if not rows:  # an empty list has no type Arrow can take by
+            return []
         plain = [c for c in columns if c not in ACCESS_COLUMNS]
         out: list[dict[str, Any]] = self.rows.select(plain).take(list(rows)).to_pylist()
         for column in columns:

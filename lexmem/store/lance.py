@@ -399,6 +399,11 @@ class MemoryStore:
         self._db: Any = None
         self._session: Any = None  # lancedb.Session: the bounded caches
         self._tables: dict[str, Any] = {}
+        # This process's commit count each cached handle has seen: a handle another
+        # thread opened just before a commit (after a refresh) would trust its older
+        # version for the connection's consistency interval and hide the commit from the
+        # writer reading back what it wrote.
+        self._tables_seen: dict[str, int] = {}
         # Reader threads open tables while a writer iterates them: guard the dict itself.
         self._tables_lock = threading.Lock()
         self._project_names: tuple[int, tuple[str, ...]] | None = None
@@ -640,9 +645,15 @@ class MemoryStore:
             with self._tables_lock:
                 t = self._tables.get(name)
                 if t is None:
+                    seen = self._commits  # before opening: a commit meanwhile is caught up
                     real = self._meta["memories_table"] if name == "memories" else name
                     t = self._db.open_table(real)
                     self._tables[name] = t
+                    self._tables_seen[name] = seen
+        elif self._tables_seen.get(name, -1) < self._commits:
+            commits = self._commits
+            t.checkout_latest()
+            self._tables_seen[name] = commits
         return t
 
     def refresh(self) -> None:
