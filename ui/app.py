@@ -598,6 +598,12 @@ class App(QObject):
         self._clock.timeout.connect(self._refresh_state)
         # The trial's days run out and keys expire: read the tier each minute too.
         self._clock.timeout.connect(self.load_licence)
+        # Team sync moves by itself (the writer pushes and pulls): its state is read
+        # every few seconds, off the UI thread, from the data folder alone.
+        self.team: dict[str, Any] | None = None
+        self._team_clock = QTimer(self)
+        self._team_clock.setInterval(5_000)
+        self._team_clock.timeout.connect(self.load_team)
         self._refresh_state()
         self.load_licence()
 
@@ -613,9 +619,12 @@ class App(QObject):
         if show_window if show_window is not None else not self.has_tray:
             self.window.bring_up()
         self._clock.start()
+        self._team_clock.start()
+        self.load_team()
 
     def stop(self) -> None:
         self._clock.stop()
+        self._team_clock.stop()
         self.hotkey.stop()
         if self.tray is not None:
             self.tray.hide()
@@ -705,12 +714,26 @@ class App(QObject):
             sessions=bool(report.events), state=False,
         )  # fmt: skip
         self.ctx.emit(changes)
+        self.load_team()  # a drain may have queued changes for the team
         if report.quarantined:
             self.ctx.hub.notify.emit(
                 "lexmem set an event aside",
                 f"{report.quarantined} event(s) could not be read and were quarantined; "
                 "run `lexmem doctor` to see why.",
             )
+
+    def load_team(self) -> None:
+        """Read where team sync stands (local figures only: no server is asked)."""
+        self.ctx.read(
+            lambda: self.lm.team_status(reach=False),
+            on_done=self._on_team,
+            on_error=lambda exc: log.warning("[MEM:UI] team status unread: %s", exc),
+        )
+
+    def _on_team(self, status: dict[str, Any]) -> None:
+        if status != self.team:
+            self.team = status
+            self._refresh_state()
 
     def _on_service_state(self, state: str) -> None:
         self.service_state = state
@@ -784,6 +807,9 @@ class App(QObject):
         n = self.menu.review_count
         if n:
             words += f" · {n} to review"
+        team = team_text(self.team)
+        if team:
+            words += f" · {team}"
         if self.licence is not None:
             words += f" · {tier_text(self.licence)}"
         return words
@@ -795,6 +821,34 @@ class App(QObject):
         if self.tray is not None:
             self.tray.setIcon(tray_icon(self.tray_state(), self.menu.review_count))
             self.tray.setToolTip(f"lexmem — {text}")
+
+
+def team_text(status: dict[str, Any] | None, now: datetime | None = None) -> str:
+    """Team sync in a few words, for the tray and the window's status line ("" when no
+    project is shared)."""
+    if not status or not status.get("joined"):
+        return ""
+    error = str(status.get("last_error") or "").strip()
+    if error:
+        return f"Team: not syncing ({error.splitlines()[0]})"
+    waiting = int(status.get("outbox") or 0)
+    if waiting:
+        return f"Team: {waiting} waiting to sync"
+    last = status.get("last_sync")
+    if not last:
+        return "Team: not synced yet"
+    try:
+        when = datetime.fromisoformat(str(last))
+    except ValueError:
+        return "Team: synced"
+    if when.tzinfo is None:
+        when = when.replace(tzinfo=UTC)
+    ago = ((now or datetime.now(UTC)) - when).total_seconds()
+    if ago < 60:
+        return "Team: synced"
+    if ago < 3600:
+        return f"Team: synced {int(ago // 60)} min ago"
+    return f"Team: last synced {when.astimezone().strftime('%d %b %H:%M')}"
 
 
 def _changes_of(report: DrainReport) -> Any:

@@ -1206,19 +1206,21 @@ class MemoriesPage(QWidget):
     def _load_projects(self) -> None:
         lm = self.ctx.lm
 
-        def work() -> list[str]:
-            return lm.projects()
+        def work() -> tuple[list[str], dict[str, str]]:
+            return lm.projects(), lm.shared_projects()
 
         # A missing project list only leaves the combo without suggestions.
         submit_read(self.ctx.read, work, self._show_projects, lambda exc: None)
 
-    def _show_projects(self, projects: list[str]) -> None:
+    def _show_projects(self, found: tuple[list[str], dict[str, str]]) -> None:
         if not alive(self):
             return
+        projects, shared = found
         box = self.project_filter
         text = box.currentText()
         self._projects = projects
         self.model.set_project_labels(project_labels(projects))
+        self.model.set_shared(shared)
         box.blockSignals(True)
         try:
             box.clear()

@@ -51,6 +51,7 @@ from PySide6.QtWidgets import (
 from lexmem.api import AuditEntry, Session, project_name
 from lexmem.errors import NotFoundError
 from lexmem.models import Memory, MemoryType
+from ui.table import shared_text
 
 from . import ops
 from .context import AppContext, UiChanges
@@ -71,6 +72,7 @@ class DetailData:
     titles: dict[str, str] = field(default_factory=dict)  # linked memories' titles
     audit: list[AuditEntry] = field(default_factory=list)
     session: Session | None = None  # the agent session it came from, when recorded
+    shared_as: str | None = None  # the team's name for its project, when a team sees it
 
 
 def load_detail(lm: Lexmem, memory_id: str) -> DetailData:
@@ -81,7 +83,9 @@ def load_detail(lm: Lexmem, memory_id: str) -> DetailData:
     audit = lm.audit_entries(memory_id=detail.memory.id, limit=50)
     sid = detail.memory.session_id
     session = lm.session(sid) if sid else None
-    return DetailData(detail, titles, audit, session)
+    m = detail.memory
+    shared = lm.shared_projects().get(m.project or "") if lm.is_shared(m) else None
+    return DetailData(detail, titles, audit, session, shared)
 
 
 #: How an agent is named to a person.
@@ -418,6 +422,7 @@ class MemoryDetailPanel(QWidget):
             ("conversation", "Conversation"),
             ("events", "Source events"), ("document", "Document"), ("learned", "Learned"),
             ("capture", "Capture mode"), ("classified", "Classified"), ("project", "Project"),
+            ("team", "Team"),
             ("created", "Created"), ("updated", "Updated"), ("accessed", "Accessed"),
             ("metadata", "Metadata"),
         ):  # fmt: skip
@@ -645,6 +650,7 @@ class MemoryDetailPanel(QWidget):
             "classified": CLASSIFIED.get(str(m.classification_method), "")
             or str(m.classification_method),
             "project": project_name(m.project),
+            "team": shared_text(data.shared_as) if data.shared_as is not None else "",
             "created": _when(m.created_at),
             "updated": _when(m.updated_at),
             "accessed": _when(m.last_accessed_at) if m.access_count else "",

@@ -178,6 +178,30 @@ def type_icon(mtype: str) -> QIcon:
     return QIcon(pm)
 
 
+#: The colour of the mark on memories a team sees.
+SHARED_COLOUR = "#4c6ef5"
+
+
+def shared_icon() -> QIcon:
+    """Two figures side by side: the memory's project is shared with a team."""
+    pm = QPixmap(14, 12)
+    pm.fill(Qt.GlobalColor.transparent)
+    p = QPainter(pm)
+    p.setRenderHint(QPainter.RenderHint.Antialiasing)
+    p.setPen(Qt.PenStyle.NoPen)
+    p.setBrush(QColor(SHARED_COLOUR))
+    for x in (1, 7):
+        p.drawEllipse(x + 1, 1, 4, 4)  # a head
+        p.drawRoundedRect(x, 6, 6, 5, 2, 2)  # shoulders
+    p.end()
+    return QIcon(pm)
+
+
+def shared_text(team_project: str) -> str:
+    """How a shared memory says so."""
+    return f"Shared with the team as “{team_project}”"
+
+
 @dataclass(frozen=True, slots=True)
 class IdSnapshot:
     """A model's id list at one moment (``generation`` tells whether it still is)."""
@@ -264,6 +288,9 @@ class MemoryTableModel(QAbstractTableModel):
         # project key -> the label every view shows (lexmem.projects), once the page
         # has listed the projects; a project not in it shows its folder name.
         self._project_labels: dict[str, str] = {}
+        # local project -> the team's name for it: its memories are marked as shared.
+        self._shared: dict[str, str] = {}
+        self._shared_icon: QIcon | None = None
         self._wanted: set[int] = set()
         self._in_flight = False
         self._generation = 0  # bumped whenever the id list changes
@@ -285,6 +312,22 @@ class MemoryTableModel(QAbstractTableModel):
                 self.index(0, column), self.index(len(self._ids) - 1, column),
                 [Qt.ItemDataRole.DisplayRole],
             )  # fmt: skip
+
+    def set_shared(self, shared: dict[str, str]) -> None:
+        """The projects a team sees (local project -> the team's name for it)."""
+        if shared == self._shared:
+            return
+        self._shared = dict(shared)
+        column = next(i for i, c in enumerate(COLUMNS) if c.key == "project")
+        if self._ids:
+            self.dataChanged.emit(
+                self.index(0, column), self.index(len(self._ids) - 1, column),
+                [Qt.ItemDataRole.DecorationRole, Qt.ItemDataRole.ToolTipRole],
+            )  # fmt: skip
+
+    def shared_as(self, project: str | None) -> str | None:
+        """The team's name for ``project`` when a team sees it, else None."""
+        return self._shared.get(project or "")
 
     # -- the id list ---------------------------------------------------------------
 
@@ -577,6 +620,12 @@ class MemoryTableModel(QAbstractTableModel):
             return None
         if role == Qt.ItemDataRole.DecorationRole and col.key == "type":
             return type_icon(str(m.type))
+        if role == Qt.ItemDataRole.DecorationRole and col.key == "project":
+            if self.shared_as(m.project) is None:
+                return None
+            if self._shared_icon is None:
+                self._shared_icon = shared_icon()
+            return self._shared_icon
         if role == Qt.ItemDataRole.TextAlignmentRole:
             if col.right:
                 return int(Qt.AlignmentFlag.AlignRight | Qt.AlignmentFlag.AlignVCenter)
@@ -584,7 +633,9 @@ class MemoryTableModel(QAbstractTableModel):
                 return int(Qt.AlignmentFlag.AlignCenter)
             return None
         if role == Qt.ItemDataRole.ToolTipRole:
-            return _tooltip(m, self._scores.get(mid))
+            tip = _tooltip(m, self._scores.get(mid))
+            team = self.shared_as(m.project)
+            return f"{tip}\n{shared_text(team)}" if team is not None else tip
         return None
 
 
