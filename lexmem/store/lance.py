@@ -1514,6 +1514,9 @@ class MemoryStore:
         with secure_umask():
             for name in ("memories", LINKS, CONFIDENCE):
                 table = self.table(name)
+                # A reader's refresh may have cached a handle opened before this block's
+                # own commit: a compaction from that version is refused as preempted.
+                table.checkout_latest()
                 table.optimize(cleanup_older_than=_retention(table))
         self._write_meta(dict(self._meta, optimized_version=self.table().version))
 
