@@ -44,8 +44,6 @@ from lexmem.store.protocol import MemoryFilter
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "bench"))
 from _common import MemoryCorpus  # bench/ is not a package: imported from its folder
 
-pytest.importorskip("psycopg")
-
 GENERATED = 300
 SESSION_LENGTH = 6
 QUESTIONS = 60
