@@ -13,7 +13,7 @@ import logging
 import re
 import time
 import uuid
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, TypeGuard, cast
@@ -159,6 +159,8 @@ __all__ = [
     "resolve_project",
     "set_autostart",
     "set_llm_api_key",
+    "start_team_server",
+    "stop_team_server",
 ]
 
 log = logging.getLogger("lexmem")
@@ -913,6 +915,45 @@ class Lexmem:
             self.store.projects = dict(self.settings.team.projects)
         return result
 
+    def team_admin(
+        self,
+        url: str,
+        team: str,
+        *,
+        share: Sequence[str] = (),
+        members: Sequence[str] = (),
+        passwords: Mapping[str, str] | None = None,
+        user: str = "",
+        password: str | None = None,
+    ) -> dict[str, Any]:
+        """As the team database's administrator (``user``, the tables' owner or a role
+        that may create roles): lay out the schema, make ``team`` if missing, share the
+        team projects ``share`` with it and make each of ``members`` a member (a login
+        role of its own, with its password from ``passwords`` when given)."""
+        from lexmem.settings import TeamSettings
+        from lexmem.team.sync import open_server
+
+        settings = TeamSettings(url=url, user=user)
+        from lexmem.config import team_url_problem
+
+        check = team_url_problem(url)
+        if check:
+            raise InvalidInputError(check)
+        server = open_server(
+            settings, dim=self.settings.embedding.dim, space=self.embedder.space_id,
+            password=password,
+        )  # fmt: skip
+        try:
+            server.create_team(team)
+            for project in share:
+                server.share_project(team, project)
+            for role in members:
+                server.add_member(team, role, password=(passwords or {}).get(role))
+            return {"server": server.where, "team": team, "shared": list(share),
+                    "members": list(members)}  # fmt: skip
+        finally:
+            server.close()
+
     def team_sync(self) -> dict[str, Any]:
         """Push the outbox and pull the team's changes now: the single writer does it."""
         return self._maintain("team_sync", {}, {})
@@ -955,3 +996,33 @@ class Lexmem:
         activating it; raises :class:`LicenceError` when it is not a valid key."""
         svc = self.licence
         return verify_token(text, svc.public_keys, svc.clock())
+
+
+def _team_server_folder(folder: Path | None, home: Path | str | None) -> Path:
+    from lexmem.store.postgres import local
+
+    data = Path(home).expanduser().absolute() if home is not None else resolve_paths().home
+    return folder or local.default_folder(data)
+
+
+def start_team_server(
+    folder: Path | None = None, *, home: Path | str | None = None
+) -> tuple[Path, str]:
+    """Start a PostgreSQL with pgvector on this machine for trying team memory, in
+    ``folder`` (by default beside the data folder ``home``); the folder and the URL of
+    its ``lexmem`` database. Already running there: the same URL."""
+    from lexmem.store.postgres import local
+
+    where = _team_server_folder(folder, home)
+    return where, local.start(where)
+
+
+def stop_team_server(
+    folder: Path | None = None, *, home: Path | str | None = None
+) -> tuple[Path, bool]:
+    """Stop the server :func:`start_team_server` started (its data stays); the folder,
+    and whether one ran there."""
+    from lexmem.store.postgres import local
+
+    where = _team_server_folder(folder, home)
+    return where, local.stop(where)

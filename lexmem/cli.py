@@ -83,6 +83,16 @@ class Ctx:
         return os.getcwd()
 
 
+def relative_project(c: Ctx, project: str | None) -> str | None:
+    """``--project .`` (or ``..``, ``./x``, ``../x``) as the repository that folder is in,
+    from where the command was given; any other value as typed (the writer reads names)."""
+    if project is None or not (project in (".", "..") or project.startswith(("./", "../"))):
+        return project
+    from lexmem.capture.policy import project_root
+
+    return project_root(os.path.normpath(os.path.join(c.cwd(), project)))
+
+
 class WarmCtx(Ctx):
     """A read command run by the service for a reader: the service's open core, the
     reader's folder, and nothing closed at the end."""
@@ -443,7 +453,7 @@ def remember(
         c.lm(),
         body,
         mtype=None if mtype == "auto" else mtype,
-        project=project,
+        project=relative_project(c, project),
         title=title,
         pin=pin,
     )
@@ -534,7 +544,7 @@ def search(c: Ctx, query: tuple[str, ...], project: str | None, mtype: str | Non
     """Find memories by meaning and keywords."""
     from lexmem.store.search import listed
 
-    flt = _filter(project, mtype, status, source, since=since, until=until)
+    flt = _filter(relative_project(c, project), mtype, status, source, since=since, until=until)
     result = c.lm().search(" ".join(query), flt, limit=limit, mode=mode)
     if as_json:
         emit_json({"query": result.query, "mode": result.mode, "timings_ms": result.timings_ms,
@@ -652,7 +662,7 @@ def list_(c: Ctx, status: str, mtype: str | None, project: str | None, source: s
           since: str | None, until: str | None, sort: str, limit: int, offset: int, as_json: bool) -> None:  # fmt: skip
     """List memories (newest first, unless --sort says otherwise)."""
     lm = c.lm()
-    flt = _filter(project, mtype, status, source, pinned, since, until)
+    flt = _filter(relative_project(c, project), mtype, status, source, pinned, since, until)
     items = lm.list_memories(flt, sort=sort, limit=limit, offset=offset)
     if as_json:
         emit_json([m.to_dict() for m in items])
@@ -871,7 +881,7 @@ def edit(c: Ctx, ident: str, text: str | None, title: str | None, mtype: str | N
             return
         text = edited
     changes = c.writer().edit(m.id, content=text, title=title, type=MemoryType(mtype) if mtype else None,
-                      project=project, salience=salience)  # fmt: skip
+                      project=relative_project(c, project), salience=salience)  # fmt: skip
     if as_json:
         emit_json({"id": m.id, "changes": changes.to_dict()})
     else:
@@ -1330,6 +1340,80 @@ def team_sync(c: Ctx, as_json: bool) -> None:
     click.echo(
         f"Pushed {result.get('pushed', 0)}, pulled {result.get('pulled', 0)}, "
         f"deleted {result.get('deleted', 0)}; {result.get('conflicts', 0)} conflicts."
+    )
+
+
+@team.command("admin")
+@click.argument("url")
+@click.option("--team", "team_name", required=True, metavar="NAME", help="The team.")
+@click.option("--share", multiple=True, metavar="PROJECT", help="A team project to share with it.")
+@click.option("--member", multiple=True, metavar="ROLE", help="A person to add (a role each).")
+@click.option("--user", default="", metavar="ROLE", help="The administrator's role.")
+@click.option(
+    "--password-stdin",
+    is_flag=True,
+    help="Read the administrator's password, then one per --member, from stdin.",
+)
+@json_option
+@pass_ctx
+def team_admin(c: Ctx, url: str, team_name: str, share: tuple[str, ...], member: tuple[str, ...],
+               user: str, password_stdin: bool, as_json: bool) -> None:  # fmt: skip
+    """Set up a team on the database at URL: the team, the projects it shares, its members."""
+    password, passwords = None, {}
+    if password_stdin:
+        password = sys.stdin.readline().rstrip("\r\n")
+        passwords = {role: sys.stdin.readline().rstrip("\r\n") for role in member}
+    result = c.lm().team_admin(
+        url, team_name, share=share, members=member, passwords=passwords, user=user,
+        password=password,
+    )  # fmt: skip
+    if as_json:
+        emit_json(result)
+        return
+    shared = ", ".join(repr(p) for p in result["shared"]) or "nothing new"
+    people = ", ".join(result["members"]) or "nobody new"
+    click.echo(f"Team {result['team']!r} at {result['server']}: shares {shared}; members {people}.")
+
+
+@team.group("server")
+def team_server() -> None:
+    """A PostgreSQL with pgvector on this machine, to try team memory (pgserver)."""
+
+
+@team_server.command("start")
+@click.option(
+    "--folder",
+    type=click.Path(file_okay=False, path_type=Path),
+    help="Where the server keeps its data (default: beside the data folder).",
+)
+@pass_ctx
+def team_server_start(c: Ctx, folder: Path | None) -> None:
+    """Start it (its Unix socket only, no network) and print the URL to join."""
+    from lexmem.api import start_team_server
+
+    where, url = start_team_server(folder, home=c.home)
+    click.echo(url)
+    click.echo(
+        f"lexmem: a team database runs in {where} until `lexmem team server stop`; "
+        f"an administrator adds teams and members (docs/team.md), then: lexmem team join URL",
+        err=True,
+    )
+
+
+@team_server.command("stop")
+@click.option(
+    "--folder",
+    type=click.Path(file_okay=False, path_type=Path),
+    help="The server's folder (default: beside the data folder).",
+)
+@pass_ctx
+def team_server_stop(c: Ctx, folder: Path | None) -> None:
+    """Stop it; its data stays for the next start."""
+    from lexmem.api import stop_team_server
+
+    where, ran = stop_team_server(folder, home=c.home)
+    click.echo(
+        f"Stopped the team database in {where}." if ran else f"No team database runs in {where}."
     )
 
 

@@ -891,3 +891,18 @@ def test_capture_commands_optout_watch_ingest_audit(tmp_path: Path) -> None:
     assert run_json("sessions") == []
     run("watch", "remove", str(notes))
     assert run_json("watch", "list") == []
+
+
+def test_project_dot_means_the_repository_the_command_is_given_in(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """``--project .`` from a folder inside a repository files the memory under the
+    repository's root, not under a project literally named "."; a read says the same."""
+    repo = tmp_path / "work" / "shop"
+    (repo / ".git").mkdir(parents=True)
+    (repo / "src").mkdir()
+    monkeypatch.chdir(repo / "src")
+    run("remember", "--project", ".", "The shop's CI runs on self-hosted runners")
+    (memory,) = run_json("list", "--project", "..")
+    assert memory["project"] == str(repo)
+    assert run_json("list", "--project", str(repo))[0]["id"] == memory["id"]

@@ -92,18 +92,21 @@ def password_entry(url: str, user: str) -> str:
     return f"team-password:{user or '-'}@{url.strip()}"
 
 
-def open_server(settings: TeamSettings, *, dim: int, space: str) -> Any:
-    """A :class:`TeamServer` connected as ``settings`` say, its schema checked; one line
-    (a :class:`LexmemError`) when the server is down, the address wrong or the password
-    missing."""
+def open_server(
+    settings: TeamSettings, *, dim: int, space: str, password: str | None = None
+) -> Any:
+    """A :class:`TeamServer` connected as ``settings`` say (with ``password``, else the
+    keyring's), its schema checked; one line (a :class:`LexmemError`) when the server is
+    down, the address wrong or the password missing."""
     module = server_module()
     # The pool says each failed connection attempt on its own, over several lines, on
     # stderr: lexmem says the failure once, in one line (and in the log).
     logging.getLogger("psycopg.pool").setLevel(logging.ERROR)
-    try:
-        password = get_secret(password_entry(settings.url, settings.user))
-    except SecretStoreError:
-        password = None  # a server that asks for none (a Unix socket, trust or peer)
+    if password is None:
+        try:
+            password = get_secret(password_entry(settings.url, settings.user))
+        except SecretStoreError:
+            password = None  # a server that asks for none (a Unix socket, trust or peer)
     server = module.TeamServer(
         connect_url(settings.url, settings.user), password=password, dim=dim, space=space
     )
