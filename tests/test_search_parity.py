@@ -41,8 +41,22 @@ from lexmem.encoder import EncodingRequest
 from lexmem.models import MemoryContext, MemorySource, utcnow
 from lexmem.store.protocol import MemoryFilter
 
-sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "bench"))
-from _common import MemoryCorpus  # bench/ is not a package: imported from its folder
+
+def _bench_common() -> Any:
+    """bench/_common.py's corpus generator, loaded by its path: putting bench/ on sys.path
+    would let bench/ui.py stand in for the ui package in every later test."""
+    import importlib.util
+
+    path = Path(__file__).resolve().parent.parent / "bench" / "_common.py"
+    spec = importlib.util.spec_from_file_location("lexmem_bench_common", path)
+    assert spec is not None and spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    sys.modules[spec.name] = module  # dataclasses look their module up while it loads
+    spec.loader.exec_module(module)
+    return module
+
+
+MemoryCorpus = _bench_common().MemoryCorpus
 
 GENERATED = 300
 SESSION_LENGTH = 6
