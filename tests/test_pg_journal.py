@@ -498,7 +498,7 @@ def test_erase_refuses_to_run_inside_a_transaction(journal: PostgresJournal) -> 
 def test_erase_waits_for_a_reader_then_says_the_store_is_locked(
     journal: PostgresJournal, store: PostgresStore, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    import lexmem.store.postgres.journal as module
+    import lexmem.store.postgres.db as module  # where the rewrite reads it
 
     monkeypatch.setattr(module, "WRITE_LOCK_TIMEOUT", 0.3)
     with psycopg.connect(store.url) as reader:

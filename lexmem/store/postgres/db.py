@@ -13,14 +13,16 @@ meanwhile runs on that connection, so the store's and the journal's operations i
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import threading
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from typing import Any
 
 import psycopg
 from psycopg import errors as pgerrors
+from psycopg import sql
 from psycopg_pool import ConnectionPool, PoolTimeout
 
 from lexmem.errors import (
@@ -189,6 +191,49 @@ class Database:
                     conn.commit()
                 except psycopg.Error:
                     pass  # the connection is broken: its session, and so its lock, ended
+
+    def rewrite(
+        self,
+        vacuums: Sequence[sql.Composed | str],
+        doing: str,
+        *,
+        after: Callable[[psycopg.Connection[Any]], None] | None = None,
+    ) -> None:
+        """Run ``vacuums`` (``VACUUM (FULL, ...)`` statements, one at a time: VACUUM runs
+        in no transaction block) under the write lock,
+        outside any transaction, on this thread's writing connection switched to
+        autocommit for it; then ``after`` on that connection (the statistics catalog's
+        rewrite). A reader holding a table past the write lock's timeout is
+        :class:`StoreLockedError`; a table the server skipped (a role that does not own
+        it: VACUUM only warns) is :class:`StoreError`, one line, not a silent pass."""
+        skipped: list[str] = []
+
+        def notice(diag: psycopg.errors.Diagnostic) -> None:
+            if (diag.severity_nonlocalized or diag.severity) == "WARNING":
+                skipped.append(diag.message_primary or "a table was skipped")
+
+        with self.writing(), self.connection() as conn:
+            if conn.info.transaction_status != psycopg.pq.TransactionStatus.IDLE:
+                raise StoreError(f"{doing}: cannot rewrite tables inside a transaction")
+            conn.add_notice_handler(notice)
+            try:
+                conn.autocommit = True
+                conn.execute(f"SET lock_timeout = '{int(WRITE_LOCK_TIMEOUT * 1000)}ms'")
+                for vacuum in vacuums:
+                    conn.execute(vacuum)
+                if after is not None:
+                    after(conn)
+            except psycopg.Error as exc:
+                raise failure(exc, doing, self.where) from exc
+            finally:
+                conn.remove_notice_handler(notice)
+                # A broken connection ends its session, and its settings with it.
+                with contextlib.suppress(psycopg.Error):
+                    conn.execute("SET lock_timeout = 0")
+                with contextlib.suppress(psycopg.Error):
+                    conn.autocommit = False
+        if skipped:
+            raise StoreError(f"{doing}: the server did not rewrite a table ({skipped[0]})")
 
     @contextmanager
     def write(self, doing: str) -> Iterator[psycopg.Cursor[Any]]:

@@ -39,7 +39,6 @@ TOAST table built again, the old files emptied at commit). What stays:
 from __future__ import annotations
 
 import array
-import contextlib
 import json
 import math
 import os
@@ -50,9 +49,7 @@ from typing import Any
 import psycopg
 from psycopg import sql
 
-from lexmem.errors import StoreError
 from lexmem.models import utcnow
-from lexmem.store.postgres.db import WRITE_LOCK_TIMEOUT, failure
 from lexmem.store.postgres.schema import SCHEMA
 from lexmem.store.postgres.store import PostgresStore
 from lexmem.store.protocol import AuditEntry, Session, SessionStatus, holds_text, text_words, under
@@ -448,41 +445,18 @@ class PostgresJournal:
         ``statistics``, the planner's statistics catalog rewritten too when the role may
         (the database's owner or a superuser). VACUUM runs outside a transaction: on this
         thread's writing connection, switched to autocommit for it."""
-        skipped: list[str] = []
 
-        def notice(diag: psycopg.errors.Diagnostic) -> None:
-            # A role that does not own a table is not refused: VACUUM warns and skips it.
-            if (diag.severity_nonlocalized or diag.severity) == "WARNING":
-                skipped.append(diag.message_primary or "a table was skipped")
+        def catalog(conn: psycopg.Connection[Any]) -> None:
+            # ANALYZE replaced the statistics sampled from these tables (a title or a
+            # path among their common values); the replaced catalog rows stay in
+            # pg_statistic's pages until it is rewritten, which its owner may do.
+            if statistics and _owns_database(conn):
+                conn.execute("VACUUM FULL pg_catalog.pg_statistic")
 
-        with self.db.writing(), self.db.connection() as conn:
-            if conn.info.transaction_status != psycopg.pq.TransactionStatus.IDLE:
-                raise StoreError(f"{doing}: cannot rewrite tables inside a transaction")
-            conn.add_notice_handler(notice)
-            conn.autocommit = True
-            try:
-                conn.execute(f"SET lock_timeout = '{int(WRITE_LOCK_TIMEOUT * 1000)}ms'")
-                conn.execute(
-                    sql.SQL("VACUUM (FULL, ANALYZE) {}").format(
-                        sql.SQL(", ").join(_t(t) for t in tables)
-                    )
-                )
-                # ANALYZE replaced the statistics sampled from these tables (a title or a
-                # path among their common values); the replaced catalog rows stay in
-                # pg_statistic's pages until it is rewritten, which its owner may do.
-                if statistics and _owns_database(conn):
-                    conn.execute("VACUUM FULL pg_catalog.pg_statistic")
-            except psycopg.Error as exc:
-                raise failure(exc, doing, self.db.where) from exc
-            finally:
-                conn.remove_notice_handler(notice)
-                # A broken connection ends its session, and its settings with it.
-                with contextlib.suppress(psycopg.Error):
-                    conn.execute("SET lock_timeout = 0")
-                with contextlib.suppress(psycopg.Error):
-                    conn.autocommit = False
-        if skipped:
-            raise StoreError(f"{doing}: the server did not rewrite a table ({skipped[0]})")
+        vacuum = sql.SQL("VACUUM (FULL, ANALYZE) {}").format(
+            sql.SQL(", ").join(_t(t) for t in tables)
+        )
+        self.store.db.rewrite([vacuum], doing, after=catalog)
 
     # -- watched files ----------------------------------------------------------------
 

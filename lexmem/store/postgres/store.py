@@ -59,7 +59,6 @@ from lexmem.errors import (
     InvalidInputError,
     LexmemError,
     NotFoundError,
-    StoreError,
 )
 from lexmem.models import (
     ConfidencePoint,
@@ -71,7 +70,7 @@ from lexmem.models import (
     utcnow,
 )
 from lexmem.settings import StoreSettings
-from lexmem.store.postgres.db import WRITE_LOCK_TIMEOUT, Database, failure
+from lexmem.store.postgres.db import Database, failure
 from lexmem.store.postgres.migrations import migrate, read_meta
 from lexmem.store.postgres.schema import MEMORY_COLUMNS, TABLES
 from lexmem.store.protocol import DigestColumns, MemoryFilter, Neighbour
@@ -998,45 +997,20 @@ class PostgresStore:
         ``VACUUM FULL`` and checkpoint, so no file of theirs keeps a deleted row's bytes
         (see this module's docstring for what stays). Under the write lock, outside any
         transaction: a caller inside one gets :class:`StoreError`."""
-        skipped: list[str] = []
 
-        def notice(diag: psycopg.errors.Diagnostic) -> None:
-            # A role that does not own a table is not refused: VACUUM warns and skips it.
-            if (diag.severity_nonlocalized or diag.severity) == "WARNING":
-                skipped.append(diag.message_primary or "a table was skipped")
+        def statistics(conn: psycopg.Connection[Any]) -> None:
+            row = conn.execute("SELECT rolsuper FROM pg_roles WHERE rolname = current_user")
+            found = row.fetchone()
+            if found and found[0]:
+                # The planner's statistics sample column values (a content among them);
+                # ANALYZE replaced them, and the old rows go with a rewrite of the
+                # catalog, which only a superuser may make. The old files are unlinked
+                # at the next checkpoint, asked for at once.
+                conn.execute("VACUUM FULL pg_catalog.pg_statistic")
+                conn.execute("CHECKPOINT")
 
-        with self.db.writing(), self.db.connection() as conn:
-            if conn.info.transaction_status != psycopg.pq.TransactionStatus.IDLE:
-                raise StoreError("erasing rewrites tables and cannot run inside a transaction")
-            conn.add_notice_handler(notice)
-            try:
-                conn.autocommit = True
-                # A reader holding a table past this is StoreLockedError, not a wait forever.
-                conn.execute(f"SET lock_timeout = '{int(WRITE_LOCK_TIMEOUT * 1000)}ms'")
-                for table in tables:
-                    conn.execute(f"VACUUM (FULL, ANALYZE) {table}")
-                row = conn.execute("SELECT rolsuper FROM pg_roles WHERE rolname = current_user")
-                found = row.fetchone()
-                if found and found[0]:
-                    # The planner's statistics sample column values (a content among
-                    # them); ANALYZE above replaced them, and the old rows go with a
-                    # rewrite of the catalog, which only a superuser may make. The old
-                    # files are unlinked at the next checkpoint, asked for at once.
-                    conn.execute("VACUUM FULL pg_catalog.pg_statistic")
-                    conn.execute("CHECKPOINT")
-            except psycopg.Error as exc:
-                raise failure(exc, "erasing forgotten memories", self.db.where) from exc
-            finally:
-                conn.remove_notice_handler(notice)
-                # A broken connection ends its session, and its settings with it.
-                with contextlib.suppress(psycopg.Error):
-                    conn.execute("SET lock_timeout = 0")
-                with contextlib.suppress(psycopg.Error):
-                    conn.autocommit = False
-        if skipped:
-            raise StoreError(
-                f"erasing forgotten memories: the server did not rewrite a table ({skipped[0]})"
-            )
+        vacuums = [f"VACUUM (FULL, ANALYZE) {table}" for table in tables]
+        self.db.rewrite(vacuums, "erasing forgotten memories", after=statistics)
 
     def store_link(self, link: MemoryLink) -> MemoryLink:
         if link.from_id == link.to_id:
