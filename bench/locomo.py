@@ -36,6 +36,13 @@ conversations of ``locomo10-dev.json`` that BM25 scores R@10 60.2, Hit@10 66.1; 
 baseline here gives 60.3 / 66.2 (scikit-learn's 318-word stop list would give
 58.1 / 63.8, no stop words 56.4 / 62.1: the stop list is what moves it).
 
+Then the weights: every combination of :data:`SELECTION_GRID` is searched again
+(categories 1-4), and chosen by leaving one conversation out: each conversation is
+scored with the combination that did best (R@10 + Hit@10) on the other four, which is
+the held-out figure printed beside the in-sample one; Fusion's defaults must be the
+combination best on all five, and the run says whether they are (``--no-selection``
+skips this; it costs about a minute per combination).
+
 Writes, with ``--out DIR``: ``DIR/locomo_metrics.json`` (every metric, per system
 and category, and the timings), ``DIR/locomo_run.json`` (lexmem's hybrid ranking,
 ``{"<sample_id>#<i>": [dia_id, ... top 50]}``, ``i`` the question's 0-based position
@@ -344,6 +351,100 @@ def evaluate(
     }
 
 
+# --- choosing the fusion's weights: leave one conversation out ---------------------------
+
+# The weights lexmem ships are picked from this grid by the procedure below, and only by
+# it: every combination is searched, and the one with the best R@10 + Hit@10 (categories
+# 1-4) over all five conversations is what Fusion's defaults must be. Held out, each
+# conversation is scored with the combination picked on the other four; the gap between
+# that and the in-sample figure is how much the choice flatters.
+SELECTION_GRID: dict[str, tuple[float, ...]] = {
+    "keyword": (0.8, 1.0),
+    "meaning": (0.8, 1.0),
+    "speaker": (0.2, 0.4),
+}
+
+
+def grid_configurations(
+    grid: Mapping[str, Sequence[float]] = SELECTION_GRID,
+) -> dict[str, dict[str, float]]:
+    """Every combination of the grid's values, by a name that spells it out
+    (``keyword=0.8,meaning=1,speaker=0.4``), in the grid's order."""
+    import itertools
+
+    names = list(grid)
+    return {
+        ",".join(f"{n}={v:g}" for n, v in zip(names, values, strict=True)): dict(zip(names, values, strict=True))
+        for values in itertools.product(*(grid[n] for n in names))
+    }  # fmt: skip
+
+
+def _objective(scores: Sequence[dict[str, float]]) -> float:
+    """What the selection maximises: mean R@10 plus mean Hit@10."""
+    if not scores:
+        return 0.0
+    return sum(s["r@10"] + s["hit@10"] for s in scores) / len(scores)
+
+
+def select_held_out(
+    scores: Mapping[str, Mapping[str, dict[str, float]]],
+    conversation_of: Mapping[str, str],
+    categories: Mapping[str, int],
+    headline: Sequence[int] = HEADLINE_CATEGORIES,
+) -> dict[str, Any]:
+    """Leave one conversation out over configurations.
+
+    ``scores``: configuration name -> question key -> :func:`question_scores`;
+    ``conversation_of``: question key -> its conversation. For each conversation, the
+    configuration with the best :func:`_objective` over the other conversations'
+    ``headline`` questions is picked (ties: the first in ``scores``' order) and scores
+    that conversation's questions. Returns the held-out metrics (as :func:`_mean`,
+    overall and by category), the pick per conversation, the pick over all of them and
+    its in-sample metrics, and the gap (in-sample minus held out) per metric.
+    """
+    names = list(scores)
+    if not names:
+        raise BenchError("no configurations to choose from")
+    counted = [k for k in conversation_of if categories.get(k) in headline]
+    convs = sorted({conversation_of[k] for k in counted})
+
+    def best(keys: Sequence[str]) -> str:
+        return max(names, key=lambda n: (_objective([scores[n][k] for k in keys]), -names.index(n)))
+
+    picks: dict[str, str] = {}
+    held: dict[str, dict[str, float]] = {}
+    for c in convs:
+        train = [k for k in counted if conversation_of[k] != c]
+        picks[c] = best(train) if train else names[0]
+        held.update({k: scores[picks[c]][k] for k in counted if conversation_of[k] == c})
+    chosen = best(counted)
+
+    def summary(rows: Mapping[str, dict[str, float]]) -> dict[str, Any]:
+        by_cat: dict[int, list[dict[str, float]]] = {}
+        for k, r in rows.items():
+            by_cat.setdefault(int(categories[k]), []).append(r)
+        return {
+            "overall": _mean([r for c in headline for r in by_cat.get(c, [])]),
+            "by_category": {str(c): {"name": CATEGORY_NAMES.get(c, str(c)), **_mean(by_cat[c])}
+                            for c in sorted(by_cat)},
+        }  # fmt: skip
+
+    held_out = summary(held)
+    in_sample = summary({k: scores[chosen][k] for k in counted})
+    gap = {
+        m: round(in_sample["overall"][m] - held_out["overall"][m], 2)
+        for m in METRICS
+        if in_sample["overall"][m] is not None and held_out["overall"][m] is not None
+    }
+    return {
+        "held_out": held_out,
+        "picks": picks,
+        "chosen": chosen,
+        "in_sample": in_sample,
+        "gap_in_sample_minus_held_out": gap,
+    }
+
+
 # --- the baselines -----------------------------------------------------------------------
 
 
@@ -414,6 +515,7 @@ class Options:
     quick: bool
     out: Path | None
     tmp_dir: Path | None
+    selection: bool = True
 
 
 def parse_args(argv: Sequence[str] | None) -> Options:
@@ -432,11 +534,13 @@ def parse_args(argv: Sequence[str] | None) -> Options:
     p.add_argument("--quick", action="store_true", help=f"the first {QUICK_CONVERSATIONS} conversations only")  # fmt: skip
     p.add_argument("--conversations", type=int, metavar="N", help="the first N conversations only")
     p.add_argument("--tmp-dir", type=Path, help="where to build the store (default: system temp)")
+    p.add_argument("--no-selection", action="store_true",
+                   help="skip the weight grid and its leave-one-conversation-out figures")  # fmt: skip
     a = p.parse_args(argv)
     if a.conversations is not None and a.conversations < 1:
         p.error("--conversations must be at least 1")
     n = a.conversations or (QUICK_CONVERSATIONS if a.quick else None)
-    return Options(a.data.expanduser(), n, a.quick, a.out, a.tmp_dir)
+    return Options(a.data.expanduser(), n, a.quick, a.out, a.tmp_dir, not a.no_selection)
 
 
 def ingest(
@@ -543,6 +647,71 @@ def ingest(
     return info, stored
 
 
+def select_weights(
+    lm: Any,
+    conversations: Sequence[Conversation],
+    shipped_rankings: Mapping[str, Sequence[str]],
+    gold: Mapping[str, Sequence[str]],
+    categories: Mapping[str, int],
+) -> dict[str, Any]:
+    """Search every question of categories 1-4 with each combination of
+    :data:`SELECTION_GRID` (the shipped one's rankings are reused), and choose by leaving
+    one conversation out (:func:`select_held_out`). Says whether Fusion's defaults are
+    the combination chosen over all the conversations."""
+    from dataclasses import replace
+
+    from lexmem.store.lance import MemoryFilter
+
+    base = lm.searcher.fusion
+    configs = grid_configurations()
+    shipped = next(
+        (
+            n
+            for n, values in configs.items()
+            if all(getattr(base, k) == v for k, v in values.items())
+        ),
+        None,
+    )
+    scores: dict[str, dict[str, dict[str, float]]] = {}
+    in_sample: dict[str, dict[str, Any]] = {}
+    conversation_of = {q.key: c.sample_id for c in conversations for q in c.questions}
+    t0 = time.perf_counter()
+    try:
+        for name, values in configs.items():
+            if name == shipped:
+                ranked = {k: list(shipped_rankings[k]) for k in gold}
+            else:
+                log(f"  weights {name}: searching categories 1-4 again")
+                lm.searcher.fusion = replace(base, **values)
+                ranked = {}
+                for c in conversations:
+                    flt = MemoryFilter(project=c.sample_id)
+                    for q in c.questions:
+                        if q.category not in HEADLINE_CATEGORIES:
+                            continue
+                        found = lm.search(
+                            q.text, flt, limit=TOP, mode="hybrid", record_access=False
+                        )
+                        ranked[q.key] = [str(h.memory.metadata.get("dia_id")) for h in found.hits]
+            scores[name] = {k: question_scores(_dedupe(ranked.get(k, ())), set(gold[k]))
+                            for k in gold if categories[k] in HEADLINE_CATEGORIES}  # fmt: skip
+            in_sample[name] = _mean(list(scores[name].values()))
+    finally:
+        lm.searcher.fusion = base
+    chosen = select_held_out(scores, conversation_of, categories)
+    return {
+        "grid": {k: list(v) for k, v in SELECTION_GRID.items()},
+        "objective": "mean R@10 + mean Hit@10, categories 1-4",
+        "procedure": "each conversation scored with the combination best on the other "
+        "conversations; the shipped weights must be the combination best on all of them",
+        "configurations_in_sample": in_sample,
+        "shipped": shipped,
+        "shipped_is_chosen": shipped == chosen["chosen"],
+        **chosen,
+        "seconds": round(time.perf_counter() - t0, 1),
+    }
+
+
 def run(opts: Options, tmp: Path) -> tuple[dict[str, Any], dict[str, list[str]]]:
     from lexmem.api import Lexmem
     from lexmem.settings import Settings
@@ -562,6 +731,7 @@ def run(opts: Options, tmp: Path) -> tuple[dict[str, Any], dict[str, list[str]]]
     # Default settings, not the user's settings.toml: a fresh folder, the embedded model.
     lm = Lexmem.open(tmp / "lexmem", settings=Settings())
     rankings: dict[str, dict[str, list[str]]] = {s: {} for s in SYSTEMS}
+    selection: dict[str, Any] | None = None
     latency: dict[str, list[float]] = {s: [] for s in SYSTEMS}
     search_parts: dict[str, dict[str, list[float]]] = {m: {} for m in LEXMEM_MODES}
     lexmem_hits_short = dict.fromkeys(LEXMEM_MODES, 0)
@@ -617,6 +787,11 @@ def run(opts: Options, tmp: Path) -> tuple[dict[str, Any], dict[str, list[str]]]
                 rankings["dense"][q.key] = [dia[i] for i in d[:TOP]]
                 rankings["rrf"][q.key] = [dia[i] for i in f[:TOP]]
             log(f"    BM25 index for {c.sample_id} built in {bm25_build_ms:.0f} ms")
+        selection = (
+            select_weights(lm, conversations, rankings["lexmem"], gold, categories)
+            if opts.selection
+            else None
+        )
     finally:
         lm.close()
 
@@ -653,6 +828,19 @@ def run(opts: Options, tmp: Path) -> tuple[dict[str, Any], dict[str, list[str]]]
     ]  # fmt: skip
     if multi[0] is not None and multi[1] is not None:
         rows.insert(2, ("LoCoMo multi-hop R@10", multi[0], "%", "BM25 multi-hop R@10", multi[1]))
+    if selection is not None:
+        held = selection["held_out"]
+        inside = selection["in_sample"]
+        held_multi = (held["by_category"].get("1") or {}).get("r@10")
+        inside_multi = (inside["by_category"].get("1") or {}).get("r@10")
+        rows += [
+            ("LoCoMo R@10 held out (weights chosen leaving one conversation out)",
+             held["overall"]["r@10"], "%", "in-sample R@10 of the weights chosen on all", inside["overall"]["r@10"]),
+            ("LoCoMo Hit@10 held out", held["overall"]["hit@10"], "%", "in-sample Hit@10",
+             inside["overall"]["hit@10"]),
+        ]  # fmt: skip
+        if held_multi is not None and inside_multi is not None:
+            rows.append(("LoCoMo multi-hop R@10 held out", held_multi, "%", "in-sample multi-hop R@10", inside_multi))  # fmt: skip
     result: dict[str, Any] = {
         "benchmark": NAME,
         "figures": make_figures(*rows),
@@ -705,6 +893,7 @@ def run(opts: Options, tmp: Path) -> tuple[dict[str, Any], dict[str, list[str]]]
             "or filtered differently",
         },
         "latency": lat,
+        "selection": selection,
         "reference_figures_all_ten_conversations": {
             "bm25": {"r@10": 58.9, "ndcg@10": 46.4},
             "dense_all_minilm_l6_v2": {"r@10": 48.6},
@@ -747,6 +936,22 @@ def table(result: dict[str, Any]) -> str:
     n = result["metrics"]["lexmem"]
     counts = ", ".join(f"c{c} {n['by_category'][str(c)]['n']}" for c in cats)
     lines.append(f"questions: {n['overall']['n']} in categories 1-4 ({counts}); c5 = adversarial, apart")  # fmt: skip
+    sel = result.get("selection")
+    if sel:
+        lines.append("")
+        lines.append("weights (categories 1-4)  R@10 in-sample")
+        for name, o in sel["configurations_in_sample"].items():
+            mark = " <- shipped" if name == sel["shipped"] else ""
+            lines.append(f"  {name}  {o['r@10']:.1f} (Hit@10 {o['hit@10']:.1f}){mark}")
+        for label, block in (("held out", sel["held_out"]), ("in-sample", sel["in_sample"])):
+            o = block["overall"]
+            mh = (block["by_category"].get("1") or {}).get("r@10")
+            lines.append(f"{label}: R@10 {o['r@10']:.1f}, Hit@10 {o['hit@10']:.1f}, multi-hop R@10 "
+                         f"{'-' if mh is None else f'{mh:.1f}'}")  # fmt: skip
+        picks = ", ".join(f"{c}: {n}" for c, n in sel["picks"].items())
+        lines.append(f"picked per held-out conversation: {picks}")
+        verdict = "yes" if sel["shipped_is_chosen"] else f"NO, the procedure chose {sel['chosen']}"
+        lines.append(f"shipped weights are the ones chosen on all conversations: {verdict}")
     return "\n".join(lines)
 
 
@@ -754,6 +959,12 @@ def summary_line(result: dict[str, Any]) -> str:
     s = result["summary"]
     m = result["metrics"]
     ing = result["ingest"]
+    sel = result.get("selection")
+    held = ""
+    if sel:
+        h = sel["held_out"]["overall"]
+        held = (f"; held out (one conversation out) R@10 {h['r@10']:.1f}%, Hit@10 {h['hit@10']:.1f}%, "
+                f"in-sample minus held out {sel['gap_in_sample_minus_held_out']['r@10']:+.1f}")  # fmt: skip
     return (
         f"{NAME}: lexmem R@10 {s['value']:.1f}% vs BM25 {s['baseline_value']:.1f}% "
         f"(x{s['ratio']:.2f}), dense {m['dense']['overall']['r@10']:.1f}%, "
@@ -761,7 +972,7 @@ def summary_line(result: dict[str, Any]) -> str:
         f"{m['lexmem']['overall']['hit@10']:.1f}%, NDCG@10 {m['lexmem']['overall']['ndcg@10']:.1f}; "
         f"{m['lexmem']['overall']['n']} questions, {len(result['data']['conversations'])} "
         f"conversations; ingest {ing['memories']} turns in {ing['wall_s']:.1f} s, hybrid p50 "
-        f"{result['latency']['lexmem']['p50_ms']:.0f} ms"
+        f"{result['latency']['lexmem']['p50_ms']:.0f} ms{held}"
     )
 
 
