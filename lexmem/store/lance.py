@@ -90,6 +90,7 @@ from lexmem.store.schema import (
 )
 
 if TYPE_CHECKING:
+    import numpy as np
     import pyarrow as pa
 
 __all__ = ["SESSION_SOURCES", "MemoryFilter", "MemoryStore", "store_failure"]
@@ -1596,6 +1597,26 @@ class MemoryStore:
         return self.reading(
             lambda: self.table().search().where(cond).select(list(columns)).limit(limit).to_arrow()
         )
+
+    def session_table(
+        self, session_ids: Iterable[str], flt: MemoryFilter, columns: Sequence[str],
+        limit: int, also_ids: Iterable[str] = (),
+    ) -> tuple[pa.Table, np.ndarray]:  # fmt: skip
+        """:meth:`session_rows` under ``flt`` with ``columns``, and the rows' vectors
+        apart as a float32 matrix (row i for row i): from the in-memory copy of the rows
+        while it is current, where the same rows cost a tenth of LanceDB's query (~1 ms
+        against ~10 ms at 3,000 memories, most of that query reading every vector)."""
+        import numpy as np
+
+        flat = self._flat_copy(refresh=False)
+        if flat is not None and flat.serves(columns):
+            return flat.session_rows(flt, session_ids, also_ids, limit, columns)
+        where = filter_where(flt)
+        table = self.session_rows(session_ids, where, [*columns, "vector"], limit, also_ids)
+        n = table.num_rows
+        flat_values = table.column("vector").combine_chunks().flatten()
+        vectors = np.asarray(flat_values.to_numpy(zero_copy_only=False), dtype=np.float32)
+        return table.drop_columns(["vector"]).combine_chunks(), vectors.reshape(n, self.dim)
 
     # -- named reads for the rest of lexmem (no caller outside builds a where) ----------
 
