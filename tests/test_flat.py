@@ -312,3 +312,36 @@ def test_hybrid_search_reads_sessions_from_the_copy(
     assert [(h.memory.id, h.score) for h in first.hits] == [
         (h.memory.id, h.score) for h in second.hits
     ]
+
+
+def test_a_large_store_is_not_asked_its_version_at_every_search(
+    filled: Lexmem, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Above the copy's size the vector leg goes straight to LanceDB: asking the table its
+    version first waits behind the keyword leg's running query. A commit here, or the
+    consistency interval, has it looked at again."""
+    store = filled.store
+    monkeypatch.setattr(lance, "FLAT_MAX_ROWS", 100)
+    opened: list[int] = []
+    real = store.table
+
+    def counting(name: str = "memories") -> Any:
+        opened.append(1)
+        return real(name)
+
+    monkeypatch.setattr(store, "table", counting)
+    assert store._flat_copy(refresh=True) is None
+    assert opened
+    opened.clear()
+    assert store._flat_copy(refresh=True) is None and store._flat_copy(refresh=False) is None
+    assert opened == []
+    store.archive(store.list_memories(MemoryFilter(), limit=1)[0].id)
+    opened.clear()
+    assert store._flat_copy(refresh=True) is None
+    assert opened  # this process committed: looked at again
+    opened.clear()
+    time.sleep(lance.FLAT_RECHECK_S + 0.1)
+    assert store._flat_copy(refresh=False) is None
+    assert opened
+    rows = store.nearest_rows(_unit(np.random.default_rng(2), 1)[0], MemoryFilter(), 3, ["id"])
+    assert len(rows) == 3

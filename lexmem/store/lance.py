@@ -411,6 +411,8 @@ class MemoryStore:
         self._flat: FlatVectors | None = None  # the vector leg's in-memory copy
         # (this process's commit count, when) the copy was last found current.
         self._flat_fresh: tuple[int, float] | None = None
+        # (this process's commit count, when) the table was last found too large for it.
+        self._flat_too_big: tuple[int, float] | None = None
         self._commits = 0  # commits made by this process
         self._flat_kept = False  # the commit under way left the copy good (_keeping_flat)
         self._meta: dict[str, Any] = {}
@@ -663,7 +665,7 @@ class MemoryStore:
             self._meta = self._read_meta()
             self._tables.clear()
         self._index_cache.clear()
-        self._flat = self._flat_fresh = None
+        self._flat = self._flat_fresh = self._flat_too_big = None
 
     # -- writing ----------------------------------------------------------
 
@@ -1690,13 +1692,23 @@ class MemoryStore:
             seen_commits, seen_at = self._flat_fresh
             if seen_commits == commits and time.monotonic() - seen_at < FLAT_RECHECK_S:
                 return flat
+        too_big = self._flat_too_big
+        if flat is None and too_big is not None:
+            # The same holds while the table is too large for a copy: a search at 100,000
+            # memories would otherwise ask the version on its critical path each time.
+            seen_commits, seen_at = too_big
+            if seen_commits == commits and time.monotonic() - seen_at < FLAT_RECHECK_S:
+                return None
         table = self.table()
         version = table.version
         if flat is not None and flat.version == version:
             self._flat_fresh = (commits, time.monotonic())
             return flat
-        self._flat = self._flat_fresh = None
-        if not refresh or self.has_vector_index() or table.count_rows() > FLAT_MAX_ROWS:
+        self._flat = self._flat_fresh = self._flat_too_big = None
+        if not refresh:
+            return None
+        if self.has_vector_index() or table.count_rows() > FLAT_MAX_ROWS:
+            self._flat_too_big = (commits, time.monotonic())
             return None
         columns = [*ROW_COLUMNS, "vector"]
 
