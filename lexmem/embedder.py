@@ -62,11 +62,11 @@ TOKENIZER_FILES = (
     "config.json",
 )
 
-# all-MiniLM-L6-v2 reads at most 256 word pieces; English runs ~1.3 pieces a word, code
-# more. Longer texts are embedded window by window and averaged, never cut off.
 # Query vectors kept for a repeated search (the same words typed again, an agent asking
 # twice, one query in several modes): ~1.5 kB each at 384 dimensions, ~0.4 MB in all.
 QUERY_CACHE_SIZE = 256
+# all-MiniLM-L6-v2 reads at most 256 word pieces; English runs ~1.3 pieces a word, code
+# more. Longer texts are embedded window by window and averaged, never cut off.
 WINDOW_WORDS = 160
 WINDOW_OVERLAP = 32
 

@@ -114,8 +114,8 @@ FLAT_RECHECK_S = 1.0
 # sqrt(rows) rows each, kept so by LanceDB's optimize. An index without this mark is
 # built again by the next optimize.
 VECTOR_INDEX_LAYOUT = "ivf-pq/partition-size-sqrt"
-# Partitions a query reads, of ~316 at 100,000 rows: recall@10 against exact search 0.991
-# (32: 0.971, 48: 0.986), 17 ms a query (docs/benchmarks.md).
+# Partitions a query reads, of ~316 at 100,000 rows: recall@10 against exact search 0.983
+# in bench/store_search.py; for the best 100, 0.991 (32 read: 0.971, 48: 0.986).
 VECTOR_INDEX_NPROBES = 64
 _ID_PREFIX = re.compile(r"^[0-9a-fA-F-]{4,36}$")
 _T = TypeVar("_T")
