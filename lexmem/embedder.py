@@ -35,6 +35,7 @@ import shutil
 import sys
 import threading
 import time
+from collections import OrderedDict
 from collections.abc import Sequence
 from importlib import resources
 from pathlib import Path
@@ -61,6 +62,9 @@ TOKENIZER_FILES = (
     "config.json",
 )
 
+# Query vectors kept for a repeated search (the same words typed again, an agent asking
+# twice, one query in several modes): ~1.5 kB each at 384 dimensions, ~0.4 MB in all.
+QUERY_CACHE_SIZE = 256
 # all-MiniLM-L6-v2 reads at most 256 word pieces; English runs ~1.3 pieces a word, code
 # more. Longer texts are embedded window by window and averaged, never cut off.
 WINDOW_WORDS = 160
@@ -125,6 +129,10 @@ class Embedder:
         self._last_used = 0.0
         self._reaper: threading.Thread | None = None
         self.loads = 0  # how often the model was loaded (a reload after an unload counts)
+        # (vector space, text) -> the vector embed_one gave; emptied whenever a model is
+        # loaded or dropped, so no vector outlives the model that made it.
+        self._queries: OrderedDict[tuple[str, str], npt.NDArray[np.float32]] = OrderedDict()
+        self._queries_lock = threading.Lock()
 
     # -- identity ---------------------------------------------------------
 
@@ -179,6 +187,7 @@ class Embedder:
             started = time.perf_counter()
             self._model = self._create_isolated() if self.isolate else self._create()
             self.loads += 1
+            self._forget_queries()
             log.info(
                 "[MEM:ENCODE] loaded the embedding model %s in %.0f ms",
                 self.model_name, (time.perf_counter() - started) * 1000,
@@ -192,6 +201,7 @@ class Embedder:
                 return False
             model, self._model = self._model, None
             self._idle.notify_all()
+            self._forget_queries()
         close = getattr(model, "close", None)
         if callable(close):
             close()  # the model's own process (isolate): ending it frees everything
@@ -415,7 +425,32 @@ class Embedder:
         return cast("npt.NDArray[np.float32]", (out / norms).astype(np.float32))
 
     def embed_one(self, text: str) -> npt.NDArray[np.float32]:
-        return cast("npt.NDArray[np.float32]", self.embed([text])[0])
+        """One text's vector; a text embedded lately by the same model is not embedded
+        again (a query costs the model ~8 ms)."""
+        key = (self.space_id, text)
+        with self._queries_lock:
+            known = self._queries.get(key)
+            if known is not None:
+                self._queries.move_to_end(key)
+                return known.copy()
+        model = self._acquire()  # held: no unload (which empties the cache) meanwhile
+        try:
+            vector = cast("npt.NDArray[np.float32]", self.embed([text])[0])
+            with self._queries_lock:
+                # Kept under the settings that loaded this model: the settings window
+                # changes them in place, and the next load empties the cache.
+                if QUERY_CACHE_SIZE > 0 and self.space_id == key[0]:
+                    self._queries[key] = vector.copy()
+                    while len(self._queries) > QUERY_CACHE_SIZE:
+                        self._queries.popitem(last=False)
+        finally:
+            del model
+            self._release()
+        return vector
+
+    def _forget_queries(self) -> None:
+        with self._queries_lock:
+            self._queries.clear()
 
 
 # -- the model's own process (lexmem.embed_worker) -------------------------------------------

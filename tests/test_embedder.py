@@ -9,6 +9,7 @@ import socket
 import sys
 import time
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 import pytest
@@ -218,6 +219,7 @@ def test_unloading_gives_the_memory_back(tmp_path: Path) -> None:
     code = """
 import sys
 from pathlib import Path
+from typing import Any
 from lexmem.embedder import Embedder
 from lexmem.settings import EmbeddingSettings
 import fastembed, numpy, onnxruntime  # imported before the baseline: they stay
@@ -292,7 +294,8 @@ def test_a_killed_model_process_is_started_again_by_the_next_embedding(
     deadline = time.monotonic() + 10
     while _alive(pid) and time.monotonic() < deadline:
         time.sleep(0.05)
-    assert np.array_equal(e.embed_one("the shop deploys with make ship"), first)
+    # embed(), not embed_one(): a repeated query is answered from the cache, not the model.
+    assert np.array_equal(e.embed(["the shop deploys with make ship"])[0], first)
     assert e._model.pid != pid
     e.unload()
 
@@ -305,6 +308,7 @@ def test_the_model_process_leaves_with_its_parent(tmp_path: Path, embedder: Embe
     code = f"""
 import sys, os
 from pathlib import Path
+from typing import Any
 from lexmem.embedder import Embedder
 from lexmem.settings import EmbeddingSettings
 e = Embedder(EmbeddingSettings(), Path({str(embedder.models_dir)!r}), isolate=True)
@@ -324,3 +328,58 @@ sys.stdin.readline()
     while _alive(child) and time.monotonic() < deadline:
         time.sleep(0.1)
     assert not _alive(child)
+
+
+def _counting_embeds(e: Embedder, monkeypatch: pytest.MonkeyPatch) -> list[int]:
+    """How often ``e`` runs its model (``embed``)."""
+    runs: list[int] = []
+    real = e.embed
+
+    def counting(texts: Any) -> Any:
+        runs.append(len(texts))
+        return real(texts)
+
+    monkeypatch.setattr(e, "embed", counting)
+    return runs
+
+
+def test_a_repeated_query_is_embedded_once(
+    tmp_path: Path, embedder: Embedder, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    e = Embedder(EmbeddingSettings(), embedder.models_dir)
+    runs = _counting_embeds(e, monkeypatch)
+    first = e.embed_one("which database does the shop use")
+    first[:] = 0.0  # a caller changing its copy changes nothing kept
+    again = e.embed_one("which database does the shop use")
+    assert runs == [1]
+    assert np.array_equal(again, embedder.embed_one("which database does the shop use"))
+    e.embed_one("something else")
+    assert runs == [1, 1]
+    import lexmem.embedder as embedder_module
+
+    monkeypatch.setattr(embedder_module, "QUERY_CACHE_SIZE", 1)
+    e.embed_one("a third query")  # only the newest stays
+    e.embed_one("which database does the shop use")
+    assert runs == [1, 1, 1, 1]
+
+
+def test_a_cached_query_vector_never_outlives_its_model(
+    tmp_path: Path, embedder: Embedder, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A vector from one model is never served once another is loaded: not after an
+    unload and reload, and not after the settings name another model in place."""
+    query = "which port does the API use"
+    e = Embedder(EmbeddingSettings(), embedder.models_dir)
+    runs = _counting_embeds(e, monkeypatch)
+    mean_pooled = e.embed_one(query)
+    assert e.unload()
+    e.embed_one(query)
+    assert runs == [1, 1]  # the reload emptied the cache
+    other = _cls_pooled_copy(embedder, tmp_path)
+    for name in ("model", "path", "pooling"):
+        setattr(e.settings, name, getattr(other, name))  # as the settings window would
+    assert e.unload()
+    cls_pooled = e.embed_one(query)
+    assert runs == [1, 1, 1]
+    assert not np.allclose(cls_pooled, mean_pooled)
+    assert np.array_equal(cls_pooled, Embedder(other, embedder.models_dir).embed_one(query))

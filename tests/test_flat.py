@@ -4,15 +4,19 @@ compaction, replaced after any other commit."""
 
 from __future__ import annotations
 
+import time
 from datetime import timedelta
+from typing import Any
 
 import numpy as np
 import pytest
 
 from lexmem import Lexmem
 from lexmem.models import Memory, MemoryStatus, MemoryType, utcnow
+from lexmem.store import lance
 from lexmem.store.lance import filter_where
 from lexmem.store.protocol import MemoryFilter
+from lexmem.store.schema import ROW_COLUMNS
 
 DIM = 384
 
@@ -189,3 +193,155 @@ def test_asking_the_copy_for_ids_it_does_not_have_is_no_error(filled: Lexmem) ->
     assert filled.store.get_many(["not-here", "nor-this"]) == []
     known = filled.list_memories(limit=1)[0].id
     assert [m.id for m in filled.store.get_many(["not-here", known])] == [known]
+
+
+def _session_read_spy(store: Any, monkeypatch: pytest.MonkeyPatch) -> list[str | None]:
+    """Records every session read that goes to LanceDB (``session_rows``)."""
+    asked: list[str | None] = []
+    real = store.session_rows
+
+    def spying(*args: Any, **kwargs: Any) -> Any:
+        asked.append(args[1] if len(args) > 1 else kwargs.get("where"))
+        return real(*args, **kwargs)
+
+    monkeypatch.setattr(store, "session_rows", spying)
+    return asked
+
+
+def _lancedb_session_read(
+    store: Any, sessions: list[str], flt: MemoryFilter, limit: int, also: list[str]
+) -> tuple[list[dict[str, Any]], np.ndarray]:
+    table = store.session_rows(sessions, filter_where(flt), [*ROW_COLUMNS, "vector"], limit, also)
+    vectors = np.asarray(table.column("vector").to_pylist(), dtype=np.float32)
+    return table.drop_columns(["vector"]).to_pylist(), vectors.reshape(table.num_rows, DIM)
+
+
+@pytest.mark.parametrize("flt", FILTERS, ids=lambda f: filter_where(f) or "all")
+def test_the_session_read_from_the_copy_is_lancedb_s(
+    filled: Lexmem, flt: MemoryFilter, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Same rows, same order, same columns and the vectors exactly as stored (one of them
+    far from unit length), archived and superseded rows and access records included."""
+    store = filled.store
+    rows = store.list_memories(MemoryFilter(session_id="s1"), limit=5)
+    long = Memory(
+        content="a vector three times unit length",
+        embedding=[3.0 * float(x) for x in _unit(np.random.default_rng(8), 1)[0]],
+        project="shop", session_id="s1", created_at=rows[0].created_at,
+    )  # fmt: skip
+    store.store(long)
+    store.supersede(rows[1].id, long.id)
+    store.record_accesses({rows[2].id: 3})
+    also = [m.id for m in store.list_memories(MemoryFilter(session_id="s5"), limit=4)]
+    sessions = ["s1", "s3", "nowhere"]
+    store.nearest_rows(_unit(np.random.default_rng(6), 1)[0], MemoryFilter(), 1, ["id"])
+    assert store._flat is not None
+    for limit in (1000, 17, 1):
+        expected, expected_vectors = _lancedb_session_read(store, sessions, flt, limit, also)
+        asked = _session_read_spy(store, monkeypatch)
+        table, vectors = store.session_table(
+            sessions, flt, ROW_COLUMNS, limit, [*also, "not-an-id"]
+        )
+        monkeypatch.undo()
+        assert asked == []  # served by the copy
+        assert table.column_names == list(ROW_COLUMNS)
+        assert table.to_pylist() == expected
+        assert vectors.dtype == np.float32 and vectors.shape == (len(expected), DIM)
+        assert np.array_equal(vectors, expected_vectors)
+    everything, _ = _lancedb_session_read(store, sessions, MemoryFilter(status=None), 1000, [])
+    assert long.id in {r["id"] for r in everything}
+
+
+def test_the_session_read_sees_another_process_s_commit(
+    filled: Lexmem, embedder: Any, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A commit by another store (here a second core on the same folder, as another
+    process would open it) makes the copy stale: once this process looks again (the
+    connection's consistency interval), the session read has the new memory."""
+    store = filled.store
+    store.nearest_rows(_unit(np.random.default_rng(6), 1)[0], MemoryFilter(), 1, ["id"])
+    assert store._flat is not None
+    other = Lexmem.open(filled.paths.home, embedder=embedder)
+    try:
+        new = Memory(
+            content="said elsewhere", embedding=[float(x) for x in _unit(np.random.default_rng(7), 1)[0]],
+            project="shop", session_id="s2",
+        )  # fmt: skip
+        other.store.store(new)
+    finally:
+        other.close()
+    time.sleep(lance.FLAT_RECHECK_S + 0.2)
+    asked = _session_read_spy(store, monkeypatch)
+    table, vectors = store.session_table(["s2"], MemoryFilter(), ROW_COLUMNS, 1000)
+    assert asked  # the stale copy was not used
+    assert new.id in table.column("id").to_pylist()
+    assert len(vectors) == table.num_rows
+
+
+def test_hybrid_search_reads_sessions_from_the_copy(
+    lm: Lexmem, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Hybrid search over conversation turns reads their sessions from the copy, and ranks
+    exactly as it does when every read goes to LanceDB."""
+    from lexmem.models import MemoryContext, MemorySource
+
+    turns = [
+        ("s1", "Ana: which database does the shop use?"),
+        ("s1", "Ben: PostgreSQL 16, on db-2."),
+        ("s1", "Ana: and the backups?"),
+        ("s2", "Ben: the blog is built with Hugo."),
+        ("s2", "Ana: deployed where?"),
+        ("s2", "Ben: Netlify, on every push."),
+    ]
+    for session, text in turns:
+        ctx = MemoryContext(source=MemorySource.CONVERSATION, session_id=session)
+        lm.remember(text, context=ctx)
+    query = "where is the blog deployed"
+    asked = _session_read_spy(lm.store, monkeypatch)
+    now = utcnow()  # recency moves with the clock: both searches at one moment
+    first = lm.searcher.search(query, record_access=False, now=now)
+    assert "context" in first.timings_ms and asked == []
+    assert any(h.neighbour_keywords > 0 for h in first.hits)
+    # The vector leg keeps the copy; only the session read goes to LanceDB.
+    copy = lm.store._flat_copy
+    monkeypatch.setattr(
+        lm.store, "_flat_copy", lambda *, refresh: copy(refresh=True) if refresh else None
+    )
+    second = lm.searcher.search(query, record_access=False, now=now)
+    assert asked
+    assert [(h.memory.id, h.score) for h in first.hits] == [
+        (h.memory.id, h.score) for h in second.hits
+    ]
+
+
+def test_a_large_store_is_not_asked_its_version_at_every_search(
+    filled: Lexmem, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Above the copy's size the vector leg goes straight to LanceDB: asking the table its
+    version first waits behind the keyword leg's running query. A commit here, or the
+    consistency interval, has it looked at again."""
+    store = filled.store
+    monkeypatch.setattr(lance, "FLAT_MAX_ROWS", 100)
+    opened: list[int] = []
+    real = store.table
+
+    def counting(name: str = "memories") -> Any:
+        opened.append(1)
+        return real(name)
+
+    monkeypatch.setattr(store, "table", counting)
+    assert store._flat_copy(refresh=True) is None
+    assert opened
+    opened.clear()
+    assert store._flat_copy(refresh=True) is None and store._flat_copy(refresh=False) is None
+    assert opened == []
+    store.archive(store.list_memories(MemoryFilter(), limit=1)[0].id)
+    opened.clear()
+    assert store._flat_copy(refresh=True) is None
+    assert opened  # this process committed: looked at again
+    opened.clear()
+    time.sleep(lance.FLAT_RECHECK_S + 0.1)
+    assert store._flat_copy(refresh=False) is None
+    assert opened
+    rows = store.nearest_rows(_unit(np.random.default_rng(2), 1)[0], MemoryFilter(), 3, ["id"])
+    assert len(rows) == 3

@@ -140,7 +140,7 @@ class Searcher:
 
         if mode == "hybrid" and self.fusion.session_context and candidates:
             t0 = time.perf_counter()
-            self._session_context(candidates, vector, where)
+            self._session_context(candidates, vector, flt)
             timings["context"] = (time.perf_counter() - t0) * 1000
 
         t0 = time.perf_counter()
@@ -225,7 +225,7 @@ class Searcher:
         return self.store.vector_query(vector, where, depth, columns)
 
     def _session_context(
-        self, candidates: dict[str, _Candidate], vector: Any, where: str | None
+        self, candidates: dict[str, _Candidate], vector: Any, flt: MemoryFilter
     ) -> None:
         """Read the sessions of the best candidates whole and give each of their
         memories its neighbours' keyword evidence.
@@ -235,8 +235,8 @@ class Searcher:
         answer, a fact and what "it" refers to). So a memory gets its neighbours' BM25
         scores, halved per step away, as a signal of its own, and every memory of those
         sessions joins the pool with its exact cosine: one that neither leg found is
-        reached through a neighbour. One ``session_id IN (...)`` query (~5 ms) serves
-        the whole pool.
+        reached through a neighbour. One read serves the whole pool: the in-memory copy
+        of the rows while it is current, else one ``session_id IN (...)`` query.
         """
         import numpy as np
 
@@ -252,19 +252,13 @@ class Searcher:
             for c in candidates.values()
             if c.partial and c.row.get("session_id") not in sessions
         ]
-        table = self.store.session_rows(
-            sessions,
-            where,
-            [*_RANK_COLUMNS, "vector"],
-            limit=f.max_rows + len(others),
-            also_ids=others,
+        # The hits' full rows come from this table.
+        table, vecs = self.store.session_table(
+            sessions, flt, _RANK_COLUMNS, limit=f.max_rows + len(others), also_ids=others
         )
         n = table.num_rows
         if n == 0:
             return
-        flat = table.column("vector").combine_chunks().flatten()
-        vecs = np.asarray(flat.to_numpy(zero_copy_only=False), dtype=np.float32).reshape(n, -1)
-        table = table.drop_columns(["vector"]).combine_chunks()  # hits' full rows come from here
         sims = None if vector is None else vecs @ np.asarray(vector, dtype=np.float32)
         # Rows in session order (session, then capture time, then id); the neighbour at
         # offset o counts only inside its session.
