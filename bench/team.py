@@ -246,11 +246,15 @@ def measure_live(tmp: Path, trials: int, bulk: int) -> dict[str, Any]:
 def run(opts: argparse.Namespace, tmp: Path) -> dict[str, Any]:
     import numpy as np
 
+    import lexmem.embedder
     from lexmem.api import Lexmem
     from lexmem.embedder import Embedder
     from lexmem.settings import EmbeddingSettings, Settings, StoreSettings
     from lexmem.store.postgres import local as local_server
 
+    # Each question is asked of both stores: with the query-embedding cache on, whichever
+    # asks second would find it embedded. Both embed afresh.
+    lexmem.embedder.QUERY_CACHE_SIZE = 0
     started = time.perf_counter()
     result: dict[str, Any] = {"benchmark": NAME, "machine": machine_info()}
     corpus = MemoryCorpus(opts.seed)
