@@ -383,55 +383,6 @@ def test_vector_index_is_built_once_the_table_is_large(lm: Lexmem, backend: str)
     assert query.to_list()[0]["id"] == target.id
 
 
-def _vector_partitions(lm: Lexmem) -> int:
-    import lance
-
-    table = lm.store.read_meta()["memories_table"]
-    stats = lance.dataset(str(lm.store.paths.store / f"{table}.lance")).stats
-    return int(stats.index_stats("vector_idx")["indices"][0]["num_partitions"])
-
-
-def test_the_vector_index_keeps_its_partitions_through_optimize(
-    lm: Lexmem, backend: str, monkeypatch: pytest.MonkeyPatch
-) -> None:
-    """LanceDB's optimize folded an index built by partition count into one or a few
-    partitions (every query then read every row's codes); built by partition size it
-    keeps them, and an index of the old layout is built again by the next optimize."""
-    only(backend, "lance")
-    import numpy as np
-    from lancedb.index import IvfPq
-
-    monkeypatch.setenv("LANCE_INCLUDE_VECTOR_CENTROIDS", "false")
-    lm.store.settings.vector_index_min_rows = 300
-    rng = np.random.default_rng(3)
-    centres = rng.standard_normal((40, 384)).astype("float32")
-    vecs = centres[rng.integers(0, 40, 2000)] + rng.standard_normal((2000, 384)).astype("float32")
-    vecs /= np.linalg.norm(vecs, axis=1, keepdims=True)
-    lm.store.store_many(
-        [Memory(content=f"row {i}", embedding=[float(x) for x in v]) for i, v in enumerate(vecs)]
-    )
-    # The layout before: by partition count, then LanceDB's optimize.
-    lm.store.table().create_index(
-        "vector", config=IvfPq(distance_type="cosine", num_partitions=44, num_sub_vectors=48)
-    )
-    lm.store.optimize(build_vector_index=False)
-    assert lm.store.has_vector_index() and _vector_partitions(lm) < 5
-    assert lm.store.needs_vector_index()
-    lm.store.optimize()
-    assert not lm.store.needs_vector_index()
-    built = _vector_partitions(lm)
-    assert built >= 30  # ~sqrt(2000) = 44 partitions of ~45 rows
-    more = vecs[:200] + 0.01
-    lm.store.store_many([Memory(content=f"more {i}", embedding=[float(x) for x in v]) for i, v in enumerate(more)])  # fmt: skip
-    lm.store.optimize()
-    assert _vector_partitions(lm) >= built // 2 and not lm.store.needs_vector_index()
-    target = lm.store.list_memories(limit=1)[0]
-    query = lm.searcher.vector_query(
-        np.asarray(lm.store.get(target.id).embedding, dtype="float32"), "status = 'active'", 5
-    )
-    assert query.to_list()[0]["id"] == target.id
-
-
 def _writer(home: str, n: int, tag: str, backend: str) -> None:
     core = Lexmem.open(home, backend=backend)
     vec = [0.05] * 384

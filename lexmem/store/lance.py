@@ -110,13 +110,6 @@ METADATA_CACHE_BYTES = 16 << 20
 # How long the vector leg trusts its in-memory copy without asking the table's version
 # (the connection's read_consistency_interval: LanceDB looks no more often).
 FLAT_RECHECK_S = 1.0
-# How the IVF-PQ vector index is built (meta.json "vector_index"): partitions of about
-# sqrt(rows) rows each, kept so by LanceDB's optimize. An index without this mark is
-# built again by the next optimize.
-VECTOR_INDEX_LAYOUT = "ivf-pq/partition-size-sqrt"
-# Partitions a query reads, of ~316 at 100,000 rows: recall@10 against exact search 0.983
-# in bench/store_search.py; for the best 100, 0.991 (32 read: 0.971, 48: 0.986).
-VECTOR_INDEX_NPROBES = 64
 _ID_PREFIX = re.compile(r"^[0-9a-fA-F-]{4,36}$")
 _T = TypeVar("_T")
 
@@ -1540,45 +1533,29 @@ class MemoryStore:
             self._compact()
 
     def needs_vector_index(self) -> bool:
-        """True when the table is large enough for a vector index and has none yet, or
-        one of the layout before :data:`VECTOR_INDEX_LAYOUT` (built again by optimize)."""
-        if self.count() < self.settings.vector_index_min_rows:
-            return False
-        return not self.has_vector_index() or not self._vector_index_current()
-
-    def _vector_index_current(self) -> bool:
-        built = self._meta.get("vector_index") or {}
-        return bool(
-            built.get("table") == self._meta.get("memories_table")
-            and built.get("layout") == VECTOR_INDEX_LAYOUT
-        )
+        """True when the table is large enough for a vector index and has none yet."""
+        return self.count() >= self.settings.vector_index_min_rows and not self.has_vector_index()
 
     def _ensure_vector_index(self) -> None:
         table = self.table()
         rows = table.count_rows()
         if rows < self.settings.vector_index_min_rows:
             return
-        if self.has_vector_index() and self._vector_index_current():
+        if self.has_vector_index():
             return
         from lancedb.index import IvfPq
 
         self._index_cache.clear()
 
-        # Partitions named by their size, not their number: LanceDB's optimize folds an
-        # index built by number into a handful of large partitions (4 at 100,000 rows),
-        # and every query then compares the codes of every row (~26 ms against ~17).
         partitions = max(16, min(1024, int(rows**0.5)))
         table.create_index(
             "vector",
             config=IvfPq(
                 distance_type="cosine",
-                target_partition_size=max(1, rows // partitions),
+                num_partitions=partitions,
                 num_sub_vectors=max(1, self.dim // 8),
             ),
-            replace=True,
         )
-        layout = {"table": self._meta.get("memories_table"), "layout": VECTOR_INDEX_LAYOUT}
-        self._write_meta(dict(self._meta, vector_index=layout))
 
     def has_vector_index(self) -> bool:
         """Whether the live table has an IVF-PQ index (cached: asked on every vector search)."""
@@ -1683,7 +1660,7 @@ class MemoryStore:
         query = self.table().search(vector, vector_column_name="vector").distance_type("cosine")
         if self.has_vector_index():
             # Re-rank the index's candidates by exact distance: PQ alone loses recall.
-            query = query.nprobes(VECTOR_INDEX_NPROBES).refine_factor(4)
+            query = query.nprobes(32).refine_factor(4)
         if where:
             query = query.where(where, prefilter=True)
         return query.select([*columns, "_distance"]).limit(depth)
