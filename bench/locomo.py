@@ -331,7 +331,7 @@ def evaluate(
     ``headline`` categories, ``"by_category"`` per category, and ``"missing"``
     (questions without a ranking).
     """
-    rows: dict[int, list[dict[str, float]]] = {}
+    scores: dict[str, dict[str, float]] = {}
     missing = 0
     for key, ids in gold.items():
         g = set(ids)
@@ -339,15 +339,27 @@ def evaluate(
             continue
         if key not in rankings:
             missing += 1
-        scores = question_scores(_dedupe(rankings.get(key, ())), g)
-        rows.setdefault(int(categories[key]), []).append(scores)
-    overall = [r for c in headline for r in rows.get(c, [])]
+        scores[key] = question_scores(_dedupe(rankings.get(key, ())), g)
+    out = summarise(scores, categories, headline)
+    out["overall"]["categories"] = list(headline)
+    return {**out, "missing": missing}
+
+
+def summarise(
+    scores: Mapping[str, dict[str, float]],
+    categories: Mapping[str, int],
+    headline: Sequence[int] = HEADLINE_CATEGORIES,
+) -> dict[str, Any]:
+    """Per-question scores (key -> :func:`question_scores`) as percentages:
+    ``"overall"`` over the ``headline`` categories, ``"by_category"`` per category."""
+    rows: dict[int, list[dict[str, float]]] = {}
+    for key, r in scores.items():
+        rows.setdefault(int(categories[key]), []).append(r)
     return {
-        "overall": {**_mean(overall), "categories": list(headline)},
+        "overall": _mean([r for c in headline for r in rows.get(c, [])]),
         "by_category": {
             str(c): {"name": CATEGORY_NAMES.get(c, str(c)), **_mean(rows[c])} for c in sorted(rows)
         },
-        "missing": missing,
     }
 
 
@@ -419,18 +431,8 @@ def select_held_out(
         held.update({k: scores[picks[c]][k] for k in counted if conversation_of[k] == c})
     chosen = best(counted)
 
-    def summary(rows: Mapping[str, dict[str, float]]) -> dict[str, Any]:
-        by_cat: dict[int, list[dict[str, float]]] = {}
-        for k, r in rows.items():
-            by_cat.setdefault(int(categories[k]), []).append(r)
-        return {
-            "overall": _mean([r for c in headline for r in by_cat.get(c, [])]),
-            "by_category": {str(c): {"name": CATEGORY_NAMES.get(c, str(c)), **_mean(by_cat[c])}
-                            for c in sorted(by_cat)},
-        }  # fmt: skip
-
-    held_out = summary(held)
-    in_sample = summary({k: scores[chosen][k] for k in counted})
+    held_out = summarise(held, categories, headline)
+    in_sample = summarise({k: scores[chosen][k] for k in counted}, categories, headline)
     gap = {
         m: round(in_sample["overall"][m] - held_out["overall"][m], 2)
         for m in METRICS

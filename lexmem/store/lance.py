@@ -375,6 +375,15 @@ SORT_KEYS = {
 }
 
 
+def _seen_lately(mark: tuple[int, float] | None, commits: int) -> bool:
+    """Whether ``mark`` (this process's commit count, when) was taken with no commit of
+    this process since, within :data:`FLAT_RECHECK_S`."""
+    if mark is None:
+        return False
+    seen_commits, seen_at = mark
+    return seen_commits == commits and time.monotonic() - seen_at < FLAT_RECHECK_S
+
+
 @store_boundary(MemoryBackend)
 class MemoryStore:
     """Seed 004's ``IMemoryStore`` and the rest of a memory's life, on LanceDB: the
@@ -1685,20 +1694,15 @@ class MemoryStore:
     def _flat_copy(self, *, refresh: bool) -> FlatVectors | None:
         flat = self._flat
         commits = self._commits
-        if flat is not None and self._flat_fresh is not None:
-            # Asking the table its version waits behind any query LanceDB is running
-            # (the keyword leg's, meanwhile); other processes' commits are seen within
-            # a second either way (the connection's read_consistency_interval).
-            seen_commits, seen_at = self._flat_fresh
-            if seen_commits == commits and time.monotonic() - seen_at < FLAT_RECHECK_S:
-                return flat
-        too_big = self._flat_too_big
-        if flat is None and too_big is not None:
+        # Asking the table its version waits behind any query LanceDB is running (the
+        # keyword leg's, meanwhile); other processes' commits are seen within a second
+        # either way (the connection's read_consistency_interval).
+        if flat is not None and _seen_lately(self._flat_fresh, commits):
+            return flat
+        if flat is None and _seen_lately(self._flat_too_big, commits):
             # The same holds while the table is too large for a copy: a search at 100,000
             # memories would otherwise ask the version on its critical path each time.
-            seen_commits, seen_at = too_big
-            if seen_commits == commits and time.monotonic() - seen_at < FLAT_RECHECK_S:
-                return None
+            return None
         table = self.table()
         version = table.version
         if flat is not None and flat.version == version:
