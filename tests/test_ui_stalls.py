@@ -3,7 +3,7 @@
 Switching to Audit froze the UI for 1.3 s at 10,000 memories, Review and Sessions for
 0.4 s: their tables sized every column to its contents, which asks every row for its
 size each time rows arrive, and a first load inserted its rows one by one. These tests
-say it without a clock: loading twice the rows asks the model for no more cells, and
+say it without a clock: loading twice the rows asks the model about no more rows, and
 arrives in one insertion; the store is read off the UI thread. ``bench/ui.py`` measures
 the stall itself (``tab_switch_stall_ms``).
 """
@@ -68,23 +68,29 @@ def _tables(panel: QWidget) -> list[QTableView]:
     return panel.findChildren(QTableView)
 
 
-def _cells_asked(
+def _rows_asked(
     qtbot: Any, ctx: AppContext, make: Callable[[AppContext], _Panel], rows: int
 ) -> tuple[int, int]:
-    """Open a panel at the browser's size on the store as it is: (cells the UI thread
-    asked its models for, rowsInserted signals), until it has shown its rows."""
+    """Open a panel at the browser's size on the store as it is: (how many of its rows
+    the UI thread asked its models about, rowsInserted signals), until it has shown its
+    rows.
+
+    Rows, not cells: each paint asks the rows on screen again, and how many paints a
+    busy machine runs while the test waits is not the panel's doing (a run under load
+    asked 4,263 cells at 300 rows against 2,842 at 150, the same rows painted more
+    often). Sizing columns to their contents asks every row, on screen or not."""
     panel = make(ctx)
     qtbot.addWidget(panel)
     panel.resize(1280, 800)
-    asked = [0]
+    asked: set[int] = set()
     inserted = [0]
     for view in _tables(panel):
         model: Any = view.model()
         cell = model._cell
 
-        def counted(*args: Any, cell: Any = cell) -> Any:
-            asked[0] += 1
-            return cell(*args)
+        def counted(item: Any, *args: Any, cell: Any = cell) -> Any:
+            asked.add(id(item))  # the model holds its rows: an id stays theirs
+            return cell(item, *args)
 
         model._cell = counted
         model.rowsInserted.connect(lambda *_: inserted.__setitem__(0, inserted[0] + 1))
@@ -96,7 +102,7 @@ def _cells_asked(
     qtbot.wait(50)  # the paint after the rows arrived
     panel.grab()
     panel.close()
-    return asked[0], inserted[0]
+    return len(asked), inserted[0]
 
 
 @pytest.mark.parametrize("make", [ReviewPanel, AuditPanel, SessionsPanel])
@@ -104,11 +110,12 @@ def test_twice_the_rows_cost_the_ui_thread_no_more(
     qtbot: Any, ctx: AppContext, make: Callable[[AppContext], _Panel]
 ) -> None:
     _history(ctx.lm, 0, 150)
-    small, small_inserts = _cells_asked(qtbot, ctx, make, 150)
+    small, small_inserts = _rows_asked(qtbot, ctx, make, 150)
     _history(ctx.lm, 150, 150)
-    big, big_inserts = _cells_asked(qtbot, ctx, make, 300)
-    # Only what is on screen is asked for: the same at 300 rows as at 150.
-    assert big <= 1.2 * small + 100, (small, big)
+    big, big_inserts = _rows_asked(qtbot, ctx, make, 300)
+    # Only what is on screen is asked about: the same rows at 300 as at 150, and far
+    # fewer than 150 (a window 800 pixels high shows a few dozen).
+    assert big <= small + 5 and small < 100, (small, big)
     assert small_inserts <= 2 and big_inserts <= 2  # one insertion for a first load
 
 
