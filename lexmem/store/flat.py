@@ -25,7 +25,7 @@ if TYPE_CHECKING:
     import numpy as np
     import pyarrow as pa
 
-__all__ = ["ACCESS_COLUMNS", "FLAT_MAX_ROWS", "FlatVectors"]
+__all__ = ["ACCESS_COLUMNS", "FLAT_MAX_ROWS", "FlatVectors", "admitted", "filter_columns"]
 
 # What access records change: kept as Python lists, updated in place.
 ACCESS_COLUMNS = ("access_count", "last_accessed_at")
@@ -185,32 +185,51 @@ class FlatVectors:
         return rows
 
     def _admitted(self, flt: MemoryFilter) -> Any:
-        """A boolean mask of the rows ``flt`` admits (None: all of them); NULL never
-        equals a value, as in SQL."""
-        import pyarrow as pa
-        import pyarrow.compute as pc
+        return admitted(self.rows, flt)
 
-        rows = self.rows
-        masks: list[Any] = []
 
-        def equal(column: str, value: Any) -> None:
-            masks.append(pc.equal(rows.column(column), pa.scalar(value)))
+def filter_columns(flt: MemoryFilter) -> list[str]:
+    """The columns :func:`admitted` reads for ``flt``."""
+    named = (
+        ("project", flt.project is not None or bool(flt.exclude_projects)),
+        ("type", flt.type is not None), ("status", flt.status is not None),
+        ("source", flt.source is not None), ("session_id", flt.session_id is not None),
+        ("user_id", flt.user_id is not None),
+        ("source_document", flt.source_document is not None),
+        ("pinned", flt.pinned is not None),
+        ("created_at", flt.created_after is not None or flt.created_before is not None),
+    )  # fmt: skip
+    return [column for column, used in named if used]
 
-        if flt.project is not None:
-            equal("project", flt.project)
-        if flt.exclude_projects:
-            col = rows.column("project")
-            listed = pa.array(sorted(set(flt.exclude_projects)), type=col.type)
-            masks.append(pc.or_(pc.is_null(col), pc.invert(pc.is_in(col, value_set=listed))))
-        for column, value in (
-            ("type", flt.type), ("status", flt.status), ("source", flt.source),
-            ("session_id", flt.session_id), ("user_id", flt.user_id),
-            ("source_document", flt.source_document),
-        ):  # fmt: skip
-            if value is not None:
-                equal(column, str(value))
-        if flt.pinned is not None:
-            masks.append(pc.equal(rows.column("pinned"), pa.scalar(bool(flt.pinned))))
+
+def admitted(rows: pa.Table, flt: MemoryFilter) -> Any:
+    """A boolean mask of the rows of ``rows`` that ``flt`` admits (None: all of them),
+    with the meaning :func:`~lexmem.store.lance.filter_where` gives it in SQL: NULL
+    never equals a value. ``rows`` needs the :func:`filter_columns` of ``flt``."""
+    import pyarrow as pa
+    import pyarrow.compute as pc
+
+    masks: list[Any] = []
+
+    def equal(column: str, value: Any) -> None:
+        masks.append(pc.equal(rows.column(column), pa.scalar(value)))
+
+    if flt.project is not None:
+        equal("project", flt.project)
+    if flt.exclude_projects:
+        col = rows.column("project")
+        listed = pa.array(sorted(set(flt.exclude_projects)), type=col.type)
+        masks.append(pc.or_(pc.is_null(col), pc.invert(pc.is_in(col, value_set=listed))))
+    for column, value in (
+        ("type", flt.type), ("status", flt.status), ("source", flt.source),
+        ("session_id", flt.session_id), ("user_id", flt.user_id),
+        ("source_document", flt.source_document),
+    ):  # fmt: skip
+        if value is not None:
+            equal(column, str(value))
+    if flt.pinned is not None:
+        masks.append(pc.equal(rows.column("pinned"), pa.scalar(bool(flt.pinned))))
+    if flt.created_after is not None or flt.created_before is not None:
         created = rows.column("created_at")
         if flt.created_after is not None:
             at = pa.scalar(flt.created_after).cast(created.type)
@@ -218,9 +237,9 @@ class FlatVectors:
         if flt.created_before is not None:
             at = pa.scalar(flt.created_before).cast(created.type)
             masks.append(pc.less(created, at))
-        if not masks:
-            return None
-        mask = masks[0]
-        for m in masks[1:]:
-            mask = pc.and_kleene(mask, m)
-        return pc.fill_null(mask, False).to_numpy(zero_copy_only=False)
+    if not masks:
+        return None
+    mask = masks[0]
+    for m in masks[1:]:
+        mask = pc.and_kleene(mask, m)
+    return pc.fill_null(mask, False).to_numpy(zero_copy_only=False)

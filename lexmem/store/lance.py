@@ -72,7 +72,13 @@ from lexmem.models import (
     utcnow,
 )
 from lexmem.settings import StoreSettings
-from lexmem.store.flat import ACCESS_COLUMNS, FLAT_MAX_ROWS, FlatVectors
+from lexmem.store.flat import (
+    ACCESS_COLUMNS,
+    FLAT_MAX_ROWS,
+    FlatVectors,
+    admitted,
+    filter_columns,
+)
 from lexmem.store.protocol import DigestColumns, MemoryBackend, MemoryFilter, Neighbour, members
 from lexmem.store.schema import (
     CONFIDENCE,
@@ -110,6 +116,11 @@ METADATA_CACHE_BYTES = 16 << 20
 # How long the vector leg trusts its in-memory copy without asking the table's version
 # (the connection's read_consistency_interval: LanceDB looks no more often).
 FLAT_RECHECK_S = 1.0
+# A filter that admits at least this share of the rows is applied to a query's result
+# rather than inside it (:meth:`MemoryStore.filtered_rows`); the share is counted again
+# after this many seconds.
+POSTFILTER_SHARE = 0.5
+SHARE_RECHECK_S = 30.0
 _ID_PREFIX = re.compile(r"^[0-9a-fA-F-]{4,36}$")
 _T = TypeVar("_T")
 
@@ -426,6 +437,8 @@ class MemoryStore:
         self._flat_kept = False  # the commit under way left the copy good (_keeping_flat)
         self._meta: dict[str, Any] = {}
         self._index_cache: dict[tuple[str, Any], bool] = {}
+        # where -> (the share of rows it admits, when counted): filtered_rows.
+        self._shares: dict[str, tuple[float, float]] = {}
         self.on_commit: list[Callable[[], None]] = []
 
     # -- opening ----------------------------------------------------------
@@ -1661,18 +1674,82 @@ class MemoryStore:
         rows = self._scan(where, ["id"], limit=1)
         return str(rows[0]["id"]) if rows else None
 
-    def vector_query(
-        self, vector: Any, where: str | None, depth: int, columns: Sequence[str]
-    ) -> Any:
-        """The LanceDB vector query, nearest first by cosine, ``_distance`` among the
-        columns (uses the IVF-PQ index once the store has one)."""
+    def _vector_search(self, vector: Any) -> Any:
+        """The LanceDB vector query, nearest first by cosine, with no filter, columns or
+        limit yet (uses the IVF-PQ index once the store has one)."""
         query = self.table().search(vector, vector_column_name="vector").distance_type("cosine")
         if self.has_vector_index():
             # Re-rank the index's candidates by exact distance: PQ alone loses recall.
             query = query.nprobes(32).refine_factor(4)
+        return query
+
+    def vector_query(
+        self, vector: Any, where: str | None, depth: int, columns: Sequence[str]
+    ) -> Any:
+        """The LanceDB vector query, nearest first by cosine, ``_distance`` among the
+        columns, ``where`` applied before it."""
+        query = self._vector_search(vector)
         if where:
             query = query.where(where, prefilter=True)
         return query.select([*columns, "_distance"]).limit(depth)
+
+    def filtered_rows(
+        self, search: Callable[[], Any], flt: MemoryFilter, depth: int,
+        columns: Sequence[str], scored: str,
+    ) -> list[dict[str, Any]]:  # fmt: skip
+        """The first ``depth`` rows that ``flt`` admits of the ranked LanceDB query
+        ``search()`` (a vector search with no filter, columns or limit yet), with
+        ``columns`` and its ``scored`` column (``_distance``).
+
+        Why: LanceDB applies a filter before a vector query by marking every row it
+        admits, and at 100,000 memories that cost as much as the search itself (21 ms
+        against 10, with the status column's bitmap index). A search's filter usually
+        admits nearly every row (the active ones), so then the query runs unfiltered
+        for a few more rows than asked, and the filter is applied to those
+        (:func:`~lexmem.store.flat.admitted`, the SQL's meaning). The first ``depth``
+        admitted are the filtered query's: a row it admits nearer than the last of them
+        would have been among the ones read. When too few are admitted from a full
+        read, the query runs again filtered first; so it does whenever the filter admits
+        under :data:`POSTFILTER_SHARE` of the rows. (Not for a keyword query: LanceDB
+        counts BM25's document frequencies over the rows a filter admits, so its scores
+        depend on where the filter is applied.)"""
+        where = filter_where(flt)
+        share = self._admitted_share(where) if where else 1.0
+        if where and share >= POSTFILTER_SHARE:
+            import math
+
+            fetch = min(4 * depth, math.ceil(depth / share) + 10)
+            read = [*dict.fromkeys([*columns, *filter_columns(flt)]), scored]
+            got = search().select(read).limit(fetch).to_arrow()
+            mask = admitted(got, flt)
+            kept = got if mask is None else got.filter(mask)
+            if kept.num_rows >= depth or got.num_rows < fetch:
+                out: list[dict[str, Any]] = (
+                    kept.select([*columns, scored]).slice(0, depth).to_pylist()
+                )
+                return out
+            self._shares.pop(where, None)  # fewer admitted than counted: count again
+        query = search()
+        if where:
+            query = query.where(where, prefilter=True)
+        rows: list[dict[str, Any]] = query.select([*columns, scored]).limit(depth).to_list()
+        return rows
+
+    def _admitted_share(self, where: str) -> float:
+        """The share of the table's rows that ``where`` admits, counted at most every
+        :data:`SHARE_RECHECK_S` seconds (an old count costs a query speed, never rows:
+        :meth:`filtered_rows`)."""
+        now = time.monotonic()
+        cached = self._shares.get(where)
+        if cached is not None and now - cached[1] < SHARE_RECHECK_S:
+            return cached[0]
+        table = self.table()
+        total = table.count_rows()
+        share = table.count_rows(where) / total if total else 0.0
+        if len(self._shares) >= 64:  # filters by project or date come and go
+            self._shares.clear()
+        self._shares[where] = (share, now)
+        return share
 
     def nearest_rows(
         self, vector: Any, flt: MemoryFilter, depth: int, columns: Sequence[str], *,
@@ -1686,10 +1763,9 @@ class MemoryStore:
         flat = self._flat_copy(refresh=copy)
         if flat is not None and flat.serves(columns):
             return flat.nearest(vector, flt, depth, columns)
-        rows: list[dict[str, Any]] = self.vector_query(
-            vector, filter_where(flt), depth, columns
-        ).to_list()
-        return rows
+        return self.filtered_rows(
+            lambda: self._vector_search(vector), flt, depth, columns, "_distance"
+        )
 
     def _flat_copy(self, *, refresh: bool) -> FlatVectors | None:
         flat = self._flat

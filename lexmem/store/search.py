@@ -108,7 +108,6 @@ class Searcher:
         """The best ``limit`` memories for ``query`` under ``flt`` (active ones by default)."""
         query = check_request(query, mode, limit)
         flt = flt or MemoryFilter()
-        where = filter_where(flt)
         depth = leg_depth(mode, limit, self.fusion)
         timings: dict[str, float] = {}
         candidates: dict[str, _Candidate] = {}
@@ -120,7 +119,7 @@ class Searcher:
         slim = mode == "hybrid" and self.fusion.session_context
         columns = list(_SLIM_COLUMNS) if slim else _RANK_COLUMNS
         if mode in ("hybrid", "bm25"):
-            bm25_future = self._pool().submit(self._timed_bm25, query, where, depth, columns)
+            bm25_future = self._pool().submit(self._timed_bm25, query, flt, depth, columns)
         if mode in ("hybrid", "vector"):
             t0 = time.perf_counter()
             vector = self.embedder.embed_one(query)
@@ -187,14 +186,14 @@ class Searcher:
             self._executor = None
 
     def _timed_bm25(
-        self, query: str, where: str | None, depth: int, columns: list[str]
+        self, query: str, flt: MemoryFilter, depth: int, columns: list[str]
     ) -> tuple[list[dict[str, Any]], float]:
         t0 = time.perf_counter()
-        rows = self._bm25(query, where, depth, columns)
+        rows = self._bm25(query, flt, depth, columns)
         return rows, (time.perf_counter() - t0) * 1000
 
     def _bm25(
-        self, query: str, where: str | None, depth: int, columns: list[str] = _RANK_COLUMNS
+        self, query: str, flt: MemoryFilter, depth: int, columns: list[str] = _RANK_COLUMNS
     ) -> list[dict[str, Any]]:
         from lancedb.query import FullTextOperator, MultiMatchQuery
 
@@ -213,6 +212,10 @@ class Searcher:
             q = self.store.table().search(fields, query_type="fts")
         else:  # a zero boost would still let the field's matches in
             q = self.store.table().search(query, query_type="fts", fts_columns="content")
+        # The filter stays inside the keyword query (not MemoryStore.filtered_rows):
+        # LanceDB counts BM25's document frequencies over the rows it admits, so a
+        # filter applied after would change the scores.
+        where = filter_where(flt)
         if where:
             q = q.where(where, prefilter=True)
         rows: list[dict[str, Any]] = q.select([*columns, "_score"]).limit(depth).to_list()
