@@ -1,7 +1,8 @@
 """A search's filter applied to the vector query's rows rather than inside the query
 (``MemoryStore.filtered_rows``): the same rows in the same order as LanceDB's filtered
 query, under every filter, at every depth, with the share of admitted rows counted
-right or wrong; the filter moves out of the query only when it admits most rows.
+right or wrong; the filter moves out of the query only when it admits most rows. And
+the hits' full rows read by the row ids the query returned, stale ones included.
 
 The vector index is not built for 240 rows: LanceDB's exact search is what both ways
 are compared on, so they must agree row for row."""
@@ -18,6 +19,7 @@ import pytest
 
 from lexmem import Lexmem
 from lexmem.models import Memory, MemoryStatus, MemoryType, utcnow
+from lexmem.store.fusion import Candidate
 from lexmem.store.lance import POSTFILTER_SHARE, MemoryStore, filter_where
 from lexmem.store.protocol import MemoryFilter
 
@@ -81,7 +83,7 @@ class _Recorded:
 
     def __getattr__(self, name: str) -> Any:
         attr = getattr(self._query, name)
-        if name in ("select", "limit"):
+        if name in ("select", "limit", "with_row_id"):
             return lambda *a, **k: _Recorded(attr(*a, **k), self._wheres)
         return attr
 
@@ -176,3 +178,31 @@ def test_most_rows_archived_after_the_count_the_next_count_sees_it(filled: Lexme
     assert where not in store._shares  # and the share is counted again next time
     store.filtered_rows(_vector(store, query), flt, 20, COLUMNS, "_distance")
     assert store._shares[where][0] < POSTFILTER_SHARE
+
+
+def test_hits_read_by_row_id_are_the_memories_named_even_after_a_compaction(
+    filled: Lexmem,
+) -> None:
+    """The legs' row ids read the hits' full rows; one from before a compaction may
+    name another row or none, and only rows whose id is the one asked are returned:
+    the search reads the rest by id."""
+    store = filled.store
+    query = _unit(np.random.default_rng(9), 1)[0]
+    rows = store.filtered_rows(_vector(store, query), MemoryFilter(), 30, ["id"], "_distance")
+    wanted = [(r["id"], int(r["_rowid"])) for r in rows]
+    read = store.get_by_row_ids(wanted)
+    assert set(read) == {i for i, _ in wanted}
+    assert all(read[i] == store.get(i, with_embedding=False) for i in read)
+
+    for memory_id, _ in wanted[::2]:  # rows before the rest go: a compaction moves them
+        store.delete(memory_id)
+    store.optimize()
+    after = store.get_by_row_ids(wanted)
+    kept = {i for i, _ in wanted[1::2]}
+    assert set(after) <= kept and len(after) < len(kept)  # the compaction moved rows
+    assert all(after[i] == store.get(i, with_embedding=False) for i in after)
+
+    # The search's own read of its hits: stale row ids, and the memories still come back.
+    stale = [Candidate(i, {"id": i, "_rowid": r}, partial=True) for i, r in wanted[1::2]]
+    full = filled.searcher._full_rows(stale)
+    assert full == {i: store.get(i, with_embedding=False) for i in kept}
