@@ -390,3 +390,19 @@ def test_a_cached_query_vector_never_outlives_its_model(
     assert runs == [1, 1, 1]
     assert not np.allclose(cls_pooled, mean_pooled)
     assert np.array_equal(cls_pooled, Embedder(other, embedder.models_dir).embed_one(query))
+
+
+def test_the_models_threads_sleep_when_idle_rather_than_spin(tmp_path: Path) -> None:
+    """Spinning ONNX threads took the cores from LanceDB's keyword query beside a
+    search's embedding (lexmem.embedder._yielding_onnx_threads). The session is told so,
+    in the app's process as in the model's own, and onnxruntime is left as it was."""
+    import onnxruntime as ort
+
+    before = ort.SessionOptions
+    model = Embedder(EmbeddingSettings(), tmp_path / "models")._create()
+    options = model.model.model.get_session_options()  # fastembed's InferenceSession
+    for pool in ("intra_op", "inter_op"):
+        assert options.get_session_config_entry(f"session.{pool}.allow_spinning") == "0"
+    assert ort.SessionOptions is before
+    vector = model.embed(["The API runs on port 8080"])
+    assert len(next(iter(vector))) == 384
