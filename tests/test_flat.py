@@ -28,6 +28,12 @@ def _unit(rng: np.random.Generator, n: int) -> np.ndarray:
 
 @pytest.fixture
 def filled(lm: Lexmem) -> Lexmem:
+    return fill(lm)
+
+
+def fill(lm: Lexmem) -> Lexmem:
+    """240 memories over three projects, two types, seven sessions and a month, every
+    fifth pinned, one archived (the rows the filters below are checked on)."""
     rng = np.random.default_rng(11)
     vecs = _unit(rng, 240)
     start = utcnow() - timedelta(days=30)

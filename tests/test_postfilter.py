@@ -11,63 +11,29 @@ from __future__ import annotations
 
 import time
 from collections.abc import Callable
-from datetime import timedelta
 from typing import Any
 
 import numpy as np
 import pytest
+from test_flat import FILTERS as FLAT_FILTERS
+from test_flat import _unit, fill
 
 from lexmem import Lexmem
-from lexmem.models import Memory, MemoryStatus, MemoryType, utcnow
+from lexmem.models import MemoryStatus
 from lexmem.store.fusion import Candidate
 from lexmem.store.lance import POSTFILTER_SHARE, MemoryStore, filter_where
 from lexmem.store.protocol import MemoryFilter
 
-DIM = 384
-WORDS = ["billing", "ledger", "deploy", "invoice", "postgres", "migration", "alembic", "host"]
-
-
-def _unit(rng: np.random.Generator, n: int) -> np.ndarray:
-    v = rng.standard_normal((n, DIM)).astype("float32")
-    return v / np.linalg.norm(v, axis=1, keepdims=True)
+# The rows and filters the in-memory copy is checked with (test_flat.py): 240 rows over
+# three projects, seven sessions and a month, one archived; and two filters more.
+FILTERS = [*FLAT_FILTERS, MemoryFilter(status=None), MemoryFilter(status=MemoryStatus.ARCHIVED)]
 
 
 @pytest.fixture
 def filled(lm: Lexmem) -> Lexmem:
-    rng = np.random.default_rng(3)
-    start = utcnow() - timedelta(days=30)
-    projects = ["shop", "blog", None]
-    memories = [
-        Memory(
-            content=" ".join(rng.choice(WORDS, size=4 + i % 5)) + f" note {i}",
-            embedding=[float(x) for x in v],
-            project=projects[i % 3],
-            type=MemoryType.PROCEDURAL if i % 4 == 0 else MemoryType.SEMANTIC,
-            pinned=i % 5 == 0,
-            session_id=f"s{i % 7}",
-            created_at=start + timedelta(hours=3 * i),
-        )
-        for i, v in enumerate(_unit(rng, 240))
-    ]
-    lm.store.store_many(memories)
-    for m in memories[3:40:6]:
-        lm.store.archive(m.id)
-    return lm
+    return fill(lm)
 
 
-FILTERS = [
-    MemoryFilter(),
-    MemoryFilter(status=None),
-    MemoryFilter(status=MemoryStatus.ARCHIVED),
-    MemoryFilter(project="shop"),
-    MemoryFilter(exclude_projects=("shop",)),
-    MemoryFilter(exclude_projects=("shop", "blog")),
-    MemoryFilter(type=MemoryType.PROCEDURAL, pinned=True),
-    MemoryFilter(pinned=False, session_id="s3"),
-    MemoryFilter(created_after=utcnow() - timedelta(days=20)),
-    MemoryFilter(created_before=utcnow() - timedelta(days=25), status=MemoryStatus.ACTIVE),
-    MemoryFilter(project="nowhere"),
-]
 COLUMNS = ["id", "content", "project", "salience"]
 
 
@@ -146,7 +112,7 @@ def test_the_filter_leaves_the_query_only_when_it_admits_most_rows(filled: Lexme
     store = filled.store
     for name, search, scored in _legs(store):
         for flt, inside in (
-            (MemoryFilter(), False),  # 233 of 240 active
+            (MemoryFilter(), False),  # 239 of 240 active
             (MemoryFilter(exclude_projects=("shop",)), False),  # two thirds
             (MemoryFilter(project="shop"), True),  # a third
             (MemoryFilter(status=MemoryStatus.ARCHIVED), True),
