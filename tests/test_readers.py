@@ -403,6 +403,53 @@ def test_a_service_whose_data_folder_is_deleted_stops(seeded: Path) -> None:
         assert proc.stderr is not None
         assert "is gone; the service stopped" in proc.stderr.read().decode()
     assert all(s.pid != proc.pid for s in services())
+    # Nor does the process it started to record the relay's manifest outlive it: it read
+    # forever from a session that could not start in the deleted folder (every CI run
+    # left one behind).
+    wait_for(lambda: not _recorders_of(seeded), timeout=60, what="the manifest recorder gone")
+
+
+def _recorders_of(home: Path) -> list[int]:
+    """The pids of live manifest recorders started for ``home`` (from /proc)."""
+    found = []
+    for entry in Path("/proc").iterdir():
+        try:
+            args = (entry / "cmdline").read_bytes().split(b"\0") if entry.name.isdigit() else []
+        except OSError:
+            continue
+        if b"--record-manifest" in args and os.fsencode(home) in args:
+            found.append(int(entry.name))
+    return found
+
+
+def test_recording_the_manifest_in_a_deleted_folder_ends_with_one_line(tmp_path: Path) -> None:
+    """The recorder runs in the data folder. Deleted first, the session could not start
+    (not even the working directory reads), and the recorder waited for its answer
+    forever."""
+    from lexmem.agents.mcp_server import MANIFEST_VERSIONS
+
+    gone = tmp_path / "gone"
+    gone.mkdir()
+    record = f"{sys.executable} -m lexmem.agents.mcp_server --record-manifest {gone}"
+    proc = subprocess.run(
+        ["sh", "-c", f'cd "{gone}" && rmdir "{gone}" && exec {record}'],
+        stdin=subprocess.DEVNULL, capture_output=True, check=False,
+        timeout=120,  # a guard against a hang, far above the second it takes
+    )  # fmt: skip
+    err = proc.stderr.decode()
+    assert proc.returncode == 1, err
+    assert err.startswith("lexmem: error: recording the MCP manifest: the MCP session stopped")
+    assert "FileNotFoundError" in err and err.count("\n") == 1
+
+    home = tmp_path / "here"
+    home.mkdir()
+    done = subprocess.run(
+        [sys.executable, "-m", "lexmem.agents.mcp_server", "--record-manifest", str(home)],
+        stdin=subprocess.DEVNULL, capture_output=True, check=False, timeout=120, cwd=home,
+    )  # fmt: skip
+    assert done.returncode == 0, done.stderr.decode()
+    manifest = json.loads((home / "mcp-manifest.json").read_text())
+    assert set(manifest["sessions"]) == set(MANIFEST_VERSIONS)
 
 
 def test_doctor_lists_a_service_whose_data_folder_is_gone(tmp_path: Path) -> None:

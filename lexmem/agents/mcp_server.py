@@ -838,6 +838,8 @@ MANIFEST_METHODS = (
     "initialize", "tools/list", "resources/list", "resources/templates/list", "prompts/list",
 )  # fmt: skip
 MANIFEST_VERSIONS = ("2024-11-05", "2025-03-26", "2025-06-18", "2025-11-25", "2026-07-28")
+# How long recording waits for one answer (they take milliseconds; a guard, not a budget).
+MANIFEST_WAIT_S = 60.0
 
 
 def manifest_path(paths: Paths) -> Path:
@@ -858,37 +860,63 @@ def record_manifest(paths: Paths, core: Lexmem | None = None) -> Path:
     sessions: dict[str, dict[str, Any]] = {}
     for version in MANIFEST_VERSIONS:
         mine, theirs = socket.socketpair()
-        with theirs.makefile("rb") as their_stream:
-            worker = threading.Thread(
-                target=serve_connection, args=(core, {}, theirs, their_stream),
-                kwargs={"home": paths.home}, daemon=True,
-            )  # fmt: skip
-            worker.start()
-            answers: dict[str, Any] = {}
-            with mine, mine.makefile("rb") as stream:
-                stream.readline()  # {"ok": true}
-                for n, method in enumerate(MANIFEST_METHODS, 1):
-                    params: dict[str, Any] = {}
-                    if method == "initialize":
-                        params = {"protocolVersion": version, "capabilities": {},
-                                  "clientInfo": {"name": "lexmem-relay", "version": __version__}}  # fmt: skip
-                    message = {"jsonrpc": "2.0", "id": n, "method": method, "params": params}
-                    mine.sendall(json.dumps(message).encode() + b"\n")
-                    reply = json.loads(stream.readline())
-                    if "result" not in reply:
-                        continue  # not served: the relay leaves it to the service
-                    answers[method] = reply["result"]
-                    if method == "initialize":
-                        note = {"jsonrpc": "2.0", "method": "notifications/initialized"}
-                        mine.sendall(json.dumps(note).encode() + b"\n")
-                mine.shutdown(socket.SHUT_WR)
-            worker.join(timeout=10)
+        # Why: a session that fails to start (the data folder deleted under the service,
+        # so not even the working directory can be read) used to leave this side reading
+        # forever, and the process outlived the service that started it. The server's
+        # side is closed whatever becomes of it, and no answer is waited for long.
+        failed: list[BaseException] = []
+
+        def serve(theirs: socket.socket = theirs, failed: list[BaseException] = failed) -> None:
+            try:
+                with theirs, theirs.makefile("rb") as their_stream:
+                    serve_connection(core, {}, theirs, their_stream, home=paths.home)
+            except Exception as exc:  # noqa: BLE001 - reported by the reading side
+                failed.append(exc)
+
+        worker = threading.Thread(target=serve, daemon=True)
+        worker.start()
+        answers: dict[str, Any] = {}
+        mine.settimeout(MANIFEST_WAIT_S)
+        with mine, mine.makefile("rb") as stream:
+            _manifest_answer(stream, failed)  # {"ok": true}
+            for n, method in enumerate(MANIFEST_METHODS, 1):
+                params: dict[str, Any] = {}
+                if method == "initialize":
+                    params = {"protocolVersion": version, "capabilities": {},
+                              "clientInfo": {"name": "lexmem-relay", "version": __version__}}  # fmt: skip
+                message = {"jsonrpc": "2.0", "id": n, "method": method, "params": params}
+                mine.sendall(json.dumps(message).encode() + b"\n")
+                reply = _manifest_answer(stream, failed)
+                if "result" not in reply:
+                    continue  # not served: the relay leaves it to the service
+                answers[method] = reply["result"]
+                if method == "initialize":
+                    note = {"jsonrpc": "2.0", "method": "notifications/initialized"}
+                    mine.sendall(json.dumps(note).encode() + b"\n")
+            mine.shutdown(socket.SHUT_WR)
+        worker.join(timeout=10)
         if "initialize" in answers and "tools/list" in answers:
             sessions[version] = answers
     target = manifest_path(paths)
     text = json.dumps({"lexmem": __version__, "sessions": sessions}, ensure_ascii=False)
     atomic_write(target, text + "\n", mode=FILE_MODE, durable=False)
     return target
+
+
+def _manifest_answer(stream: BinaryIO, failed: list[BaseException]) -> dict[str, Any]:
+    """The next line the recording session answers, as JSON; a session that stopped
+    (or answered nothing within :data:`MANIFEST_WAIT_S`) raises, saying why if it knows."""
+    import json
+
+    try:
+        line = stream.readline()
+    except TimeoutError:
+        line = b""
+    if not line:
+        why = f" ({type(failed[0]).__name__}: {failed[0]})" if failed else ""
+        raise LexmemError(f"the MCP session stopped before it answered{why}")
+    reply: dict[str, Any] = json.loads(line)
+    return reply
 
 
 def main(argv: Sequence[str] | None = None) -> int:
@@ -900,7 +928,11 @@ def main(argv: Sequence[str] | None = None) -> int:
     if len(args) != 2 or args[0] != "--record-manifest":
         print("usage: python -m lexmem.agents.mcp_server --record-manifest HOME", file=sys.stderr)
         return 2
-    record_manifest(Paths(Path(args[1])))
+    try:
+        record_manifest(Paths(Path(args[1])))
+    except (LexmemError, OSError) as exc:
+        print(f"lexmem: error: recording the MCP manifest: {exc}", file=sys.stderr)
+        return 1
     return 0
 
 
