@@ -417,6 +417,35 @@ def test_installs_from_the_bundle_point_at_the_bundle(
     assert not entry_file.exists() and not icon.exists()
 
 
+@pytest.fixture(autouse=True)
+def _no_service_left(tmp_path: Path) -> Iterator[None]:
+    """A command from the bundle may start `lexmem serve` for the test's data folder
+    (`lexmem mcp`'s relay does), and pytest keeps the folder: the service ran on after
+    every CI run. Whatever the test, a service left for its folder is stopped here."""
+    yield
+    if sys.platform.startswith("linux"):
+        for pid in _services_of(tmp_path / "data"):
+            _stop(pid)
+
+
+def _services_of(home: Path) -> list[int]:
+    """The pids of `lexmem serve` processes of this user whose LEXMEM_HOME is ``home``."""
+    want = b"LEXMEM_HOME=" + os.fsencode(home)
+    found = []
+    for entry in Path("/proc").iterdir():
+        if not entry.name.isdigit():
+            continue
+        try:
+            argv = (entry / "cmdline").read_bytes().split(b"\0")
+            if argv[1:2] != [b"serve"]:
+                continue
+            if want in (entry / "environ").read_bytes().split(b"\0"):
+                found.append(int(entry.name))
+        except OSError:  # gone meanwhile, or another user's
+            continue
+    return found
+
+
 def _stop(pid: int) -> None:
     try:
         os.kill(pid, signal.SIGTERM)
