@@ -185,8 +185,9 @@ class Fusion:
     all five together pick keyword 0.8, meaning 0.8, speaker 0.4, so held out and
     in-sample agree at R@10 80.2, Hit@10 87.2, multi-hop 48.4 (the earlier 1.0 / 1.0 /
     0.2: 79.3 / 86.3 / 47.8). Widening the grid to length 0.6 or 0.9 and neighbours'
-    keywords 0.25 or 0.5 picks the same in four folds of five (held out 80.2 / 87.1). With the two legs at 0.8 the priors (neighbours' keywords, length, speaker)
-    weigh a quarter more against them. Tried on the same candidates and dropped, each
+    keywords 0.25 or 0.5 picks the same in four folds of five (held out 80.2 / 87.1).
+    With the two legs at 0.8 the priors (neighbours' keywords, length, speaker) weigh a
+    quarter more against them. Tried on the same candidates and dropped, each
     held out or in-sample within noise or worse: a question lending its keyword score
     to the turn that answers it (+0.8 R@10 in-sample, -0.5 held out: the weight picked
     per fold swung from 0 to 0.2), the query's scaffolding ("what did", stop words)

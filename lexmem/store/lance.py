@@ -120,9 +120,9 @@ FLAT_RECHECK_S = 1.0
 # rather than inside it (:meth:`MemoryStore.filtered_rows`); the share is counted again
 # after this many seconds.
 POSTFILTER_SHARE = 0.5
+SHARE_RECHECK_S = 30.0
 # The column LanceDB names a row's id in, for queries asked with_row_id.
 ROW_ID = "_rowid"
-SHARE_RECHECK_S = 30.0
 _ID_PREFIX = re.compile(r"^[0-9a-fA-F-]{4,36}$")
 _T = TypeVar("_T")
 
