@@ -867,11 +867,11 @@ def record_manifest(paths: Paths, core: Lexmem | None = None) -> Path:
         failed: list[BaseException] = []
 
         def serve(theirs: socket.socket = theirs, failed: list[BaseException] = failed) -> None:
-            try:
-                with theirs, theirs.makefile("rb") as their_stream:
+            with theirs, theirs.makefile("rb") as their_stream:
+                try:
                     serve_connection(core, {}, theirs, their_stream, home=paths.home)
-            except Exception as exc:  # noqa: BLE001 - reported by the reading side
-                failed.append(exc)
+                except Exception as exc:  # noqa: BLE001 - reported by the reading side
+                    failed.append(exc)  # before the socket closes: the reader then says why
 
         worker = threading.Thread(target=serve, daemon=True)
         worker.start()
