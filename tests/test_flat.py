@@ -9,11 +9,14 @@ from datetime import timedelta
 from typing import Any
 
 import numpy as np
+import pyarrow as pa
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from lexmem import Lexmem
 from lexmem.models import Memory, MemoryStatus, MemoryType, utcnow
-from lexmem.store import lance
+from lexmem.store import flat, lance
 from lexmem.store.lance import filter_where
 from lexmem.store.protocol import MemoryFilter
 from lexmem.store.schema import ROW_COLUMNS
@@ -351,3 +354,50 @@ def test_a_large_store_is_not_asked_its_version_at_every_search(
     assert opened
     rows = store.nearest_rows(_unit(np.random.default_rng(2), 1)[0], MemoryFilter(), 3, ["id"])
     assert len(rows) == 3
+
+
+# -- arrow_rows: the search path's to_pylist -------------------------------------------
+
+_STAMP = pa.timestamp("us", tz="UTC")
+# Any instant datetime can hold: the first and last microsecond of years 1 to 9999.
+_MICROS = st.integers(min_value=-62_135_596_800_000_000, max_value=253_402_300_799_999_999)
+
+
+@settings(max_examples=200, deadline=None)
+@given(
+    chunks=st.lists(st.lists(st.one_of(st.none(), _MICROS), max_size=20), min_size=1, max_size=4),
+    other=st.sampled_from([pa.timestamp("us"), pa.timestamp("ms", tz="UTC"), pa.int64()]),
+)
+def test_arrow_rows_are_arrow_s_own_rows(chunks: list[list[int | None]], other: Any) -> None:
+    """Rows with the store's timestamps (with and without nulls, over several chunks),
+    a timestamp of another kind and a text: value for value and zone for zone what
+    ``to_pylist`` gives, the shortcut taken only for ``timestamp[us, tz=UTC]``."""
+    stamps = pa.chunked_array([pa.array(c, type=_STAMP) for c in chunks], type=_STAMP)
+    n = len(stamps)
+    ints = [None if v is None else v % 10**12 for c in chunks for v in c]
+    table = pa.table({
+        "at": stamps,
+        "other": pa.array(ints, type=pa.int64()).cast(other),
+        "text": [None if v is None else str(v) for v in ints],
+    })  # fmt: skip
+    got, want = flat.arrow_rows(table), table.to_pylist()
+    assert got == want
+    assert [type(r["at"] and r["at"].tzinfo) for r in got] == [
+        type(r["at"] and r["at"].tzinfo) for r in want
+    ]
+    assert [r["at"] and r["at"].tzinfo.utcoffset(r["at"]) for r in got] == [
+        r["at"] and r["at"].tzinfo.utcoffset(r["at"]) for r in want
+    ]
+    assert len(got) == n
+
+
+def test_arrow_rows_of_a_table_without_rows_or_columns() -> None:
+    empty = pa.table({"at": pa.array([], type=_STAMP)})
+    assert flat.arrow_rows(empty) == []
+    assert flat.arrow_rows(pa.table({"x": [1, 2]}).select([])) == [{}, {}]
+
+
+def test_the_search_path_reads_rows_as_arrow_would(filled: Lexmem) -> None:
+    """The store's own rows, every column but the vector, through the shortcut."""
+    table = filled.store.table().to_arrow().drop_columns(["vector"])
+    assert flat.arrow_rows(table) == table.to_pylist()

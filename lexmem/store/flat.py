@@ -17,6 +17,8 @@ and the next search takes a new one.
 from __future__ import annotations
 
 from collections.abc import Iterable, Sequence
+from datetime import datetime, timedelta
+from functools import cache
 from typing import TYPE_CHECKING, Any
 
 from lexmem.store.protocol import MemoryFilter
@@ -25,7 +27,9 @@ if TYPE_CHECKING:
     import numpy as np
     import pyarrow as pa
 
-__all__ = ["ACCESS_COLUMNS", "FLAT_MAX_ROWS", "FlatVectors", "admitted", "filter_columns"]
+__all__ = [
+    "ACCESS_COLUMNS", "FLAT_MAX_ROWS", "FlatVectors", "admitted", "arrow_rows", "filter_columns",
+]  # fmt: skip
 
 # What access records change: kept as Python lists, updated in place.
 ACCESS_COLUMNS = ("access_count", "last_accessed_at")
@@ -104,7 +108,7 @@ class FlatVectors:
         if not rows:  # an empty list has no type Arrow can take by
             return []
         plain = [c for c in columns if c not in ACCESS_COLUMNS]
-        out: list[dict[str, Any]] = self.rows.select(plain).take(list(rows)).to_pylist()
+        out = arrow_rows(self.rows.select(plain).take(list(rows)))
         for column in columns:
             if column in ACCESS_COLUMNS:
                 values = self.access[column]
@@ -243,3 +247,43 @@ def admitted(rows: pa.Table, flt: MemoryFilter) -> Any:
     for m in masks[1:]:
         mask = pc.and_kleene(mask, m)
     return pc.fill_null(mask, False).to_numpy(zero_copy_only=False)
+
+
+def arrow_rows(table: pa.Table) -> list[dict[str, Any]]:
+    """``table.to_pylist()``: the same rows, the same values, in a third of the time for
+    a table with the store's timestamps.
+
+    Why: Arrow makes each ``timestamp[us, tz=UTC]`` value a datetime through its time
+    zone, about 4.5 microseconds a value; a search turns several hundred rows' two
+    timestamps into Python (both legs and the session read), ~2 ms of a 25 ms search.
+    Here such a column is read as integers and each value is the epoch plus that many
+    microseconds, in the zone Arrow would give it. Other columns are Arrow's own."""
+    names = table.column_names
+    if not names:
+        return [{} for _ in range(table.num_rows)]
+    columns = [_values(table.column(n)) for n in range(len(names))]
+    return [dict(zip(names, values, strict=True)) for values in zip(*columns, strict=True)]
+
+
+def _values(column: Any) -> list[Any]:
+    """One column's values as ``to_pylist`` gives them (see :func:`arrow_rows`)."""
+    import pyarrow as pa
+    import pyarrow.compute as pc
+
+    if column.type != pa.timestamp("us", tz="UTC"):
+        out: list[Any] = column.to_pylist()
+        return out
+    epoch = _epoch()
+    ints = pc.cast(column, pa.int64())
+    if not column.null_count:
+        return [epoch + timedelta(microseconds=v) for v in ints.to_numpy().tolist()]
+    return [None if v is None else epoch + timedelta(microseconds=v) for v in ints.to_pylist()]
+
+
+@cache
+def _epoch() -> datetime:
+    """What a ``timestamp[us, tz=UTC]`` counts from, as Arrow gives it (its zone object)."""
+    import pyarrow as pa
+
+    value: datetime = pa.scalar(0, type=pa.timestamp("us", tz="UTC")).as_py()
+    return value

@@ -17,6 +17,7 @@ import re
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
+from functools import lru_cache
 from typing import Any
 
 from lexmem.errors import InvalidInputError
@@ -231,13 +232,21 @@ def leg_depth(mode: str, limit: int, fusion: Fusion) -> int:
     return max(limit * 4, 40) if mode != "hybrid" else max(limit, fusion.pool_depth)
 
 
-def _speaker(row: dict[str, Any]) -> set[str]:
+def _speaker(row: dict[str, Any]) -> frozenset[str]:
     """The words of ``metadata["speaker"]``, lower-cased (empty when there is none)."""
-    found = _SPEAKER.search(row.get("metadata") or "")
+    return _speaker_words(row.get("metadata") or "")
+
+
+@lru_cache(maxsize=4096)
+def _speaker_words(metadata: str) -> frozenset[str]:
+    """:func:`_speaker` of a row with this metadata text. Cached: every search asks it of
+    each of a few hundred candidates, mostly the same rows each time (~1 ms a search
+    uncached, a tenth of that from the cache)."""
+    found = _SPEAKER.search(metadata)
     if not found:
-        return set()
+        return frozenset()
     name = json.loads(f'"{found[1]}"') if "\\" in found[1] else found[1]
-    return set(_WORD.findall(name.lower()))
+    return frozenset(_WORD.findall(name.lower()))
 
 
 def stem(word: str) -> str:
@@ -491,10 +500,15 @@ def blend(
 def recency(row: Mapping[str, Any], now: datetime, settings: SearchSettings) -> float:
     """1 for a memory created or reinforced ``now``, halving every
     ``recency_half_life_days``."""
-    stamps = [t for t in (row.get("created_at"), row.get("last_reinforced_at")) if t is not None]
-    if not stamps:
+    created, reinforced = row.get("created_at"), row.get("last_reinforced_at")
+    latest = (
+        created
+        if reinforced is None or (created is not None and created >= reinforced)
+        else reinforced
+    )
+    if latest is None:
         return 0.0
-    age_days = max(0.0, (now - max(stamps)).total_seconds() / 86400.0)
+    age_days = max(0.0, (now - latest).total_seconds() / 86400.0)
     return math.pow(0.5, age_days / max(settings.recency_half_life_days, 1e-6))
 
 

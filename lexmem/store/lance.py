@@ -77,6 +77,7 @@ from lexmem.store.flat import (
     FLAT_MAX_ROWS,
     FlatVectors,
     admitted,
+    arrow_rows,
     filter_columns,
 )
 from lexmem.store.protocol import DigestColumns, MemoryBackend, MemoryFilter, Neighbour, members
@@ -1726,16 +1727,12 @@ class MemoryStore:
             mask = admitted(got, flt)
             kept = got if mask is None else got.filter(mask)
             if kept.num_rows >= depth or got.num_rows < fetch:
-                out: list[dict[str, Any]] = (
-                    kept.select([*columns, scored, ROW_ID]).slice(0, depth).to_pylist()
-                )
-                return out
+                return arrow_rows(kept.select([*columns, scored, ROW_ID]).slice(0, depth))
             self._shares.pop(where, None)  # fewer admitted than counted: count again
         query = search().with_row_id(True)
         if where:
             query = query.where(where, prefilter=True)
-        rows: list[dict[str, Any]] = query.select([*columns, scored]).limit(depth).to_list()
-        return rows
+        return arrow_rows(query.select([*columns, scored]).limit(depth).to_arrow())
 
     def get_by_row_ids(self, wanted: Sequence[tuple[str, int]]) -> dict[str, Memory]:
         """The memories of ``wanted`` (id, LanceDB row id as a query just returned it in
@@ -1747,12 +1744,8 @@ class MemoryStore:
         if not wanted:
             return {}
         try:
-            rows = (
-                self.table()
-                .take_row_ids([r for _, r in wanted])
-                .select(list(ROW_COLUMNS))
-                .to_list()
-            )
+            taken = self.table().take_row_ids([r for _, r in wanted])
+            rows = arrow_rows(taken.select(list(ROW_COLUMNS)).to_arrow())
         except Exception as exc:  # noqa: BLE001 - the fallback is the authoritative read
             log.debug("reading %d rows by row id failed (%s): read by id", len(wanted), exc)
             return {}

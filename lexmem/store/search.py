@@ -24,6 +24,7 @@ from typing import TYPE_CHECKING, Any
 
 from lexmem.models import Memory, utcnow
 from lexmem.settings import SearchSettings
+from lexmem.store.flat import arrow_rows
 from lexmem.store.fusion import (
     MODES,
     STOP_WORDS,
@@ -173,7 +174,7 @@ class Searcher:
                 by_table.setdefault(id(c.source[0]), (c.source[0], []))[1].append(c)
         for table, cands in by_table.values():
             taken = table.take([c.source[1] for c in cands if c.source is not None])
-            for c, row in zip(cands, taken.to_pylist(), strict=True):
+            for c, row in zip(cands, arrow_rows(taken), strict=True):
                 c.row, c.partial, c.source = row, False, None
         if not elsewhere:
             return {}
@@ -229,8 +230,7 @@ class Searcher:
         if where:
             q = q.where(where, prefilter=True)
         q = q.with_row_id(True)  # the hits' full rows are read by it (_full_rows)
-        rows: list[dict[str, Any]] = q.select([*columns, "_score"]).limit(depth).to_list()
-        return rows
+        return arrow_rows(q.select([*columns, "_score"]).limit(depth).to_arrow())
 
     def vector_query(
         self, vector: Any, where: str | None, depth: int, columns: list[str] = _RANK_COLUMNS
@@ -286,8 +286,7 @@ class Searcher:
             ],
         ).to_numpy()
         table_order = order.tolist()
-        cols = {name: table.column(name).take(order).to_pylist() for name in _SLIM_COLUMNS}
-        rows = [{name: cols[name][k] for name in _SLIM_COLUMNS} for k in range(n)]
+        rows = arrow_rows(table.select(list(_SLIM_COLUMNS)).take(order))
         ordered = None if sims is None else sims[order]
         cands = session_context(candidates, rows, ordered, sessions, f, partial=True)
         for k, c in enumerate(cands):
