@@ -99,6 +99,13 @@ def open_server(
     keyring's), its schema checked; one line (a :class:`LexmemError`) when the server is
     down, the address wrong or the password missing."""
     module = server_module()
+    from lexmem.store.postgres.address import passfile_problem, tls_problem
+
+    url = connect_url(settings.url, settings.user)
+    # Judged as libpq will connect (hostaddr, PGHOST, a service ...), before it does.
+    problem = tls_problem(url)
+    if problem:
+        raise InvalidInputError(problem)
     # The pool says each failed connection attempt on its own, over several lines, on
     # stderr: lexmem says the failure once, in one line (and in the log).
     logging.getLogger("psycopg.pool").setLevel(logging.ERROR)
@@ -106,10 +113,14 @@ def open_server(
         try:
             password = get_secret(password_entry(settings.url, settings.user))
         except SecretStoreError:
-            password = None  # a server that asks for none (a Unix socket, trust or peer)
-    server = module.TeamServer(
-        connect_url(settings.url, settings.user), password=password, dim=dim, space=space
-    )
+            # No keyring, or nothing kept: a server that asks for none (a Unix socket,
+            # trust or peer), a client certificate, or libpq's password file.
+            password = None
+    if password is None:
+        problem = passfile_problem(url)
+        if problem:
+            raise InvalidInputError(problem)
+    server = module.TeamServer(url, password=password, dim=dim, space=space)
     try:
         server.open()
     except LexmemError:
