@@ -9,14 +9,24 @@ PostgreSQL (the tests' server, and one of its own that asks for passwords).
 
 from __future__ import annotations
 
+import json
+import shutil
+import subprocess
+import tempfile
+import warnings
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
+import keyring
 import pytest
 from conftest import shared_model
+from keyring.backend import KeyringBackend
+from keyring.errors import NoKeyringError
 from pgfixture import pg_available
-from test_team_sync import team_url
+from test_team_sync import TEAM, server_module, team_url
 
+from lexmem.api import Lexmem
 from lexmem.config import Paths
 from lexmem.embedder import Embedder
 
@@ -119,3 +129,144 @@ def test_local_addresses_and_checked_tls_pass_the_check() -> None:
     assert tls_problem(f"postgresql://{REMOTE}/team?sslmode=verify-full", {}) is None
     assert tls_problem(f"postgresql://{REMOTE}/team", {"PGSSLMODE": "verify-full"}) is None
     assert tls_problem(f"postgresql://{REMOTE}/team?sslmode=require", {}) is not None
+
+
+# -- a server that asks for passwords -----------------------------------------------------------
+
+
+@pytest.fixture(scope="module")
+def password_server() -> Iterator[str]:
+    """A PostgreSQL of its own whose socket asks every role but the superuser for its
+    password (SCRAM), with lexmem's schema and a team ``devs`` sharing ``shop`` whose
+    member ``ann`` has the password ``right-pass``: the team database's URL (no user)."""
+    pg_available()
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        import pgserver
+    import psycopg
+
+    root = Path(tempfile.mkdtemp(prefix="lexmem-pgpw-"))
+    try:
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            handle = pgserver.get_server(root / "pgdata", cleanup_mode="delete")
+    except (OSError, subprocess.SubprocessError) as exc:
+        shutil.rmtree(root, ignore_errors=True)
+        pytest.skip(f"pgserver could not start a second PostgreSQL ({exc})")
+    try:
+        (root / "pgdata" / "pg_hba.conf").write_text(
+            "local all postgres trust\nlocal all all scram-sha-256\n"
+        )
+        admin_url = str(handle.get_uri("postgres"))
+        with psycopg.connect(admin_url, autocommit=True) as admin:
+            admin.execute("SELECT pg_reload_conf()")
+            admin.execute("CREATE DATABASE team")
+        url = str(handle.get_uri("team"))
+        module = server_module()
+        with module.TeamServer(url, dim=384, space="") as owner:
+            owner.create_team("devs")
+            owner.share_project("devs", TEAM)
+            owner.add_member("devs", "ann", password="right-pass")
+        host = psycopg.conninfo.conninfo_to_dict(url)["host"]
+        yield f"postgresql:///team?host={host}"
+    finally:
+        handle.cleanup()
+        shutil.rmtree(root, ignore_errors=True)
+
+
+class NoKeyring(KeyringBackend):
+    """A machine without an OS keyring: every operation raises NoKeyringError."""
+
+    priority = 1  # type: ignore[assignment]
+
+    def get_password(self, service: str, username: str) -> str | None:
+        raise NoKeyringError("no backend")
+
+    def set_password(self, service: str, username: str, password: str) -> None:
+        raise NoKeyringError("no backend")
+
+    def delete_password(self, service: str, username: str) -> None:
+        raise NoKeyringError("no backend")
+
+
+@pytest.fixture
+def no_keyring() -> Iterator[None]:
+    before = keyring.get_keyring()
+    keyring.set_keyring(NoKeyring())
+    yield
+    keyring.set_keyring(before)
+
+
+# -- 4. a wrong password ----------------------------------------------------------------------
+
+
+def test_a_wrong_password_says_the_server_refused_it_in_one_line(
+    tmp_path: Path, embedder: Embedder, data_home: Path, password_server: str
+) -> None:
+    repo = tmp_path / "work" / "shop"
+    (repo / ".git").mkdir(parents=True)
+    code, out = run(embedder, "team", "join", password_server, "--project", str(repo),
+                    "--user", "ann", "--password-stdin", stdin="wrong-pass\n")  # fmt: skip
+    assert out == "lexmem: error: the server refused the password for ann\n", out
+    assert code == 2
+    code, out = run(embedder, "team", "join", password_server, "--project", str(repo),
+                    "--user", "ann")  # fmt: skip
+    assert code == 2 and out.count("\n") == 1, out
+    assert "asked for ann's password" in out, out
+    code, out = run(embedder, "team", "join", password_server, "--project", str(repo),
+                    "--user", "ann", "--password-stdin", stdin="right-pass\n")  # fmt: skip
+    assert code == 0, out
+
+
+# -- 3. no keyring, no team? ------------------------------------------------------------------
+
+
+def test_without_a_keyring_a_private_password_file_joins_and_the_writer_logs_in(
+    tmp_path: Path, embedder: Embedder, data_home: Path, password_server: str, no_keyring: None
+) -> None:
+    repo = tmp_path / "work" / "shop"
+    (repo / ".git").mkdir(parents=True)
+    # --password-stdin cannot keep it: one line that says what to do instead.
+    code, out = run(embedder, "team", "join", password_server, "--project", str(repo),
+                    "--user", "ann", "--password-stdin", stdin="right-pass\n")  # fmt: skip
+    assert code != 0 and out.count("\n") == 1, out
+    assert "no OS keyring" in out and "~/.pgpass" in out and "right-pass" not in out
+
+    # libpq's password file in the home folder: refused while others may read it.
+    pgpass = Path.home() / ".pgpass"
+    pgpass.write_text("*:*:team:ann:right-pass\n")
+    pgpass.chmod(0o644)
+    code, out = run(embedder, "team", "join", password_server, "--project", str(repo),
+                    "--user", "ann")  # fmt: skip
+    assert code == 2 and out.count("\n") == 1, out
+    assert f"the password file {pgpass} is open to other users" in out and "chmod 600" in out
+    pgpass.chmod(0o600)
+    code, out = run(embedder, "team", "join", password_server, "--project", str(repo),
+                    "--user", "ann")  # fmt: skip
+    assert code == 0, out
+
+    # The writer logs in with it: a memory goes to the server.
+    with shared_model(embedder):
+        lm = Lexmem.open(data_home)
+        lm.remember("The shop's backups run at 02:00.", project=str(repo))
+        lm.close()
+    code, out = run(embedder, "team", "sync", "--json")
+    assert code == 0 and json.loads(out)["pushed"] == 1, out
+    code, out = run(embedder, "team", "status", "--json")
+    assert code == 0 and json.loads(out)["reachable"] is True, out
+
+
+def test_a_passfile_named_in_the_address_is_used_and_checked(
+    tmp_path: Path, embedder: Embedder, password_server: str, no_keyring: None
+) -> None:
+    repo = tmp_path / "work" / "shop"
+    (repo / ".git").mkdir(parents=True)
+    secret = tmp_path / "team.pgpass"
+    secret.write_text("*:*:*:ann:right-pass\n")
+    secret.chmod(0o640)
+    url = f"{password_server}&passfile={secret}"
+    code, out = run(embedder, "team", "join", url, "--project", str(repo), "--user", "ann")
+    assert code == 2 and f"{secret} is open to other users" in out, out
+    secret.chmod(0o600)
+    code, out = run(embedder, "team", "join", url, "--project", str(repo), "--user", "ann")
+    assert code == 0, out

@@ -97,7 +97,12 @@ def join(
         try:
             set_secret(password_entry(url, role), password.strip())
         except SecretStoreError as exc:
-            raise LexmemError(f"cannot keep the password: {exc}") from exc
+            why = str(exc).removeprefix(f"keyring entry lexmem/{exc.name}: ")
+            raise LexmemError(
+                f"no OS keyring can keep the password ({why}): put it in a password file only"
+                " you can read (~/.pgpass, or passfile=PATH in the address; docs/team.md) and"
+                " join without --password-stdin"
+            ) from exc
     try:
         server = open_server(team, dim=dim, space=space)
     except LexmemError:
