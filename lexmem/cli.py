@@ -577,9 +577,12 @@ def search(c: Ctx, query: tuple[str, ...], project: str | None, mtype: str | Non
 @pass_ctx
 def show(c: Ctx, ident: str, as_json: bool) -> None:
     """Show one memory with its links, supersede chain and confidence history."""
+    from lexmem.team.membership import lost_edit, lost_text
+
     d = c.lm().detail(ident)
+    loss = lost_edit(c.lm().paths, d.memory.id)  # this client's edit lost a team conflict
     if as_json:
-        emit_json(d.to_dict())
+        emit_json({**d.to_dict(), "team_lost": loss} if loss else d.to_dict())
         return
     m = d.memory
     if m.title != " ".join(m.content.split()):
@@ -636,6 +639,8 @@ def show(c: Ctx, ident: str, as_json: bool) -> None:
         click.echo(
             f"  {'confidence':<11}" + " → ".join(f"{p.confidence:.2f}" for p in d.confidence)
         )
+    if loss:
+        click.echo(f"  {'team':<11}{lost_text(loss)}")
 
 
 @cli.command(name="list")
@@ -1326,6 +1331,18 @@ def team_status(c: Ctx, as_json: bool) -> None:
     if data["last_error"]:
         click.echo(f"last error   {data['last_error']}")
     click.echo(f"conflicts    {data['conflicts']} seen")
+    from lexmem.team.membership import lost_text
+
+    lost = data.get("lost") or []
+    if lost:
+        mine = "edit" if len(lost) == 1 else "edits"
+        click.echo(f"lost         {len(lost)} of your {mine} (the team kept another's version):")
+    for loss in lost[:20]:
+        found = c.lm().store.get_optional(loss["id"], with_embedding=False)
+        title = f" “{found.title}”" if found is not None else ""
+        click.echo(f"  {short(loss['id'])}{title}: {lost_text(loss)}")
+    if len(lost) > 20:
+        click.echo(f"  … and {len(lost) - 20} more (lexmem team status --json)")
 
 
 @team.command("sync")

@@ -13,6 +13,7 @@ import json
 import shutil
 import subprocess
 import tempfile
+import time
 import warnings
 from collections.abc import Iterator
 from pathlib import Path
@@ -24,13 +25,13 @@ from conftest import shared_model
 from keyring.backend import KeyringBackend
 from keyring.errors import NoKeyringError
 from pgfixture import pg_available
-from test_team_sync import TEAM, server_module, team_url
+from test_team_sync import TEAM, Client, clients, server_module, team_url
 
 from lexmem.api import Lexmem
 from lexmem.config import Paths
 from lexmem.embedder import Embedder
 
-__all__ = ["team_url"]  # the fixture, imported for the tests here
+__all__ = ["clients", "team_url"]  # the fixtures, imported for the tests here
 
 REMOTE = "192.0.2.2"  # TEST-NET-1: never reachable; the check must refuse it first
 
@@ -270,3 +271,50 @@ def test_a_passfile_named_in_the_address_is_used_and_checked(
     secret.chmod(0o600)
     code, out = run(embedder, "team", "join", url, "--project", str(repo), "--user", "ann")
     assert code == 0, out
+
+
+# -- 2. the person whose edit lost a conflict -------------------------------------------------
+
+
+def test_the_member_whose_edit_lost_a_conflict_is_told(
+    clients: tuple[Client, Client], embedder: Embedder
+) -> None:
+    a, b = clients
+    with shared_model(embedder):
+        mid = a.lm.remember("The shop deploys at 10:00.", project=str(a.repo)).memories[0].id
+    a.sync()
+    b.sync()
+    a.writer().edit(mid, content="The shop deploys at 11:00.")
+    time.sleep(0.05)  # bob's edit is the later one: it wins at the same version
+    b.writer().edit(mid, content="The shop deploys at 12:00.")
+    a.sync()  # ann's version goes in first ...
+    b.sync()  # ... bob's replaces it
+    a.sync()  # ann pulls bob's text
+    a.lm.refresh()
+    assert a.lm.get(mid).content == "The shop deploys at 12:00."
+
+    code, out = run(embedder, "--home", str(a.home), "team", "status", "--json")
+    status = json.loads(out)
+    assert code == 0 and status["conflicts"] >= 1
+    assert [(x["id"], x["winner"]) for x in status["lost"]] == [(mid, "bob")]
+    code, out = run(embedder, "--home", str(a.home), "team", "status")
+    assert code == 0 and "lost         1 of your edit" in out and mid[:8] in out, out
+    assert "lost a conflict to bob's" in out
+    code, out = run(embedder, "--home", str(a.home), "show", mid)
+    assert code == 0 and "team       your edit (version " in out, out
+    assert "lost a conflict to bob's" in out and "in the team's history" in out
+    code, out = run(embedder, "--home", str(a.home), "show", mid, "--json")
+    assert json.loads(out)["team_lost"]["winner"] == "bob"
+
+    # The winner is not told it lost; the tray's line tells the loser.
+    assert b.lm.team_status(reach=False)["lost"] == []
+    code, out = run(embedder, "--home", str(b.home), "show", mid)
+    assert code == 0 and "lost a conflict" not in out
+    from ui.app import team_text
+
+    assert "1 of your edits lost a conflict" in team_text(a.lm.team_status(reach=False))
+
+    # Ann edits again and her version goes in: the loss is behind her.
+    a.writer().edit(mid, content="The shop deploys at 11:30.")
+    a.sync()
+    assert a.lm.team_status(reach=False)["lost"] == []

@@ -10,6 +10,7 @@ from __future__ import annotations
 import contextlib
 import os
 import time
+from collections.abc import Mapping
 from dataclasses import replace
 from datetime import UTC, datetime
 from pathlib import Path
@@ -23,7 +24,7 @@ from lexmem.settings import Settings, TeamSettings, load_settings, save_settings
 from lexmem.team.outbox import Outbox, TeamState
 from lexmem.team.sync import open_server, password_entry
 
-__all__ = ["join", "leave", "local_project", "safe_where", "status"]
+__all__ = ["join", "leave", "local_project", "lost_edit", "lost_text", "safe_where", "status"]
 
 
 def safe_where(url: str, user: str = "") -> str:
@@ -171,6 +172,8 @@ def status(
         "last_sync": meta.get("last_sync") or None,
         "last_error": meta.get("last_error") or None,
         "conflicts": int(meta.get("conflicts") or 0),
+        # This client's edits that lost a conflict (the team kept another's version).
+        "lost": state.lost() if state.path.exists() else [],
         "lag_revisions": None,
         "lag_seconds": 0.0,
         "reachable": None,
@@ -198,6 +201,26 @@ def status(
         since = datetime.now(UTC) - datetime.fromisoformat(out["last_sync"])
         out["lag_seconds"] = max(out["lag_seconds"], since.total_seconds())
     return out
+
+
+def lost_edit(paths: Paths, memory_id: str) -> dict[str, Any] | None:
+    """This client's edit of ``memory_id`` that lost a conflict, or None (and None in a
+    data folder with no team: nothing is created)."""
+    state = TeamState(paths)
+    if not state.path.exists():
+        return None
+    found = state.lost(memory_id)
+    return found[0] if found else None
+
+
+def lost_text(loss: Mapping[str, Any]) -> str:
+    """One line for a lost edit: whose version the team kept, when, where yours is."""
+    who = f"{loss['winner']}'s" if loss.get("winner") else "another member's"
+    when = str(loss.get("at") or "").replace("T", " ").replace("+00:00", " UTC")
+    return (
+        f"your edit (version {loss['version']}) lost a conflict to {who} on {when}: the team"
+        " kept theirs, yours is in the team's history"
+    )
 
 
 def _mtime(outbox: Outbox, memory_id: str) -> float:
