@@ -814,20 +814,23 @@ BACKUPS_KEEP = "Backups made before now still hold it (lexmem backup --list show
 def forget(c: Ctx, ident: str, yes: bool, as_json: bool) -> None:
     """Delete the memory ID for good, with its links and history, and erase its text from
     every file of the data folder (backups made before keep it)."""
+    from lexmem.team.membership import SERVER_KEEPS
+
     lm = c.lm()
     m = lm.get(ident)
+    keeps = f"{BACKUPS_KEEP} {SERVER_KEEPS}" if lm.is_shared(m) else BACKUPS_KEEP
     if not yes:
         if not interactive():
             raise InvalidInputError("forget deletes for good: pass --yes to confirm")
-        click.echo(f"lexmem: {BACKUPS_KEEP}", err=True)
+        click.echo(f"lexmem: {keeps}", err=True)
         if not click.confirm(f"Forget {short(m.id)} “{m.title}” for good?", err=True):
             click.echo(f"lexmem: kept {short(m.id)}; nothing was forgotten", err=True)
             raise click.exceptions.Exit(1)
     changes = c.writer().forget(m.id)
     if as_json:
-        emit_json({"id": m.id, "changes": changes.to_dict(), "note": BACKUPS_KEEP})
+        emit_json({"id": m.id, "changes": changes.to_dict(), "note": keeps})
     else:
-        click.echo(f"Forgot {short(m.id)}: erased from the data folder. {BACKUPS_KEEP}")
+        click.echo(f"Forgot {short(m.id)}: erased from the data folder. {keeps}")
 
 
 @cli.command()

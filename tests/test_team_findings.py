@@ -318,3 +318,25 @@ def test_the_member_whose_edit_lost_a_conflict_is_told(
     a.writer().edit(mid, content="The shop deploys at 11:30.")
     a.sync()
     assert a.lm.team_status(reach=False)["lost"] == []
+
+
+# -- 5. forgetting a team memory --------------------------------------------------------------
+
+
+def test_forgetting_a_team_memory_says_what_the_server_keeps(
+    clients: tuple[Client, Client], embedder: Embedder, tmp_path: Path
+) -> None:
+    a, _ = clients
+    with shared_model(embedder):
+        shared = a.lm.remember("The shop's admin door code is 4711.", project=str(a.repo))
+        alone = a.lm.remember("A note of no project's.", project=str(tmp_path / "solo"))
+    a.sync()
+    a.service.release()  # the command line is the writer for its forget
+    try:
+        code, out = run(embedder, "--home", str(a.home), "forget", shared.memories[0].id, "--yes")
+        assert code == 0 and "erased from the data folder" in out, out
+        assert "team's server" in out and "VACUUM FULL" in out and out.count("\n") == 1
+        code, out = run(embedder, "--home", str(a.home), "forget", alone.memories[0].id, "--yes")
+        assert code == 0 and "VACUUM FULL" not in out, out
+    finally:
+        a.service.acquire()

@@ -24,7 +24,24 @@ from lexmem.settings import Settings, TeamSettings, load_settings, save_settings
 from lexmem.team.outbox import Outbox, TeamState
 from lexmem.team.sync import open_server, password_entry
 
-__all__ = ["join", "leave", "local_project", "lost_edit", "lost_text", "safe_where", "status"]
+__all__ = [
+    "SERVER_KEEPS",
+    "join",
+    "leave",
+    "local_project",
+    "lost_edit",
+    "lost_text",
+    "safe_where",
+    "status",
+]
+
+
+# Where a person forgets a memory the team shares: what the team's server still holds.
+SERVER_KEEPS = (
+    "Once the deletion reaches the team's server no one can read it there, but the "
+    "server's files and write-ahead log hold its text until the database's owner runs "
+    "VACUUM FULL."
+)
 
 
 def safe_where(url: str, user: str = "") -> str:
