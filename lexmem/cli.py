@@ -1327,7 +1327,8 @@ def team_status(c: Ctx, as_json: bool) -> None:
     lag = "unknown" if data["lag_revisions"] is None else str(data["lag_revisions"])
     click.echo(f"server       {data['server']} ({reach})")
     for local, name in sorted(data["projects"].items()):
-        click.echo(f"project      {local} as {name!r}")
+        out = " (opted out: not synced, no lag counted)" if local in data["opted_out"] else ""
+        click.echo(f"project      {local} as {name!r}{out}")
     click.echo(f"lag          {lag} revisions, {data['lag_seconds']:.0f} s")
     click.echo(f"outbox       {data['outbox']} waiting")
     click.echo(f"last sync    {data['last_sync'] or 'never'}")

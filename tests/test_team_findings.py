@@ -340,3 +340,29 @@ def test_forgetting_a_team_memory_says_what_the_server_keeps(
         assert code == 0 and "VACUUM FULL" not in out, out
     finally:
         a.service.acquire()
+
+
+# -- 6. an opted-out project's lag ------------------------------------------------------------
+
+
+def test_an_opted_out_project_is_not_reported_as_lag(
+    clients: tuple[Client, Client], embedder: Embedder
+) -> None:
+    from lexmem.settings import load_settings, save_settings
+
+    a, b = clients
+    settings = load_settings(a.lm.paths)
+    settings.capture.optout = [str(a.repo)]
+    save_settings(a.lm.paths, settings)
+    a.lm.settings.capture.optout = [str(a.repo)]
+    with shared_model(embedder):
+        for i in range(3):
+            b.lm.remember(f"Bob's shop note number {i}.", project=str(b.repo))
+    b.sync()
+    a.sync()  # pulls nothing into the opted-out repository: its cursor stays
+    code, out = run(embedder, "--home", str(a.home), "team", "status", "--json")
+    status = json.loads(out)
+    assert code == 0 and status["reachable"] is True, out
+    assert status["lag_revisions"] == 0 and status["opted_out"] == [str(a.repo)]
+    code, out = run(embedder, "--home", str(a.home), "team", "status")
+    assert "lag          0 revisions" in out and "opted out: not synced" in out, out

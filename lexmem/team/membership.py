@@ -181,6 +181,7 @@ def status(
     meta = state.meta() if state.path.exists() else {}
     entries = outbox.entries()
     oldest = min((_mtime(outbox, e.memory_id) for e in entries), default=None)
+    rules = optout_rules(paths, settings.capture)
     out: dict[str, Any] = {
         "joined": bool(team.url and team.projects),
         "server": safe_where(team.url, team.user) if team.url else None,
@@ -191,6 +192,7 @@ def status(
         "conflicts": int(meta.get("conflicts") or 0),
         # This client's edits that lost a conflict (the team kept another's version).
         "lost": state.lost() if state.path.exists() else [],
+        "opted_out": sorted(p for p in team.projects if project_opted_out(p, rules)),
         "lag_revisions": None,
         "lag_seconds": 0.0,
         "reachable": None,
@@ -199,13 +201,14 @@ def status(
         out["lag_seconds"] = max(0.0, time.time() - oldest)
     if not out["joined"] or not reach:
         return out
-    cursors = {t: state.cursor(t) for t in team.projects.values()} if state.path.exists() else {}
+    # An opted-out repository is never pulled into: the team's changes there are not lag.
+    synced = [t for p, t in team.projects.items() if p not in out["opted_out"]]
+    cursors = {t: state.cursor(t) for t in synced} if state.path.exists() else {}
     try:
         server = open_server(team, dim=dim, space=space)
         try:
             out["lag_revisions"] = sum(
-                max(0, server.latest_revision([t]) - cursors.get(t, 0))
-                for t in team.projects.values()
+                max(0, server.latest_revision([t]) - cursors.get(t, 0)) for t in synced
             )
             out["server"] = server.where
         finally:
