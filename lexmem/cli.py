@@ -1276,7 +1276,8 @@ def team() -> None:
 @click.option(
     "--password-stdin",
     is_flag=True,
-    help="Read the role's password from stdin (kept in the OS keyring).",
+    help="Read the role's password from stdin (kept in the OS keyring; without one, use "
+    "a password file: docs/team.md).",
 )
 @json_option
 @pass_ctx

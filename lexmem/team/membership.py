@@ -54,7 +54,7 @@ def safe_where(url: str, user: str = "") -> str:
     parts = urlsplit(text)
     host = parts.hostname or ""
     query = dict(p.split("=", 1) for p in parts.query.split("&") if "=" in p)
-    host = query.get("host", host) or "localhost"
+    host = query.get("hostaddr") or query.get("host", host) or "localhost"  # where libpq goes
     role = user or parts.username or ""
     port = f":{parts.port}" if parts.port else ""
     return f"{role + '@' if role else ''}{host}{port}{parts.path or '/'}"
