@@ -320,6 +320,27 @@ def test_the_member_whose_edit_lost_a_conflict_is_told(
     assert a.lm.team_status(reach=False)["lost"] == []
 
 
+def test_an_edit_refused_on_arrival_is_told_with_the_winner_and_a_forget_clears_it(
+    clients: tuple[Client, Client], embedder: Embedder
+) -> None:
+    a, b = clients
+    with shared_model(embedder):
+        mid = a.lm.remember("The shop's standup is at 9:00.", project=str(a.repo)).memories[0].id
+    a.sync()
+    b.sync()
+    a.writer().edit(mid, content="The shop's standup is at 9:15.")
+    time.sleep(0.05)
+    b.writer().edit(mid, content="The shop's standup is at 9:30.")
+    b.sync()  # bob's later edit is there first: ann's loses as it arrives
+    report = a.sync()
+    assert report["lost"] == 1 and report["conflicts"] == 1
+    assert [(x["id"], x["winner"]) for x in a.lm.team_status(reach=False)["lost"]] == [(mid, "bob")]
+    b.writer().forget(mid)  # forgotten on the team: nothing left to tell of
+    b.sync()
+    a.sync()
+    assert a.lm.team_status(reach=False)["lost"] == []
+
+
 # -- 5. forgetting a team memory --------------------------------------------------------------
 
 

@@ -332,6 +332,12 @@ class TeamState:
             )
             db.executemany("DELETE FROM mine WHERE memory_id = ?", [(x[0],) for x in losses])
 
+    def drop_lost(self, ids: Sequence[str]) -> None:
+        if not ids:
+            return
+        with self._db() as db:
+            db.executemany("DELETE FROM lost WHERE memory_id = ?", [(m,) for m in ids])
+
     def name_winner(self, memory_id: str, winner: str) -> None:
         """The role whose version beat this client's, once a pull says."""
         with self._db() as db:

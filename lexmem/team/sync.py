@@ -437,6 +437,8 @@ class TeamSync:
         team's row at the same version, written by someone else (the server decided
         against ours on their push, and kept ours in its history)."""
         mine = self.state.mine(list(latest))
+        # A memory forgotten on the team is gone here too: no conflict left to tell of.
+        self.state.drop_lost([mid for mid, change in latest.items() if change.deleted])
         unnamed = {x["id"] for x in self.state.lost() if not x["winner"]}
         lost: list[tuple[str, int, str, str | None]] = []
         behind: list[str] = []
