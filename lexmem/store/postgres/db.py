@@ -55,7 +55,7 @@ def safe_url(url: str) -> str:
     except psycopg.ProgrammingError:
         return "(a database address that cannot be read)"
     info.pop("password", None)
-    host = str(info.get("host") or "localhost")
+    host = str(info.get("hostaddr") or info.get("host") or "localhost")  # where libpq goes
     where = host if host.startswith("/") else f"{host}:{info.get('port') or 5432}"
     user = info.get("user")
     return f"{str(user) + '@' if user else ''}{where}/{info.get('dbname') or ''}"
