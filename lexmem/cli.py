@@ -577,9 +577,12 @@ def search(c: Ctx, query: tuple[str, ...], project: str | None, mtype: str | Non
 @pass_ctx
 def show(c: Ctx, ident: str, as_json: bool) -> None:
     """Show one memory with its links, supersede chain and confidence history."""
+    from lexmem.team.membership import lost_edit, lost_text
+
     d = c.lm().detail(ident)
+    loss = lost_edit(c.lm().paths, d.memory.id)  # this client's edit lost a team conflict
     if as_json:
-        emit_json(d.to_dict())
+        emit_json({**d.to_dict(), "team_lost": loss} if loss else d.to_dict())
         return
     m = d.memory
     if m.title != " ".join(m.content.split()):
@@ -636,6 +639,8 @@ def show(c: Ctx, ident: str, as_json: bool) -> None:
         click.echo(
             f"  {'confidence':<11}" + " → ".join(f"{p.confidence:.2f}" for p in d.confidence)
         )
+    if loss:
+        click.echo(f"  {'team':<11}{lost_text(loss)}")
 
 
 @cli.command(name="list")
@@ -809,20 +814,23 @@ BACKUPS_KEEP = "Backups made before now still hold it (lexmem backup --list show
 def forget(c: Ctx, ident: str, yes: bool, as_json: bool) -> None:
     """Delete the memory ID for good, with its links and history, and erase its text from
     every file of the data folder (backups made before keep it)."""
+    from lexmem.team.membership import SERVER_KEEPS
+
     lm = c.lm()
     m = lm.get(ident)
+    keeps = f"{BACKUPS_KEEP} {SERVER_KEEPS}" if lm.is_shared(m) else BACKUPS_KEEP
     if not yes:
         if not interactive():
             raise InvalidInputError("forget deletes for good: pass --yes to confirm")
-        click.echo(f"lexmem: {BACKUPS_KEEP}", err=True)
+        click.echo(f"lexmem: {keeps}", err=True)
         if not click.confirm(f"Forget {short(m.id)} “{m.title}” for good?", err=True):
             click.echo(f"lexmem: kept {short(m.id)}; nothing was forgotten", err=True)
             raise click.exceptions.Exit(1)
     changes = c.writer().forget(m.id)
     if as_json:
-        emit_json({"id": m.id, "changes": changes.to_dict(), "note": BACKUPS_KEEP})
+        emit_json({"id": m.id, "changes": changes.to_dict(), "note": keeps})
     else:
-        click.echo(f"Forgot {short(m.id)}: erased from the data folder. {BACKUPS_KEEP}")
+        click.echo(f"Forgot {short(m.id)}: erased from the data folder. {keeps}")
 
 
 @cli.command()
@@ -1268,7 +1276,8 @@ def team() -> None:
 @click.option(
     "--password-stdin",
     is_flag=True,
-    help="Read the role's password from stdin (kept in the OS keyring).",
+    help="Read the role's password from stdin (kept in the OS keyring; without one, use "
+    "a password file: docs/team.md).",
 )
 @json_option
 @pass_ctx
@@ -1319,13 +1328,26 @@ def team_status(c: Ctx, as_json: bool) -> None:
     lag = "unknown" if data["lag_revisions"] is None else str(data["lag_revisions"])
     click.echo(f"server       {data['server']} ({reach})")
     for local, name in sorted(data["projects"].items()):
-        click.echo(f"project      {local} as {name!r}")
+        out = " (opted out: not synced, no lag counted)" if local in data["opted_out"] else ""
+        click.echo(f"project      {local} as {name!r}{out}")
     click.echo(f"lag          {lag} revisions, {data['lag_seconds']:.0f} s")
     click.echo(f"outbox       {data['outbox']} waiting")
     click.echo(f"last sync    {data['last_sync'] or 'never'}")
     if data["last_error"]:
         click.echo(f"last error   {data['last_error']}")
     click.echo(f"conflicts    {data['conflicts']} seen")
+    from lexmem.team.membership import lost_text
+
+    lost = data.get("lost") or []
+    if lost:
+        mine = "edit" if len(lost) == 1 else "edits"
+        click.echo(f"lost         {len(lost)} of your {mine} (the team kept another's version):")
+    for loss in lost[:20]:
+        found = c.lm().store.get_optional(loss["id"], with_embedding=False)
+        title = f" “{found.title}”" if found is not None else ""
+        click.echo(f"  {short(loss['id'])}{title}: {lost_text(loss)}")
+    if len(lost) > 20:
+        click.echo(f"  … and {len(lost) - 20} more (lexmem team status --json)")
 
 
 @team.command("sync")

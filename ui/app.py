@@ -831,6 +831,8 @@ def team_text(status: dict[str, Any] | None, now: datetime | None = None) -> str
     error = str(status.get("last_error") or "").strip()
     if error:
         return f"Team: not syncing ({error.splitlines()[0]})"
+    if lost := len(status.get("lost") or ()):
+        return f"Team: {lost} of your edits lost a conflict (lexmem team status)"
     waiting = int(status.get("outbox") or 0)
     if waiting:
         return f"Team: {waiting} waiting to sync"

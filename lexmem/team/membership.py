@@ -10,6 +10,7 @@ from __future__ import annotations
 import contextlib
 import os
 import time
+from collections.abc import Mapping
 from dataclasses import replace
 from datetime import UTC, datetime
 from pathlib import Path
@@ -23,7 +24,24 @@ from lexmem.settings import Settings, TeamSettings, load_settings, save_settings
 from lexmem.team.outbox import Outbox, TeamState
 from lexmem.team.sync import open_server, password_entry
 
-__all__ = ["join", "leave", "local_project", "safe_where", "status"]
+__all__ = [
+    "SERVER_KEEPS",
+    "join",
+    "leave",
+    "local_project",
+    "lost_edit",
+    "lost_text",
+    "safe_where",
+    "status",
+]
+
+
+# Where a person forgets a memory the team shares: what the team's server still holds.
+SERVER_KEEPS = (
+    "Once the deletion reaches the team's server no one can read it there, but the "
+    "server's files and write-ahead log hold its text until the database's owner runs "
+    "VACUUM FULL."
+)
 
 
 def safe_where(url: str, user: str = "") -> str:
@@ -36,7 +54,7 @@ def safe_where(url: str, user: str = "") -> str:
     parts = urlsplit(text)
     host = parts.hostname or ""
     query = dict(p.split("=", 1) for p in parts.query.split("&") if "=" in p)
-    host = query.get("host", host) or "localhost"
+    host = query.get("hostaddr") or query.get("host", host) or "localhost"  # where libpq goes
     role = user or parts.username or ""
     port = f":{parts.port}" if parts.port else ""
     return f"{role + '@' if role else ''}{host}{port}{parts.path or '/'}"
@@ -97,7 +115,12 @@ def join(
         try:
             set_secret(password_entry(url, role), password.strip())
         except SecretStoreError as exc:
-            raise LexmemError(f"cannot keep the password: {exc}") from exc
+            why = str(exc).removeprefix(f"keyring entry lexmem/{exc.name}: ")
+            raise LexmemError(
+                f"no OS keyring can keep the password ({why}): put it in a password file only"
+                " you can read (~/.pgpass, or passfile=PATH in the address; docs/team.md) and"
+                " join without --password-stdin"
+            ) from exc
     try:
         server = open_server(team, dim=dim, space=space)
     except LexmemError:
@@ -158,6 +181,7 @@ def status(
     meta = state.meta() if state.path.exists() else {}
     entries = outbox.entries()
     oldest = min((_mtime(outbox, e.memory_id) for e in entries), default=None)
+    rules = optout_rules(paths, settings.capture)
     out: dict[str, Any] = {
         "joined": bool(team.url and team.projects),
         "server": safe_where(team.url, team.user) if team.url else None,
@@ -166,6 +190,9 @@ def status(
         "last_sync": meta.get("last_sync") or None,
         "last_error": meta.get("last_error") or None,
         "conflicts": int(meta.get("conflicts") or 0),
+        # This client's edits that lost a conflict (the team kept another's version).
+        "lost": state.lost() if state.path.exists() else [],
+        "opted_out": sorted(p for p in team.projects if project_opted_out(p, rules)),
         "lag_revisions": None,
         "lag_seconds": 0.0,
         "reachable": None,
@@ -174,13 +201,14 @@ def status(
         out["lag_seconds"] = max(0.0, time.time() - oldest)
     if not out["joined"] or not reach:
         return out
-    cursors = {t: state.cursor(t) for t in team.projects.values()} if state.path.exists() else {}
+    # An opted-out repository is never pulled into: the team's changes there are not lag.
+    synced = [t for p, t in team.projects.items() if p not in out["opted_out"]]
+    cursors = {t: state.cursor(t) for t in synced} if state.path.exists() else {}
     try:
         server = open_server(team, dim=dim, space=space)
         try:
             out["lag_revisions"] = sum(
-                max(0, server.latest_revision([t]) - cursors.get(t, 0))
-                for t in team.projects.values()
+                max(0, server.latest_revision([t]) - cursors.get(t, 0)) for t in synced
             )
             out["server"] = server.where
         finally:
@@ -193,6 +221,26 @@ def status(
         since = datetime.now(UTC) - datetime.fromisoformat(out["last_sync"])
         out["lag_seconds"] = max(out["lag_seconds"], since.total_seconds())
     return out
+
+
+def lost_edit(paths: Paths, memory_id: str) -> dict[str, Any] | None:
+    """This client's edit of ``memory_id`` that lost a conflict, or None (and None in a
+    data folder with no team: nothing is created)."""
+    state = TeamState(paths)
+    if not state.path.exists():
+        return None
+    found = state.lost(memory_id)
+    return found[0] if found else None
+
+
+def lost_text(loss: Mapping[str, Any]) -> str:
+    """One line for a lost edit: whose version the team kept, when, where yours is."""
+    who = f"{loss['winner']}'s" if loss.get("winner") else "another member's"
+    when = str(loss.get("at") or "").replace("T", " ").replace("+00:00", " UTC")
+    return (
+        f"your edit (version {loss['version']}) lost a conflict to {who} on {when}: the team"
+        " kept theirs, yours is in the team's history"
+    )
 
 
 def _mtime(outbox: Outbox, memory_id: str) -> float:

@@ -173,6 +173,9 @@ CREATE TABLE IF NOT EXISTS versions (memory_id TEXT PRIMARY KEY, version INTEGER
 CREATE TABLE IF NOT EXISTS cursors (project TEXT PRIMARY KEY, revision INTEGER NOT NULL,
                                     shared INTEGER NOT NULL DEFAULT 0);
 CREATE TABLE IF NOT EXISTS meta (key TEXT PRIMARY KEY, value TEXT NOT NULL);
+CREATE TABLE IF NOT EXISTS mine (memory_id TEXT PRIMARY KEY, version INTEGER NOT NULL);
+CREATE TABLE IF NOT EXISTS lost (memory_id TEXT PRIMARY KEY, version INTEGER NOT NULL,
+                                 winner TEXT NOT NULL, at TEXT NOT NULL, project TEXT);
 """
 
 
@@ -238,6 +241,12 @@ class TeamState:
 
     def forget_project(self, project: str) -> None:
         with self._db() as db:
+            db.execute(
+                "DELETE FROM mine WHERE memory_id IN"
+                " (SELECT memory_id FROM versions WHERE project = ?)",
+                (project,),
+            )
+            db.execute("DELETE FROM lost WHERE project = ?", (project,))
             db.execute("DELETE FROM versions WHERE project = ?", (project,))
             db.execute("DELETE FROM cursors WHERE project = ?", (project,))
 
@@ -272,6 +281,85 @@ class TeamState:
                 "ON CONFLICT (project) DO UPDATE SET shared = 1",
                 (project,),
             )
+
+    # -- this client's edits, and those that lost --------------------------------------
+
+    def mine(self, ids: Sequence[str]) -> dict[str, int]:
+        """The version this client's own edit of each memory went in at, where the team
+        has not yet built on it (a later version) or replaced it."""
+        out: dict[str, int] = {}
+        with self._db() as db:
+            for i in range(0, len(ids), 500):
+                part = list(ids[i : i + 500])
+                marks = ",".join("?" * len(part))
+                for mid, v in db.execute(
+                    f"SELECT memory_id, version FROM mine WHERE memory_id IN ({marks})", part
+                ):
+                    out[str(mid)] = int(v)
+        return out
+
+    def set_mine(self, versions: Mapping[str, int]) -> None:
+        if not versions:
+            return
+        with self._db() as db:
+            db.executemany(
+                "INSERT INTO mine (memory_id, version) VALUES (?, ?) ON CONFLICT (memory_id) "
+                "DO UPDATE SET version = excluded.version",
+                list(versions.items()),
+            )
+            # A new edit of this client's went in: an earlier loss of it is behind it.
+            db.executemany("DELETE FROM lost WHERE memory_id = ?", [(m,) for m in versions])
+
+    def drop_mine(self, ids: Sequence[str]) -> None:
+        if not ids:
+            return
+        with self._db() as db:
+            db.executemany("DELETE FROM mine WHERE memory_id = ?", [(m,) for m in ids])
+
+    def add_lost(self, losses: Sequence[tuple[str, int, str, str | None]]) -> None:
+        """This client's edit of a memory lost a conflict: (memory id, the version that
+        lost, the role whose version the team kept ("" until known), team project)."""
+        if not losses:
+            return
+        at = now_text()
+        with self._db() as db:
+            db.executemany(
+                "INSERT INTO lost (memory_id, version, winner, at, project) VALUES (?, ?, ?, ?, ?)"
+                " ON CONFLICT (memory_id) DO UPDATE SET version = excluded.version,"
+                " at = excluded.at, project = excluded.project, winner = CASE"
+                " WHEN excluded.winner != '' THEN excluded.winner ELSE lost.winner END",
+                [(mid, v, who, at, project) for mid, v, who, project in losses],
+            )
+            db.executemany("DELETE FROM mine WHERE memory_id = ?", [(x[0],) for x in losses])
+
+    def drop_lost(self, ids: Sequence[str]) -> None:
+        if not ids:
+            return
+        with self._db() as db:
+            db.executemany("DELETE FROM lost WHERE memory_id = ?", [(m,) for m in ids])
+
+    def name_winner(self, memory_id: str, winner: str) -> None:
+        """The role whose version beat this client's, once a pull says."""
+        with self._db() as db:
+            db.execute(
+                "UPDATE lost SET winner = ? WHERE memory_id = ? AND winner = ''",
+                (winner, memory_id),
+            )
+
+    def lost(self, memory_id: str | None = None) -> list[dict[str, Any]]:
+        """This client's edits that lost a conflict, the latest first (of one memory
+        when ``memory_id`` is given): id, version, winner, at, project."""
+        where, args = ("WHERE memory_id = ?", (memory_id,)) if memory_id else ("", ())
+        with self._db() as db:
+            rows = db.execute(
+                f"SELECT memory_id, version, winner, at, project FROM lost {where}"
+                " ORDER BY at DESC, memory_id",
+                args,
+            ).fetchall()
+        return [
+            {"id": r[0], "version": int(r[1]), "winner": r[2], "at": r[3], "project": r[4]}
+            for r in rows
+        ]
 
     # -- figures ----------------------------------------------------------------------
 

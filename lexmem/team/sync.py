@@ -99,6 +99,13 @@ def open_server(
     keyring's), its schema checked; one line (a :class:`LexmemError`) when the server is
     down, the address wrong or the password missing."""
     module = server_module()
+    from lexmem.store.postgres.address import passfile_problem, tls_problem
+
+    url = connect_url(settings.url, settings.user)
+    # Judged as libpq will connect (hostaddr, PGHOST, a service ...), before it does.
+    problem = tls_problem(url)
+    if problem:
+        raise InvalidInputError(problem)
     # The pool says each failed connection attempt on its own, over several lines, on
     # stderr: lexmem says the failure once, in one line (and in the log).
     logging.getLogger("psycopg.pool").setLevel(logging.ERROR)
@@ -106,10 +113,14 @@ def open_server(
         try:
             password = get_secret(password_entry(settings.url, settings.user))
         except SecretStoreError:
-            password = None  # a server that asks for none (a Unix socket, trust or peer)
-    server = module.TeamServer(
-        connect_url(settings.url, settings.user), password=password, dim=dim, space=space
-    )
+            # No keyring, or nothing kept: a server that asks for none (a Unix socket,
+            # trust or peer), a client certificate, or libpq's password file.
+            password = None
+    if password is None:
+        problem = passfile_problem(url)
+        if problem:
+            raise InvalidInputError(problem)
+    server = module.TeamServer(url, password=password, dim=dim, space=space)
     try:
         server.open()
     except LexmemError:
@@ -127,12 +138,14 @@ class SyncReport:
     deleted: int = 0
     conflicts: int = 0
     refused: int = 0
+    lost: int = 0  # this client's edits that lost a conflict (also in ``conflicts``)
     errors: list[str] = field(default_factory=list)
 
     def to_dict(self) -> dict[str, Any]:
         return {
             "pushed": self.pushed, "pulled": self.pulled, "deleted": self.deleted,
-            "conflicts": self.conflicts, "refused": self.refused, "errors": list(self.errors),
+            "conflicts": self.conflicts, "lost": self.lost, "refused": self.refused,
+            "errors": list(self.errors),
         }  # fmt: skip
 
 
@@ -192,6 +205,7 @@ class TeamSync:
         self.next_try = 0.0
         self.last_pull = 0.0
         self.said = ""
+        self.role = settings.user  # as the server names it, once connected
 
     # -- the connection -------------------------------------------------------------------
 
@@ -316,10 +330,16 @@ class TeamSync:
     def _confirm(self, outcome: Any, entries: Sequence[Entry], report: SyncReport) -> None:
         by_id = {e.memory_id: e for e in entries}
         known: dict[str, tuple[int, str | None]] = {}
+        # This client's edits the team now holds: a pull that brings another role's row
+        # at the same version says one of them was beaten afterwards.
+        mine: dict[str, int] = {}
+        lost: list[tuple[str, int, str, str | None]] = []
         for mid in outcome.applied:
             entry = by_id.get(mid)
             if entry is not None:
                 known[mid] = (entry.version, entry.project)
+                if not entry.deleted:
+                    mine[mid] = entry.version
         settled: list[str] = []
         for conflict in outcome.conflicts:
             entry = by_id.get(conflict.memory_id)
@@ -327,15 +347,21 @@ class TeamSync:
                 continue
             if conflict.kept_mine:
                 known[conflict.memory_id] = (conflict.kept_version, entry.project)
+                if not entry.deleted:
+                    mine[conflict.memory_id] = conflict.kept_version
             else:
                 # The server kept another version: the version is not raised here, so
                 # that the pull brings the kept one in.
                 known.pop(conflict.memory_id, None)
                 settled.append(conflict.memory_id)
+                lost.append((conflict.memory_id, conflict.lost_version, "", entry.project))
             report.conflicts += 1
+        report.lost += len(lost)
         # The versions first: a kill between the two pushes the entry again, which the
         # server takes as a repeat.
         self.state.set_versions(known)
+        self.state.set_mine(mine)
+        self.state.add_lost(lost)
         for mid in [*known, *settled]:
             self.outbox.done(mid, by_id[mid].version)
             report.pushed += 1
@@ -343,6 +369,7 @@ class TeamSync:
     # -- pull -----------------------------------------------------------------------------
 
     def pull(self, server: Any, report: SyncReport) -> None:
+        self.role = str(getattr(server, "role", "") or self.settings.user)
         rules = optout_rules(self.store.paths, self.store.capture)
         for team, local in self.team_projects.items():
             if project_opted_out(local, rules):
@@ -369,6 +396,7 @@ class TeamSync:
         fresh: list[Memory] = []
         updates: list[tuple[Memory, Memory]] = []
         existing = {m.id: m for m in inner.get_many(list(latest), with_embedding=False)}
+        self._losses(latest, team, report)
         # A change this client pushed comes back too: it is compared field by field
         # below and changes nothing. (Not skipped by version: another client's
         # concurrent edit that won has the same version as this one's that lost.)
@@ -403,6 +431,35 @@ class TeamSync:
                 gone = self.erase(erase)
             report.deleted += len(gone)
         self.state.set_versions(known)
+
+    def _losses(self, latest: Mapping[str, Any], team: str, report: SyncReport) -> None:
+        """This client's edits that another role's version beat after they went in: the
+        team's row at the same version, written by someone else (the server decided
+        against ours on their push, and kept ours in its history)."""
+        mine = self.state.mine(list(latest))
+        # A memory forgotten on the team is gone here too: no conflict left to tell of.
+        self.state.drop_lost([mid for mid, change in latest.items() if change.deleted])
+        unnamed = {x["id"] for x in self.state.lost() if not x["winner"]}
+        lost: list[tuple[str, int, str, str | None]] = []
+        behind: list[str] = []
+        for mid, change in latest.items():
+            writer = str(getattr(change, "written_by", "") or "")
+            if mid not in mine:
+                if mid in unnamed and writer and not change.deleted and writer != self.role:
+                    self.state.name_winner(mid, writer)  # a loss the push was told of
+                continue
+            version = int(change.version)
+            if change.deleted or version > mine[mid]:
+                behind.append(mid)  # built on, or forgotten: not a conflict of ours
+            elif version == mine[mid] and writer and self.role and writer != self.role:
+                lost.append((mid, version, writer, team))
+        self.state.drop_mine(behind)
+        if lost:
+            self.state.add_lost(lost)
+            report.conflicts += len(lost)
+            report.lost += len(lost)
+            for mid, version, writer, _ in lost:
+                log.info("[MEM:TEAM] %s: this edit (version %d) lost to %s's", mid, version, writer)
 
     def _store_new(self, memories: list[Memory]) -> None:
         inner = self.store.inner

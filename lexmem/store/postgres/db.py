@@ -14,7 +14,10 @@ meanwhile runs on that connection, so the store's and the journal's operations i
 from __future__ import annotations
 
 import contextlib
+import getpass
 import hashlib
+import os
+import re
 import threading
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
@@ -34,7 +37,7 @@ from lexmem.errors import (
     StoreLockedError,
 )
 
-__all__ = ["WRITE_LOCK_KEY", "Database", "failure", "safe_url"]
+__all__ = ["WRITE_LOCK_KEY", "Database", "PasswordRefusedError", "failure", "safe_url"]
 
 # The advisory lock lexmem's writers take: a fixed 64-bit key of its own.
 WRITE_LOCK_KEY = int.from_bytes(
@@ -52,7 +55,7 @@ def safe_url(url: str) -> str:
     except psycopg.ProgrammingError:
         return "(a database address that cannot be read)"
     info.pop("password", None)
-    host = str(info.get("host") or "localhost")
+    host = str(info.get("hostaddr") or info.get("host") or "localhost")  # where libpq goes
     where = host if host.startswith("/") else f"{host}:{info.get('port') or 5432}"
     user = info.get("user")
     return f"{str(user) + '@' if user else ''}{where}/{info.get('dbname') or ''}"
@@ -82,6 +85,35 @@ def failure(
     if isinstance(exc, pgerrors.UndefinedTable | pgerrors.UndefinedColumn | pgerrors.DataCorrupted):
         return StoreDamagedError(f"{doing}: {first}", path=where)
     return StoreError(f"{doing}: {first}")
+
+
+class PasswordRefusedError(StoreError):
+    """The server refused the role's password, or asked for one and none was given: a
+    credential the person gives, so the exit code of bad input."""
+
+    exit_code = 2
+
+
+_WRONG_PASSWORD = re.compile(r'password authentication failed for user "([^"]*)"')
+
+
+def refused(exc: BaseException, url: str) -> PasswordRefusedError | None:
+    """The :class:`PasswordRefusedError` a failed connection is, or None."""
+    text = str(exc)
+    wrong = _WRONG_PASSWORD.search(text)
+    if wrong:
+        return PasswordRefusedError(f"the server refused the password for {wrong.group(1)}")
+    if "no password supplied" in text:
+        try:
+            user = str(psycopg.conninfo.conninfo_to_dict(url).get("user") or "")
+        except psycopg.ProgrammingError:
+            user = ""
+        user = user or os.environ.get("PGUSER") or getpass.getuser()
+        return PasswordRefusedError(
+            f"the server asked for {user}'s password and lexmem has none (give it with "
+            "--password-stdin, or in a password file only you can read: docs/team.md)"
+        )
+    return None
 
 
 def _unreachable(sqlstate: str | None) -> bool:
@@ -124,7 +156,9 @@ class Database:
             self._pool.open(wait=True, timeout=CONNECT_TIMEOUT)
         except Exception as exc:
             self._pool.close()
-            raise failure(exc, f"opening {self.where}", self.where) from exc
+            raise (
+                refused(exc, self.url) or failure(exc, f"opening {self.where}", self.where)
+            ) from exc
         self._opened = True
 
     def close(self) -> None:

@@ -106,6 +106,7 @@ class Change:
     project: str | None = None
     revision: int = 0
     owner: str = ""
+    written_by: str = ""  # the role that wrote this version (a pulled row's)
 
 
 @dataclass(frozen=True, slots=True)
@@ -574,6 +575,7 @@ class TeamServer:
                     project=record["project"],
                     revision=revision,
                     owner=record["owner"],
+                    written_by=record["written_by"] or "",
                 )
             )
         return PullBatch(tuple(changes), changes[-1].revision if changes else after)
