@@ -480,7 +480,10 @@ def team_url_problem(url: str) -> str | None:
     info, _ = _conninfo(text)
     if "://" in text and not text.split("://", 1)[0].startswith("postgres"):
         return "team.url must be a postgresql:// address"
-    hosts = [h.strip() for h in (info.get("host") or info.get("hostaddr") or "").split(",")]
+    # libpq connects to hostaddr when given (host is then only the name TLS checks), so
+    # both lists are judged: every entry of each must be this machine.
+    hosts = [h.strip() for h in (info.get("host") or "").split(",")]
+    hosts += [h.strip() for h in info["hostaddr"].split(",")] if "hostaddr" in info else []
     if all(_local_host(h) for h in hosts):
         return None
     mode = info.get("sslmode", "")

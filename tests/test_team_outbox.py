@@ -80,6 +80,10 @@ def outbox_bytes(home: Path) -> bytes:
         ("postgresql://[::1]/team", None),
         ("postgresql:///team?host=/run/postgresql", None),
         ("host=/run/postgresql dbname=team", None),
+        # libpq connects to hostaddr, whatever host says
+        ("postgresql://localhost:55432/team?hostaddr=192.0.2.2", "TLS"),
+        ("host=localhost hostaddr=192.0.2.2 dbname=team", "TLS"),
+        ("host=localhost hostaddr=127.0.0.1 dbname=team", None),
         ("", None),
     ],
 )
