@@ -511,3 +511,25 @@ def test_an_import_with_metadata_that_is_not_json_adds_nothing(store: PostgresSt
     with pytest.raises(InvalidInputError, match="not JSON"):
         store.import_rows(table, no_links(), no_points())
     assert store.count() == 0
+
+
+@pytest.mark.parametrize(
+    "url",
+    [
+        "postgresql://localhost:55432/team?hostaddr=192.0.2.2",
+        "host=localhost hostaddr=192.0.2.2 dbname=lexmem",
+        "postgresql://db.example.com/lexmem?sslmode=require",
+    ],
+)
+def test_a_store_on_another_machine_without_checked_tls_is_refused_before_connecting(
+    tmp_path: Path, url: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from lexmem.errors import ConfigError
+
+    def no_connection(*args: Any, **kw: Any) -> Any:
+        raise AssertionError("a connection was attempted")
+
+    monkeypatch.setattr(psycopg, "connect", no_connection)
+    monkeypatch.setattr(psycopg.Connection, "connect", no_connection)
+    with pytest.raises(ConfigError, match="without checked TLS"):
+        PostgresStore(Paths(tmp_path), dim=DIM, space_id="s", url=url).open()

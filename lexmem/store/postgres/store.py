@@ -363,6 +363,13 @@ class PostgresStore:
     # -- opening, reading, writing --------------------------------------------------
 
     def open(self) -> Self:
+        from lexmem.store.postgres.address import tls_problem
+
+        # As for a team's server: judged as libpq will connect (hostaddr, PGHOST, a
+        # service ...), before it does, so no memory crosses a network in clear text.
+        problem = tls_problem(self.url)
+        if problem:
+            raise ConfigError(f"store.url: {problem}")
         self.db.open()
         try:
             with self.db.connection() as conn:
