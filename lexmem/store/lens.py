@@ -338,6 +338,7 @@ def destination_error(
     is bad input (exit 2: it can never be replaced, a folder inside it can be used); the
     machine refusing (full, read-only, no permission, a failing disk) is exit 1."""
     import errno
+    import re
 
     seen: BaseException | None = exc
     code: int | None = None
@@ -346,6 +347,11 @@ def destination_error(
             break
         if isinstance(seen, OSError) and isinstance(seen.errno, int):
             code = seen.errno
+            break
+        # DuckDB's IOException carries "errno":"28"; LanceDB's errors "(os error 28)"
+        found = re.search(r"os error (\d+)|\"errno\":\s*\"?(\d+)", str(seen))
+        if found:
+            code = int(found.group(1) or found.group(2))
             break
         seen = seen.__cause__ or seen.__context__
     name = errno.errorcode.get(code, "") if code is not None else ""
