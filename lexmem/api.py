@@ -688,7 +688,12 @@ class Lexmem:
         Ctrl-C in the process that runs the import raises
         :class:`~lexmem.store.lens.ImportInterrupted`, which says what was kept."""
         from lexmem.locks import service_running
-        from lexmem.store.lens import IMPORTS_HERE, ImportInterrupted, interrupted_after
+        from lexmem.store.lens import (
+            IMPORTS_HERE,
+            ImportInterrupted,
+            interrupted_after,
+            interrupted_at,
+        )
 
         source = Path(source).expanduser().absolute()
         kwargs: dict[str, Any] = {"source": str(source)}
@@ -704,8 +709,8 @@ class Lexmem:
         except KeyboardInterrupt as exc:
             if str(source) in IMPORTS_HERE:
                 done = IMPORTS_HERE[str(source)]
-                if done is None:  # pragma: no cover - the import itself hears Ctrl-C
-                    raise
+                if done is None:  # as it began, before it heard Ctrl-C itself: count
+                    raise ImportInterrupted(interrupted_at(self.store, source)) from exc
                 raise ImportInterrupted(interrupted_after(done)) from exc
             if service_running(self.paths):
                 raise ImportInterrupted(

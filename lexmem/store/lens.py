@@ -47,6 +47,7 @@ __all__ = [
     "import_store",
     "insights",
     "interrupted_after",
+    "interrupted_at",
     "stats",
 ]
 
@@ -521,6 +522,28 @@ def interrupted_after(counts: dict[str, int]) -> str:
         f"{counts.get('confidence', 0):,} confidence points"
     )
     return f"interrupted after the import had finished: {done} were imported"
+
+
+def interrupted_at(store: MemoryBackend, source: Path) -> str:
+    """What an import interrupted at an unknown point kept, counted in the store."""
+    store.refresh()
+    here = set(_ids(_arrow(store, "memories", ["id"]), "id"))
+    try:
+        manifest = json.loads((source / "manifest.json").read_text())
+        fmt = str(manifest["format"])
+        con = _connect()
+        try:
+            mem = _read(con, source / f"memories.{fmt}", fmt, memory_schema(store.dim))
+        finally:
+            con.close()
+    except (OSError, ValueError, KeyError, TypeError, LexmemError):
+        return f"interrupted: the store now holds {len(here):,} memories in all"
+    ids = _ids(mem, "id")
+    kept = sum(1 for i in ids if i in here)
+    return (
+        f"interrupted: {kept:,} of the export's {len(ids):,} memories are in the store; "
+        "run the same import with --skip-existing to add the rest"
+    )
 
 
 class _Stop(Exception):
