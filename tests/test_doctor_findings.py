@@ -143,9 +143,9 @@ def test_links_to_a_memory_that_is_not_there_are_a_problem(
         )
     finally:
         lm.close()
-    checks = doctor(code=1)
+    checks = doctor()
     assert checks["store"]["state"] == "ok"
-    assert checks["links"]["state"] == "fail"
+    assert checks["links"]["state"] == "warn"
     assert checks["links"]["detail"].startswith(
         f"1 of 1 links point to a memory that is not in the store (e.g. link l-1 to {missing})"
     )
