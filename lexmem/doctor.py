@@ -47,6 +47,8 @@ def _loose(paths: Paths) -> list[Path]:
 
 
 def _check_permissions(paths: Paths, fix: bool, loose_before: list[Path]) -> Check:
+    if not paths.home.is_dir():
+        return Check("permissions", "warn", f"not checked: {paths.home} is not there")
     if os.name != "posix":
         return Check("permissions", "ok", "owner-only access is left to the platform's ACLs")
     bad = [p for p in loose_before if p.exists() and stat.S_IMODE(p.stat().st_mode) & 0o077]
