@@ -4,7 +4,9 @@ not there are a problem. Through the real CLI, on real stores and real processes
 
 from __future__ import annotations
 
+import errno
 import json
+import os
 import re
 import shutil
 import subprocess
@@ -86,43 +88,60 @@ def test_a_service_whose_home_is_relative_is_placed_from_its_own_working_folder(
         proc.wait(60)
 
 
-@pytest.fixture
-def read_only_home(tmp_path: Path) -> Iterator[Path]:
-    """A data folder with one memory on a tmpfs, then remounted read-only. (chmod does
-    not stop root, and a full disk is hard to make exactly; a read-only file system makes
-    the data folder check fail the real way.) Skips where mounting is not permitted."""
+def _fill(folder: Path) -> None:
+    """Write into ``folder`` until its file system has no byte left (tmpfs hands out
+    whole pages: once a write fails, not one more byte fits)."""
+    with open(folder / "filler", "wb", buffering=0) as fh:
+        try:
+            while True:
+                fh.write(b"\0" * (1 << 16))
+        except OSError as exc:
+            assert exc.errno == errno.ENOSPC, exc
+
+
+@pytest.fixture(params=["read-only", "full"])
+def unwritable_home(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[tuple[Path, str]]:
+    """A data folder with one memory on a tmpfs, then remounted read-only or filled to the
+    last byte, and the reason its check gives. (chmod does not stop root: a read-only or
+    full file system makes the data folder check fail the real way.) Skips where mounting
+    is not permitted."""
     if shutil.which("mount") is None:
         pytest.skip("no mount command")
-    home = tmp_path / "ro-home"
+    home = tmp_path / "home"
     home.mkdir()
     done = subprocess.run(
-        ["mount", "-t", "tmpfs", "-o", "mode=0700", "tmpfs", str(home)],
+        ["mount", "-t", "tmpfs", "-o", "mode=0700,size=16m", "tmpfs", str(home)],
         capture_output=True, text=True, check=False,
     )  # fmt: skip
     if done.returncode != 0:
         pytest.skip(f"mounting a tmpfs is not permitted here ({done.stderr.strip()})")
     try:
         run("--home", str(home), "remember", "The staging database is reset every night")
-        subprocess.run(["mount", "-o", "remount,ro", str(home)], check=True)
-        yield home
+        if request.param == "read-only":
+            subprocess.run(["mount", "-o", "remount,ro", str(home)], check=True)
+            yield home, os.strerror(errno.EROFS)
+        else:
+            _fill(home)
+            yield home, os.strerror(errno.ENOSPC)
     finally:
         subprocess.run(["umount", "-l", str(home)], check=False)
 
 
-def test_a_read_only_data_folder_fails_its_check_and_every_other_check_still_runs(
-    read_only_home: Path,
+def test_an_unwritable_data_folder_fails_its_check_and_every_other_check_still_runs(
+    unwritable_home: tuple[Path, str],
 ) -> None:
-    checks = doctor("--home", str(read_only_home), code=1)
+    home, reason = unwritable_home
+    checks = doctor("--home", str(home), code=1)
     # It used to stop at the data folder's FAIL line.
     for name in ("permissions", "settings", "model", "store", "keyring", "services"):
         assert name in checks, sorted(checks)
     folder = checks["data folder"]
     assert folder["state"] == "fail"
-    assert folder["detail"] == f"{read_only_home} cannot be written (Read-only file system)"
+    assert folder["detail"] == f"{home} cannot be written ({reason})"
     assert checks["settings"]["state"] == "ok"
     # The model loads; what it may fail at is keeping its checksum record in models/.
     model = checks["model"]
-    assert model["state"] == "ok" or "Read-only file system" in model["detail"], model
+    assert model["state"] == "ok" or reason in model["detail"], model
     assert checks["store"]["detail"].startswith("1 memories"), checks["store"]
 
 
