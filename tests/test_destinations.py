@@ -57,7 +57,7 @@ def tmpfs(tmp_path: Path) -> Iterator[Mount]:
         if shutil.which("mount") is None:
             pytest.skip("no mount command")
         where = tmp_path / name
-        where.mkdir()
+        where.mkdir(exist_ok=True)  # a folder made inside another mount by its fill
         opts = ",".join(("mode=0700", *options))
         done = subprocess.run(
             ["mount", "-t", "tmpfs", "-o", opts, "tmpfs", str(where)],
@@ -96,8 +96,8 @@ def test_export_onto_an_empty_mount_point_names_it_and_leaves_it_as_it_was(
     before = leftovers(tmp_path)
     msg = error("export", str(usb), code=2)
     assert msg == (
-        f"lexmem: error: cannot export to {usb} (it is a mount point, or in use): export into "
-        f"a new folder inside it, e.g. {usb / 'lexmem-export'}; nothing was written"
+        f"lexmem: error: cannot export to {usb} (it is a mount point): export into "
+        f"a new folder inside it, e.g. {usb / 'lexmem-export'}"
     )
     assert leftovers(tmp_path) == before  # no temporary folder beside it
     assert usb.is_dir() and leftovers(usb) == [] and usb.is_mount()
@@ -106,6 +106,13 @@ def test_export_onto_an_empty_mount_point_names_it_and_leaves_it_as_it_was(
     assert (
         json.loads((usb / "lexmem-export" / "manifest.json").read_text())["counts"]["memories"] == 1
     )
+
+    # /mnt read-only, /mnt/usb a writable mount in it: the mount point is the cause named.
+    mnt = tmpfs("mnt", ro=True, fill=lambda where: (where / "usb").mkdir())
+    inner = tmpfs("mnt/usb")
+    assert inner == mnt / "usb"
+    msg = error("export", str(inner), code=2)
+    assert msg.startswith(f"lexmem: error: cannot export to {inner} (it is a mount point): ")
 
 
 def test_export_to_a_read_only_or_full_disk_is_one_line_and_leaves_nothing(

@@ -382,6 +382,10 @@ def export_store(store: MemoryBackend, out: Path, fmt: str = "jsonl") -> dict[st
     if not parent.is_dir():
         raise InvalidInputError(f"{parent} does not exist")
     busy = f"export into a new folder inside it, e.g. {out / 'lexmem-export'}"
+    if out.is_dir() and os.path.ismount(out):
+        # Said before anything is tried: renaming over it fails (EBUSY), and the folder
+        # it is mounted in may not be writable at all, which would name the wrong cause.
+        raise InvalidInputError(f"cannot export to {out} (it is a mount point): {busy}")
     con = _connect()
     counts: dict[str, int] = {}
     with secure_umask():
