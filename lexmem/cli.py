@@ -1070,8 +1070,9 @@ def export_(c: Ctx, out: Path, fmt: str, as_json: bool) -> None:
 @click.option(
     "--skip-existing",
     is_flag=True,
-    help="Leave out memories, links and confidence points already here (a second import, "
-    "or the rest of an interrupted one); without it they refuse the import.",
+    help="Leave out the memories, links and confidence points whose ids are already here "
+    "(kept as they are here, not compared): for a second import, or the rest of an "
+    "interrupted one. Without it they refuse the import.",
 )
 @json_option
 @pass_ctx
@@ -1109,7 +1110,8 @@ def import_(c: Ctx, source: Path, skip_existing: bool, as_json: bool) -> None:
         if counts.get(key)
     ]
     if skipped:
-        line += f"; skipped {', '.join(skipped)} already here"
+        listed = ", ".join(skipped[:-1]) + " and " + skipped[-1] if len(skipped) > 1 else skipped[0]
+        line += f"; skipped {listed} whose ids are already here"
     click.echo(line + ".")
 
 

@@ -165,7 +165,7 @@ def test_importing_again_offers_and_honours_skip_existing(
     line = run("import", str(newer), "--skip-existing").stdout
     assert line == (
         "Imported 1 memories, 0 links and 1 confidence points; skipped 3 memories, "
-        "1 links, 3 confidence points already here.\n"
+        "1 links and 3 confidence points whose ids are already here.\n"
     )
     assert count() == 4
     data = json.loads(run("import", str(newer), "--skip-existing", "--json").stdout)
