@@ -1087,9 +1087,9 @@ def import_(c: Ctx, source: Path, skip_existing: bool, as_json: bool) -> None:
     try:
         with progress("Importing") as update:
             counts = c.lm().import_(source, update, skip_existing=skip_existing)
-    except ImportInterrupted as exc:
+    except ImportInterrupted as exc:  # said as Ctrl-C is, with what was kept
         click.echo(f"lexmem: {one_line(str(exc))}", err=True)
-        raise click.exceptions.Exit(130) from None
+        raise click.exceptions.Exit(exc.exit_code) from None
     except KeyboardInterrupt:  # while lexmem opened: the import had not begun
         click.echo("lexmem: interrupted before the import began: nothing was imported", err=True)
         raise click.exceptions.Exit(130) from None

@@ -477,8 +477,11 @@ def _read(con: duckdb.DuckDBPyConnection, path: Path, fmt: str, schema: pa.Schem
         ) from exc
 
 
-class ImportInterrupted(KeyboardInterrupt):
-    """An import stopped by Ctrl-C at a safe point; ``str()`` says exactly what was kept."""
+class ImportInterrupted(LexmemError):
+    """Ctrl-C reached an import; ``str()`` says exactly what was kept. Exit code 130, as
+    for any command Ctrl-C ends."""
+
+    exit_code = 130
 
 
 @contextlib.contextmanager
