@@ -677,14 +677,55 @@ class Lexmem:
         source: Path,
         progress: Callable[[int, int], None] | None = None,
         reembed_progress: Callable[[int, int], None] | None = None,
+        *,
+        skip_existing: bool = False,
     ) -> dict[str, int]:
         """Import an export folder; vectors from another model are recomputed. The
-        single writer does it (:func:`lexmem.service.client.maintain`)."""
-        source = Path(source).expanduser().absolute()
-        result = self._maintain(
-            "import", {"source": str(source)}, {"import": progress, "reembed": reembed_progress}
+        single writer does it (:func:`lexmem.service.client.maintain`).
+
+        Returns the rows added per table and, under ``skipped_*``, those left out because
+        they were here already (``skip_existing``; without it they refuse the import).
+        Ctrl-C in the process that runs the import raises
+        :class:`~lexmem.store.lens.ImportInterrupted`, which says what was kept."""
+        from lexmem.locks import service_running
+        from lexmem.store.lens import (
+            IMPORTS_HERE,
+            ImportInterrupted,
+            interrupted_after,
+            interrupted_at,
         )
-        return {str(k): int(v) for k, v in result.items()}
+
+        source = Path(source).expanduser().absolute()
+        kwargs: dict[str, Any] = {"source": str(source)}
+        if skip_existing:
+            kwargs["skip_existing"] = True
+        IMPORTS_HERE.pop(str(source), None)
+        try:
+            result = self._maintain(
+                "import", kwargs, {"import": progress, "reembed": reembed_progress}
+            )
+        except ImportInterrupted:
+            raise
+        except KeyboardInterrupt as exc:
+            if str(source) in IMPORTS_HERE:
+                done = IMPORTS_HERE[str(source)]
+                if done is None:  # as it began, before it heard Ctrl-C itself: count
+                    raise ImportInterrupted(interrupted_at(self.store, source)) from exc
+                raise ImportInterrupted(interrupted_after(done)) from exc
+            if service_running(self.paths):
+                raise ImportInterrupted(
+                    "interrupted while waiting for the lexmem service, which goes on with "
+                    "the import if it had received it (`lexmem stats` shows the count)"
+                ) from exc
+            raise ImportInterrupted(
+                "interrupted before the import began: nothing was imported"
+            ) from exc
+        finally:
+            IMPORTS_HERE.pop(str(source), None)
+        counts = {str(k): int(v) for k, v in result.items()}
+        if counts.pop("interrupted", 0):
+            raise ImportInterrupted(interrupted_after(counts))
+        return counts
 
     def reembed(
         self,
@@ -751,12 +792,23 @@ class Lexmem:
         source: Path,
         progress: Callable[[int, int], None] | None = None,
         reembed_progress: Callable[[int, int], None] | None = None,
+        *,
+        skip_existing: bool = False,
     ) -> dict[str, int]:
-        from lexmem.store.lens import import_store
+        from lexmem.store.lens import IMPORTS_HERE, ctrl_c_between_batches, import_store
 
-        counts = import_store(self.store, source, progress)
-        if counts.pop("needs_reembed", 0):
-            counts["reembedded"] = self.apply_reembed(reembed_progress)
+        key = str(Path(source).expanduser().absolute())
+        IMPORTS_HERE[key] = None
+        with ctrl_c_between_batches() as pressed:
+            counts = import_store(
+                self.store, source, progress, skip_existing=skip_existing, interrupted=pressed
+            )
+            # Re-embedding runs to its end: stopping it would leave two models' vectors.
+            if counts.pop("needs_reembed", 0):
+                counts["reembedded"] = self.apply_reembed(reembed_progress)
+            IMPORTS_HERE[key] = dict(counts)
+            if pressed():  # too late to undo: the caller hears that it was all done
+                counts["interrupted"] = 1
         return counts
 
     def apply_reembed(self, progress: Callable[[int, int], None] | None = None) -> int:

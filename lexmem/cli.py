@@ -1075,18 +1075,52 @@ def export_(c: Ctx, out: Path, fmt: str, as_json: bool) -> None:
 
 @cli.command(name="import")
 @click.argument("source", type=click.Path(path_type=Path))
+@click.option(
+    "--skip-existing",
+    is_flag=True,
+    help="Leave out the memories, links and confidence points whose ids are already here "
+    "(kept as they are here, not compared): for a second import, or the rest of an "
+    "interrupted one. Without it they refuse the import.",
+)
 @json_option
 @pass_ctx
-def import_(c: Ctx, source: Path, as_json: bool) -> None:
-    """Import an export folder made by `lexmem export`."""
-    with progress("Re-embedding") as update:
-        counts = c.lm().import_(source, update)
+def import_(c: Ctx, source: Path, skip_existing: bool, as_json: bool) -> None:
+    """Import an export folder made by `lexmem export`, all or nothing.
+
+    The export is checked first: its row counts and file checksums must match its
+    manifest, and every link must join memories in the export or already here.
+    """
+    from lexmem.store.lens import ImportInterrupted
+
+    try:
+        with progress("Importing") as update:
+            counts = c.lm().import_(source, update, skip_existing=skip_existing)
+    except ImportInterrupted as exc:  # said as Ctrl-C is, with what was kept
+        click.echo(f"lexmem: {one_line(str(exc))}", err=True)
+        raise click.exceptions.Exit(exc.exit_code) from None
+    except KeyboardInterrupt:  # while lexmem opened: the import had not begun
+        click.echo("lexmem: interrupted before the import began: nothing was imported", err=True)
+        raise click.exceptions.Exit(130) from None
     if as_json:
         emit_json(counts)
-    else:
-        click.echo(
-            f"Imported {counts['memories']} memories, {counts['links']} links and {counts['confidence']} confidence points."
+        return
+    line = (
+        f"Imported {counts['memories']:,} memories, {counts['links']:,} links and "
+        f"{counts['confidence']:,} confidence points"
+    )
+    skipped = [
+        f"{counts[key]:,} {noun}"
+        for key, noun in (
+            ("skipped_memories", "memories"),
+            ("skipped_links", "links"),
+            ("skipped_confidence", "confidence points"),
         )
+        if counts.get(key)
+    ]
+    if skipped:
+        listed = ", ".join(skipped[:-1]) + " and " + skipped[-1] if len(skipped) > 1 else skipped[0]
+        line += f"; skipped {listed} whose ids are already here"
+    click.echo(line + ".")
 
 
 @cli.command()

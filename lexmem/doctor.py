@@ -16,8 +16,8 @@ from pathlib import Path
 from typing import Any
 
 from lexmem.config import Paths, resolve_paths
-from lexmem.errors import LexmemError, StoreDamagedError, StoreIOError
-from lexmem.settings import load_settings
+from lexmem.errors import LexmemError, StoreDamagedError, StoreIOError, io_failure
+from lexmem.settings import Settings, load_settings
 from lexmem.store.repair import Check, check_tables, repair_store, table_names
 
 __all__ = ["Check", "run_checks"]
@@ -47,6 +47,8 @@ def _loose(paths: Paths) -> list[Path]:
 
 
 def _check_permissions(paths: Paths, fix: bool, loose_before: list[Path]) -> Check:
+    if not paths.home.is_dir():
+        return Check("permissions", "warn", f"not checked: {paths.home} is not there")
     if os.name != "posix":
         return Check("permissions", "ok", "owner-only access is left to the platform's ACLs")
     bad = [p for p in loose_before if p.exists() and stat.S_IMODE(p.stat().st_mode) & 0o077]
@@ -78,40 +80,91 @@ def _check_keyring() -> Check:
     )  # fmt: skip
 
 
-def run_checks(home: str | None = None, *, fix: bool = False, repair: bool = False) -> list[Check]:
-    """Run every check (after repairing damaged tables, with ``repair``); never raises
-    for a problem it can describe."""
-    checks: list[Check] = []
-    paths = Paths(Path(home).expanduser().absolute()) if home else resolve_paths()
-    # Look before ensure(): it tightens the folder, and the user should hear that it was loose.
-    loose_before = _loose(paths) if paths.home.exists() and os.name == "posix" else []
+def _check_data_folder(paths: Paths) -> Check:
     try:
         paths.ensure()
         probe = paths.home / ".doctor-probe"
-        probe.write_text("ok")
+        try:
+            probe.write_text("ok")
+        except OSError as exc:
+            reason = io_failure(exc) or exc.strerror or str(exc)
+            return Check("data folder", "fail", f"{paths.home} cannot be written ({reason})")
         probe.unlink()
         free = shutil.disk_usage(paths.home).free
-        state = "ok" if free > 200e6 else "warn"
-        checks.append(
-            Check("data folder", state, f"{paths.home} (writable, {free / 1e9:.1f} GB free)")
-        )
     except (LexmemError, OSError) as exc:
-        checks.append(Check("data folder", "fail", str(exc)))
-        return checks
-    checks.append(_check_permissions(paths, fix, loose_before))
+        return Check("data folder", "fail", str(exc))
+    state = "ok" if free > 200e6 else "warn"
+    return Check("data folder", state, f"{paths.home} (writable, {free / 1e9:.1f} GB free)")
+
+
+def _check_links(store: Any) -> Check | None:
+    """Links whose memory is not in the store (a memory lost, e.g. by an incomplete
+    import): a problem doctor names, with one example; None when there are none."""
+    from lexmem.store.schema import LINKS
+
+    ids = set(store.arrow_table("memories", ["id"]).column("id").to_pylist())
+    links = store.arrow_table(LINKS, ["id", "from_id", "to_id"])
+    dangling = [
+        (link_id, a if a not in ids else b)
+        for link_id, a, b in zip(
+            links.column("id").to_pylist(),
+            links.column("from_id").to_pylist(),
+            links.column("to_id").to_pylist(),
+            strict=True,
+        )
+        if a not in ids or b not in ids
+    ]
+    if not dangling:
+        return None
+    link_id, missing = dangling[0]
+    # A warning, not a failure: the store itself reads, and a team's memory that was
+    # never shared here can be the missing end of a link pulled with its other end.
+    return Check(
+        "links", "warn",
+        f"{len(dangling)} of {links.num_rows} links point to a memory that is not in the store "
+        f"(e.g. link {link_id} to {missing}): a memory lost, as by an incomplete import, "
+        "that an export or backup holding it can bring back",
+    )  # fmt: skip
+
+
+def run_checks(home: str | None = None, *, fix: bool = False, repair: bool = False) -> list[Check]:
+    """Run every check (after repairing damaged tables, with ``repair``); never raises
+    for a problem it can describe. Each check runs whatever the others found: a data
+    folder that cannot be written (read-only, full) fails its own check, and the store,
+    the model and the rest are still read and reported."""
+    checks: list[Check] = []
+    paths = Paths(Path(home).expanduser().absolute()) if home else resolve_paths()
+    # Look before ensure(): it tightens the folder, and the user should hear that it was loose.
+    try:
+        loose_before = _loose(paths) if paths.home.exists() and os.name == "posix" else []
+    except OSError:
+        loose_before = []
+    checks.append(_check_data_folder(paths))
+    try:
+        checks.append(_check_permissions(paths, fix, loose_before))
+    except OSError as exc:
+        checks.append(Check("permissions", "fail", f"cannot check or tighten them ({exc})"))
+    settings_note = ""
     try:
         # No write-back: opening the store below migrates the file with the store, all
         # or nothing (lexmem.store.migrations).
         settings = load_settings(paths, write_back=False)
         checks.append(Check("settings", "ok", f"{paths.settings} (schema {settings.schema_version})"
                             if paths.settings.exists() else "defaults (no settings.toml yet)"))  # fmt: skip
-    except LexmemError as exc:
+    except (LexmemError, OSError) as exc:
         checks.append(Check("settings", "fail", str(exc)))
-        return checks
+        settings = Settings()
+        settings_note = " (checked with the default settings: settings.toml does not load)"
     if repair:
-        checks.extend(repair_store(paths))
-    had_tables = bool(table_names(paths))
-    tables = check_tables(paths)  # before anything opens (or migrates) the store
+        try:
+            checks.extend(repair_store(paths))
+        except (LexmemError, OSError) as exc:
+            checks.append(Check("repair", "fail", str(exc)))
+    try:
+        had_tables = bool(table_names(paths))
+        tables = check_tables(paths)  # before anything opens (or migrates) the store
+    except OSError as exc:
+        had_tables, tables = False, Check("tables", "fail", f"cannot read the store ({exc})")
 
     from lexmem.embedder import Embedder
 
@@ -121,8 +174,8 @@ def run_checks(home: str | None = None, *, fix: bool = False, repair: bool = Fal
         checks.append(
             Check("model", "ok", f"{embedder.model_name}: loads offline, {len(vec)}-number vectors")
         )
-    except LexmemError as exc:
-        checks.append(Check("model", "fail", str(exc)))
+    except (LexmemError, OSError) as exc:
+        checks.append(Check("model", "fail", f"{exc}{settings_note}"))
 
     from lexmem.store.backends import make_store
 
@@ -154,6 +207,12 @@ def run_checks(home: str | None = None, *, fix: bool = False, repair: bool = Fal
             )
         else:
             checks.append(Check("store", "ok", detail))
+        try:
+            found = _check_links(store)
+        except Exception as exc:  # noqa: BLE001 - a report, whatever the store says
+            found = Check("links", "fail", f"cannot read the links ({type(exc).__name__}: {exc})")
+        if found is not None:
+            checks.append(found)
         store.close()
     except (StoreDamagedError, StoreIOError) as exc:  # the engine's own words, as before
         raw = exc.__cause__ or exc
@@ -161,33 +220,48 @@ def run_checks(home: str | None = None, *, fix: bool = False, repair: bool = Fal
             Check("store", "fail", f"cannot open the store ({type(raw).__name__}: {raw})")
         )
     except (LexmemError, _Damaged) as exc:
-        checks.append(Check("store", "fail", str(exc)))
+        checks.append(Check("store", "fail", f"{exc}{settings_note}"))
     except Exception as exc:  # noqa: BLE001 - a damaged store must still produce a report
         checks.append(
             Check("store", "fail", f"cannot open the store ({type(exc).__name__}: {exc})")
         )
     checks.append(_check_keyring())
     checks.append(_check_services())
-    checks.extend(_check_integrations(paths, embedder))
+    try:
+        checks.extend(_check_integrations(paths, embedder))
+    except Exception as exc:  # noqa: BLE001 - one check failing must not hide the others
+        checks.append(
+            Check(
+                "agents", "fail", f"could not check the agent set-ups ({type(exc).__name__}: {exc})"
+            )
+        )
     return checks
 
 
 def _check_services() -> Check:
-    """The lexmem services of this user, and any whose data folder was deleted."""
+    """The lexmem services of this user, and any whose data folder was deleted. A service
+    whose data folder lexmem cannot tell (a relative path, its working folder unreadable)
+    is said to be so, never called stale."""
     from lexmem.service.registry import services
 
     running = services()
-    orphans = [s for s in running if not s.folder_exists]
+    orphans = [s for s in running if s.known and not s.folder_exists]
+    unknown = [s for s in running if not s.known]
+    untold = "".join(
+        f"; pid {s.pid} for {s.home} (relative to a working folder lexmem cannot read: "
+        "cannot tell whether it still exists)"
+        for s in unknown
+    )
     if orphans:
         listed = "; ".join(f"pid {s.pid} for {s.home}" for s in orphans)
         pids = " ".join(str(s.pid) for s in orphans)
         return Check("services", "warn",
                      f"{len(orphans)} running for a data folder that is gone ({listed}): "
-                     f"`kill {pids}`")  # fmt: skip
+                     f"`kill {pids}`{untold}")  # fmt: skip
     if not running:
         return Check("services", "ok", "no lexmem service running")
-    return Check("services", "ok",
-                 "; ".join(f"pid {s.pid} for {s.home}" for s in running))  # fmt: skip
+    told = "; ".join(f"pid {s.pid} for {s.home}" for s in running if s.known)
+    return Check("services", "ok", (told + untold).removeprefix("; "))
 
 
 def _check_integrations(paths: Paths, embedder: Any) -> list[Check]:

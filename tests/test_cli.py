@@ -706,7 +706,8 @@ def test_export_import_round_trip(fmt: str, rich_home: Path, tmp_path: Path) -> 
 
     # Into the fresh LEXMEM_HOME of this test.
     counts = run_json("import", str(out))
-    assert counts == {"memories": len(before), "links": links, "confidence": len(before)}
+    assert counts == {"memories": len(before), "links": links, "confidence": len(before),
+                      "skipped_memories": 0, "skipped_links": 0, "skipped_confidence": 0}  # fmt: skip
     after = listing()
     assert after == before  # ids, contents, timestamps, statuses: exactly
     assert "already exist here" in error("import", str(out), code=2)  # importing twice
@@ -746,6 +747,11 @@ def test_export_and_import_refuse_bad_folders(tmp_path: Path) -> None:
     damaged = tmp_path / "damaged"
     shutil.copytree(empty, damaged)
     (damaged / "memories.jsonl").write_text('{"id": 1, "nonsense": true}\n')
+    msg = error("--home", str(tmp_path / "other"), "import", str(damaged), code=2)
+    assert "memories.jsonl does not match the sha256 in its manifest" in msg
+    manifest = json.loads((damaged / "manifest.json").read_text())
+    del manifest["sha256"]  # as exports made before the manifest carried checksums
+    (damaged / "manifest.json").write_text(json.dumps(manifest))
     msg = error("--home", str(tmp_path / "other"), "import", str(damaged), code=2)
     assert "memories.jsonl cannot be read as a lexmem jsonl export" in msg
 

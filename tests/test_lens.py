@@ -69,6 +69,9 @@ def test_export_then_import_into_an_empty_folder_reproduces_everything_exactly(
         "memories": counts["memories"],
         "links": counts["links"],
         "confidence": counts["confidence"],
+        "skipped_memories": 0,
+        "skipped_links": 0,
+        "skipped_confidence": 0,
     }
     assert snapshot(fresh) == snapshot(populated)
     # The imported store is fully usable: search and full-text work on it.

@@ -35,8 +35,14 @@ class RunningService(Frozen):
         super().__init__(pid, home)
 
     @property
+    def known(self) -> bool:
+        """Whether lexmem can tell which folder this is (a relative path it could not
+        resolve against the service's own working folder cannot be)."""
+        return self.home.is_absolute()
+
+    @property
     def folder_exists(self) -> bool:
-        return self.home.is_dir()
+        return self.known and self.home.is_dir()
 
 
 def _folder(environ: Mapping[str, str] | None) -> Path:
@@ -92,6 +98,20 @@ def _recorded(environ: Mapping[str, str] | None) -> dict[int, Path]:
     return found
 
 
+def _home_of(entry: Path, home: Path) -> Path:
+    """A service's data folder as it sees it: a relative ``LEXMEM_HOME`` is relative to
+    the service's working folder, not to the one asking. When that cannot be read, the
+    path stays relative (:attr:`RunningService.known` is then false)."""
+    home = home.expanduser()
+    if home.is_absolute():
+        return home
+    try:
+        cwd = os.readlink(entry / "cwd")
+    except OSError:
+        return home
+    return Path(cwd.removesuffix(" (deleted)")) / home
+
+
 def _from_proc() -> dict[int, Path]:
     """``lexmem serve`` processes of this user, from ``/proc`` (Linux)."""
     found: dict[int, Path] = {}
@@ -116,7 +136,7 @@ def _from_proc() -> dict[int, Path]:
             )
             home = env.get(b"LEXMEM_HOME")
             if home:
-                found[int(entry.name)] = Path(os.fsdecode(home))
+                found[int(entry.name)] = _home_of(entry, Path(os.fsdecode(home)))
             else:  # the hook starts a service in its data folder
                 cwd = os.readlink(entry / "cwd")
                 found[int(entry.name)] = Path(cwd.removesuffix(" (deleted)"))

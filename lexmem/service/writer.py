@@ -494,6 +494,7 @@ class CaptureService(CapturePipeline):
                         Path(str(kwargs["source"])),
                         lambda d, t: publish("import", d, t),
                         lambda d, t: publish("reembed", d, t),
+                        skip_existing=bool(kwargs.get("skip_existing")),
                     )
                     self.digests.mark_all()
                     return dict(counts)

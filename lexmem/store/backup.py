@@ -43,7 +43,13 @@ from typing import Any
 from lexmem import __version__
 from lexmem.base import atomic_writer
 from lexmem.config import DIR_MODE, FILE_MODE, SCHEMA_VERSION, Paths, secure_umask
-from lexmem.errors import InvalidInputError, StoreError, StoreLockedError
+from lexmem.errors import (
+    InvalidInputError,
+    LexmemError,
+    StoreError,
+    StoreLockedError,
+    io_failure,
+)
 from lexmem.files import link_tree, tree_files
 from lexmem.locks import FileLock, LockTimeout
 
@@ -191,8 +197,11 @@ def _destination(paths: Paths, dest: Path | None) -> Path:
         raise InvalidInputError(
             f"{dest} is neither a folder nor a new file name ending in {SUFFIX}"
         )
-    with secure_umask():
-        folder.mkdir(mode=DIR_MODE, parents=True, exist_ok=True)
+    try:
+        with secure_umask():
+            folder.mkdir(mode=DIR_MODE, parents=True, exist_ok=True)
+    except OSError as exc:
+        raise _destination_error(folder, exc) from exc
     stamp = _stamp()
     target = folder / f"lexmem-{stamp}{SUFFIX}"
     n = 1
@@ -247,6 +256,24 @@ def create_backup(
     if not (paths.store / "meta.json").is_file():
         raise InvalidInputError(f"there is nothing to back up in {paths.home} (no store yet)")
     target = _destination(paths, dest.expanduser().absolute() if dest else None)
+    try:
+        return _backup_into(paths, target, lock_timeout)
+    except OSError as exc:  # the data folder itself, where the snapshot is staged
+        raise StoreError(
+            f"cannot back up {paths.home}: staging the snapshot there failed "
+            f"({io_failure(exc) or exc.strerror or exc}); nothing was written to {target}"
+        ) from exc
+
+
+def _destination_error(path: Path, exc: OSError) -> LexmemError:
+    from lexmem.store.lens import destination_error
+
+    return destination_error(
+        path, exc, verb="back up to", busy_hint="give a folder or a new .tar.gz file name"
+    )
+
+
+def _backup_into(paths: Paths, target: Path, lock_timeout: float) -> BackupInfo:
     with _staging(paths, "backup") as staging:
         lock = _take_between_commits(paths.write_lock, lock_timeout)
         try:
@@ -312,7 +339,7 @@ def _write_archive(target: Path, staging: Path, manifest: dict[str, Any]) -> Non
             for rel in manifest["files"]:
                 tar.add(staging / rel, arcname=rel, recursive=False, filter=_owner_free)
     except OSError as exc:
-        raise StoreError(f"cannot write {target} ({exc.strerror or exc})") from exc
+        raise _destination_error(target, exc) from exc
 
 
 # -- reading backups ---------------------------------------------------------------------------

@@ -12,17 +12,24 @@ complete or absent. Importing it into an empty store reproduces every row exactl
 from __future__ import annotations
 
 import contextlib
+import hashlib
 import json
 import os
 import shutil
 import tempfile
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from datetime import UTC, date, datetime, timedelta
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from lexmem.config import secure_umask
-from lexmem.errors import ImportFormatError, InvalidInputError, StoreError, io_failure
+from lexmem.errors import (
+    ImportFormatError,
+    InvalidInputError,
+    LexmemError,
+    StoreError,
+    io_failure,
+)
 from lexmem.store.schema import CONFIDENCE, LINKS, confidence_schema, links_schema, memory_schema
 
 if TYPE_CHECKING:
@@ -31,7 +38,18 @@ if TYPE_CHECKING:
 
     from lexmem.store.protocol import MemoryBackend
 
-__all__ = ["FORMATS", "export_store", "import_store", "insights", "stats"]
+__all__ = [
+    "FORMATS",
+    "ImportInterrupted",
+    "ctrl_c_between_batches",
+    "destination_error",
+    "export_store",
+    "import_store",
+    "insights",
+    "interrupted_after",
+    "interrupted_at",
+    "stats",
+]
 
 FORMATS = {"jsonl": "jsonl", "parquet": "parquet", "csv": "csv"}
 EXPORT_VERSION = 1
@@ -292,8 +310,69 @@ def _sql_path(path: Path) -> str:
     return "'" + str(path).replace("'", "''") + "'"
 
 
+def _file_sha256(path: Path) -> str:
+    h = hashlib.sha256()
+    with open(path, "rb") as fh:
+        while chunk := fh.read(1 << 20):
+            h.update(chunk)
+    return h.hexdigest()
+
+
+# Why a destination cannot be written, in the words a person looks for.
+_DEST_REASONS = {
+    "EBUSY": "it is a mount point, or in use",
+    "EROFS": "read-only file system",
+    "ENOSPC": "no space left on the device",
+    "EDQUOT": "over the disk quota",
+    "EACCES": "permission denied",
+    "EPERM": "permission denied",
+    "ENOTDIR": "a part of the path is not a folder",
+    "ENAMETOOLONG": "the name is too long",
+}
+
+
+def destination_error(
+    path: Path, exc: BaseException, *, verb: str = "export to", busy_hint: str = ""
+) -> LexmemError:
+    """The one-line error for a destination (an export folder, a backup file) that cannot
+    be written: the path, the reason, and that nothing was left there. A busy mount point
+    is bad input (exit 2: it can never be replaced, a folder inside it can be used); the
+    machine refusing (full, read-only, no permission, a failing disk) is exit 1."""
+    import errno
+    import re
+
+    seen: BaseException | None = exc
+    code: int | None = None
+    for _ in range(8):  # the exception, its cause, and theirs
+        if seen is None:
+            break
+        if isinstance(seen, OSError) and isinstance(seen.errno, int):
+            code = seen.errno
+            break
+        # DuckDB's IOException carries "errno":"28"; LanceDB's errors "(os error 28)"
+        found = re.search(r"os error (\d+)|\"errno\":\s*\"?(\d+)", str(seen))
+        if found:
+            code = int(found.group(1) or found.group(2))
+            break
+        seen = seen.__cause__ or seen.__context__
+    name = errno.errorcode.get(code, "") if code is not None else ""
+    reason = _DEST_REASONS.get(name) or io_failure(exc)
+    if reason is None:
+        first = (str(exc).strip().splitlines() or [type(exc).__name__])[0][:160]
+        reason = os.strerror(code) if code is not None else first
+    if name == "EBUSY":
+        hint = f": {busy_hint}" if busy_hint else ""
+        return InvalidInputError(f"cannot {verb} {path} ({reason}){hint}; nothing was written")
+    return StoreError(f"cannot {verb} {path} ({reason}); nothing was written")
+
+
 def export_store(store: MemoryBackend, out: Path, fmt: str = "jsonl") -> dict[str, int]:
-    """Write every memory (with its vector), link and confidence point to ``out``."""
+    """Write every memory (with its vector), link and confidence point to ``out``.
+
+    The manifest gives each table's row count and each file's SHA-256, which
+    :func:`import_store` checks. Any failure to write (a busy mount point, a read-only or
+    full disk, no permission) is one line naming ``out``, and leaves nothing behind:
+    neither the temporary folder nor a change to ``out``."""
     if fmt not in FORMATS:
         raise InvalidInputError(f"unknown export format {fmt!r} (use jsonl, parquet or csv)")
     out = out.expanduser().absolute()
@@ -302,6 +381,11 @@ def export_store(store: MemoryBackend, out: Path, fmt: str = "jsonl") -> dict[st
     parent = out.parent
     if not parent.is_dir():
         raise InvalidInputError(f"{parent} does not exist")
+    busy = f"export into a new folder inside it, e.g. {out / 'lexmem-export'}"
+    if out.is_dir() and os.path.ismount(out):
+        # Said before anything is tried: renaming over it fails (EBUSY), and the folder
+        # it is mounted in may not be writable at all, which would name the wrong cause.
+        raise InvalidInputError(f"cannot export to {out} (it is a mount point): {busy}")
     con = _connect()
     counts: dict[str, int] = {}
     with secure_umask():
@@ -309,33 +393,41 @@ def export_store(store: MemoryBackend, out: Path, fmt: str = "jsonl") -> dict[st
             tmp = Path(tempfile.mkdtemp(prefix=f".{out.name}.", dir=parent))
         except OSError as exc:  # a read-only or full destination
             con.close()
-            raise StoreError(f"cannot export to {out} ({exc.strerror or exc})") from exc
+            raise destination_error(out, exc, busy_hint=busy) from exc
+        removed_empty, empty_mode = False, 0o700
         try:
+            files: dict[str, str] = {}
             for name in TABLES:
                 # Schema order: CSV columns are read back by position.
                 cols = [f.name for f in memory_schema(store.dim)] if name == "memories" else None
                 data = _arrow(store, name, cols)
                 con.register(f"t_{name}", data)
-                con.execute(
-                    f"COPY (SELECT * FROM t_{name}) TO {_sql_path(tmp / f'{name}.{fmt}')} {_COPY[fmt]}"
-                )
+                target = tmp / f"{name}.{fmt}"
+                con.execute(f"COPY (SELECT * FROM t_{name}) TO {_sql_path(target)} {_COPY[fmt]}")
                 counts[name] = data.num_rows
+                files[target.name] = _file_sha256(target)
             manifest = {
                 "lexmem_export": EXPORT_VERSION,
                 "format": fmt,
                 "dim": store.dim,
                 "embedding_space": store.stored_space,
                 "counts": counts,
+                "sha256": files,
             }
             (tmp / "manifest.json").write_text(json.dumps(manifest, indent=2, sort_keys=True))
             if out.exists():
-                out.rmdir()
+                empty_mode = out.stat().st_mode & 0o7777
+                out.rmdir()  # an empty folder: renamed over below (Windows needs it gone)
+                removed_empty = True
             os.replace(tmp, out)
         except BaseException as exc:
             shutil.rmtree(tmp, ignore_errors=True)
-            reason = io_failure(exc)
-            if reason is not None:  # DuckDB and Python say "disk full" each their own way
-                raise StoreError(f"cannot export to {out} ({reason}); nothing was written") from exc
+            if removed_empty and not out.exists():  # the person's empty folder, put back
+                with contextlib.suppress(OSError):
+                    out.mkdir(mode=empty_mode)
+            if isinstance(exc, OSError) or io_failure(exc) is not None:
+                # DuckDB and Python say "disk full" each their own way
+                raise destination_error(out, exc, busy_hint=busy) from exc
             raise
         finally:
             con.close()
@@ -385,10 +477,144 @@ def _read(con: duckdb.DuckDBPyConnection, path: Path, fmt: str, schema: pa.Schem
         ) from exc
 
 
+class ImportInterrupted(LexmemError):
+    """Ctrl-C reached an import; ``str()`` says exactly what was kept. Exit code 130, as
+    for any command Ctrl-C ends."""
+
+    exit_code = 130
+
+
+@contextlib.contextmanager
+def ctrl_c_between_batches() -> Iterator[Callable[[], bool]]:
+    """Ctrl-C during an import, heard at the next safe point instead of anywhere.
+
+    Constraint: a KeyboardInterrupt raised in the middle of a LanceDB call leaves that
+    call running on LanceDB's own thread: a table's ``add`` could then commit after the
+    rollback that was meant to undo it, and the store would hold rows nobody reported.
+    So while the block runs, SIGINT only raises a flag; the block asks the function it is
+    given ("was Ctrl-C pressed?") between batches. Only in the main thread, and only when
+    Ctrl-C would raise KeyboardInterrupt (a process with a handler of its own, such as
+    ``lexmem serve``, or one that ignores SIGINT, is left as it is)."""
+    import signal
+    import threading
+
+    pressed: list[bool] = []
+    if (
+        threading.current_thread() is not threading.main_thread()
+        or signal.getsignal(signal.SIGINT) is not signal.default_int_handler
+    ):
+        yield lambda: False
+        return
+
+    def heard(_signum: int, _frame: object) -> None:
+        pressed.append(True)
+
+    previous = signal.signal(signal.SIGINT, heard)
+    try:
+        yield lambda: bool(pressed)
+    finally:
+        signal.signal(signal.SIGINT, previous)
+
+
+# The imports this process ran, by source folder: None while one runs, then its counts.
+# Ctrl-C can land after the writer's job ended (while it lets go of the store); the
+# caller then says from here what had been imported.
+IMPORTS_HERE: dict[str, dict[str, int] | None] = {}
+
+
+def interrupted_after(counts: dict[str, int]) -> str:
+    """What an import that Ctrl-C reached only after its commit kept: all of it."""
+    done = (
+        f"{counts.get('memories', 0):,} memories, {counts.get('links', 0):,} links and "
+        f"{counts.get('confidence', 0):,} confidence points"
+    )
+    return f"interrupted after the import had finished: {done} were imported"
+
+
+def interrupted_at(store: MemoryBackend, source: Path) -> str:
+    """What an import interrupted at an unknown point kept, counted in the store."""
+    store.refresh()
+    here = set(_ids(_arrow(store, "memories", ["id"]), "id"))
+    try:
+        manifest = json.loads((source / "manifest.json").read_text())
+        fmt = str(manifest["format"])
+        con = _connect()
+        try:
+            mem = _read(con, source / f"memories.{fmt}", fmt, memory_schema(store.dim))
+        finally:
+            con.close()
+    except (OSError, ValueError, KeyError, TypeError, LexmemError):
+        return f"interrupted: the store now holds {len(here):,} memories in all"
+    ids = _ids(mem, "id")
+    kept = sum(1 for i in ids if i in here)
+    return (
+        f"interrupted: {kept:,} of the export's {len(ids):,} memories are in the store; "
+        "run the same import with --skip-existing to add the rest"
+    )
+
+
+class _Stop(Exception):
+    """Raised from the progress callback to end an import between two batches."""
+
+
+def _manifest_counts(manifest: dict[str, Any], source: Path) -> dict[str, int]:
+    counts = manifest.get("counts")
+    if not isinstance(counts, dict) or not all(
+        isinstance(counts.get(name), int) for name in TABLES
+    ):
+        raise ImportFormatError(
+            f"{source / 'manifest.json'} gives no row count for every table; nothing was imported"
+        )
+    return {name: int(counts[name]) for name in TABLES}
+
+
+def _check_hashes(manifest: dict[str, Any], source: Path, fmt: str) -> None:
+    """Each table file against the SHA-256 its manifest gives (exports before the manifest
+    carried them give none: their row counts are still checked)."""
+    hashes = manifest.get("sha256")
+    if hashes is None:
+        return
+    if not isinstance(hashes, dict):
+        raise ImportFormatError(f"{source / 'manifest.json'}: its sha256 entry is not a table")
+    for name in TABLES:
+        file = source / f"{name}.{fmt}"
+        want = hashes.get(file.name)
+        if not isinstance(want, str):
+            raise ImportFormatError(
+                f"{source / 'manifest.json'} gives no sha256 for {file.name}; nothing was imported"
+            )
+        if not file.is_file():
+            raise ImportFormatError(f"{file.name} is missing from the export; nothing was imported")
+        if _file_sha256(file) != want.lower():
+            raise ImportFormatError(
+                f"{file} does not match the sha256 in its manifest (the export was cut short "
+                "or changed); nothing was imported"
+            )
+
+
+_NOUNS = {"memories": "memories", LINKS: "links", CONFIDENCE: "confidence points"}
+
+
+def _ids(table: pa.Table, column: str) -> list[str]:
+    return [str(v) for v in table.column(column).to_pylist()] if table.num_rows else []
+
+
 def import_store(
-    store: MemoryBackend, source: Path, progress: Callable[[int, int], None] | None = None
+    store: MemoryBackend,
+    source: Path,
+    progress: Callable[[int, int], None] | None = None,
+    *,
+    skip_existing: bool = False,
+    interrupted: Callable[[], bool] | None = None,
 ) -> dict[str, int]:
-    """Add the rows of an export folder to the store, in one commit per table group."""
+    """Add the rows of an export folder to the store, all or nothing.
+
+    Before anything is written the export is checked: its row counts (and each file's
+    SHA-256, when its manifest gives them) must be what its manifest says, every link
+    and confidence point must belong to a memory in the export or already here, and no
+    row may already be here unless ``skip_existing`` (then those rows are left out and
+    counted under ``skipped_*``). ``interrupted()`` is asked between batches: when it
+    says yes the import is undone and :class:`ImportInterrupted` says what was kept."""
     source = source.expanduser()
     manifest_path = source / "manifest.json"
     if not manifest_path.is_file():
@@ -397,6 +623,8 @@ def import_store(
         manifest = json.loads(manifest_path.read_text())
     except (OSError, ValueError) as exc:
         raise ImportFormatError(f"{manifest_path} is not valid JSON ({exc})") from exc
+    if not isinstance(manifest, dict):
+        raise ImportFormatError(f"{manifest_path} is not a lexmem export manifest")
     fmt = manifest.get("format")
     if manifest.get("lexmem_export") != EXPORT_VERSION or fmt not in FORMATS:
         raise ImportFormatError(
@@ -407,6 +635,8 @@ def import_store(
             f"the export holds {manifest.get('dim')}-number vectors; this store uses {store.dim} "
             "(switch embedding.model back, import, then re-embed)"
         )
+    expected = _manifest_counts(manifest, source)
+    _check_hashes(manifest, source, str(fmt))
     con = _connect()
     try:
         mem = _read(con, source / f"memories.{fmt}", fmt, memory_schema(store.dim))
@@ -414,11 +644,83 @@ def import_store(
         conf = _read(con, source / f"{CONFIDENCE}.{fmt}", fmt, confidence_schema())
     finally:
         con.close()
+    for name, table in (("memories", mem), (LINKS, links), (CONFIDENCE, conf)):
+        if table.num_rows != expected[name]:
+            raise ImportFormatError(
+                f"{source / f'{name}.{fmt}'} holds {table.num_rows:,} {_NOUNS[name]} but its "
+                f"manifest says {expected[name]:,} (the export is incomplete or was changed); "
+                "nothing was imported"
+            )
+    mem_ids = _ids(mem, "id")
+    if len(set(mem_ids)) != len(mem_ids):
+        raise ImportFormatError(f"{source} holds the same memory id twice; nothing was imported")
+    here = set(_ids(_arrow(store, "memories", ["id"]), "id"))
+    known = here | set(mem_ids)
+    for name, table, column in ((LINKS, links, "from_id"), (LINKS, links, "to_id"),
+                                (CONFIDENCE, conf, "memory_id")):  # fmt: skip
+        for row_id, target in zip(_ids(table, "id"), _ids(table, column), strict=True):
+            if target not in known:
+                what = "link" if name == LINKS else "confidence point"
+                raise ImportFormatError(
+                    f"the export's {what} {row_id} belongs to memory {target}, which is neither "
+                    "in the export nor in this store (the export is incomplete); nothing was "
+                    "imported"
+                )
+    tables = {"memories": mem, LINKS: links, CONFIDENCE: conf}
+    skipped: dict[str, int] = {}
+    for name, table in tables.items():
+        present = here if name == "memories" else set(_ids(_arrow(store, name, ["id"]), "id"))
+        ids = _ids(table, "id")
+        clash = [i for i in ids if i in present]
+        if clash and not skip_existing:
+            raise InvalidInputError(
+                f"{len(clash):,} of the export's {len(ids):,} {_NOUNS[name]} already exist here "
+                f"(e.g. {sorted(clash)[0]}): `lexmem import --skip-existing {source}` adds only "
+                "the others"
+            )
+        if clash:
+            import pyarrow as pa
+            import pyarrow.compute as pc
+
+            keep = pc.invert(pc.is_in(table.column("id"), value_set=pa.array(sorted(present))))
+            tables[name] = table.filter(keep)
+        skipped[name] = len(clash)
+    mem, links, conf = tables["memories"], tables[LINKS], tables[CONFIDENCE]
+
+    def step(done: int, total: int) -> None:
+        if progress is not None:
+            progress(done, total)
+        if interrupted is not None and interrupted():
+            raise _Stop
+
     same_space = manifest.get("embedding_space") == store.stored_space
-    n_mem, n_links, n_conf = store.import_rows(mem, links, conf, progress)
+    adding = mem.num_rows + links.num_rows + conf.num_rows
+    new_ids = _ids(mem, "id")
+    try:
+        step(0, mem.num_rows)
+        if adding:
+            n_mem, n_links, n_conf = store.import_rows(mem, links, conf, step)
+        else:
+            n_mem = n_links = n_conf = 0
+    except _Stop as exc:
+        # The store undid every table (import_rows is all or nothing): say what it holds.
+        store.refresh()
+        now_here = set(_ids(_arrow(store, "memories", ["id"]), "id"))
+        kept = sum(1 for i in new_ids if i in now_here)
+        if kept == 0:
+            raise ImportInterrupted(
+                f"interrupted: nothing of {source} was imported (the store is as it was)"
+            ) from exc
+        raise ImportInterrupted(
+            f"interrupted: {kept:,} of {len(new_ids):,} memories imported; run the same "
+            "import with --skip-existing to add the rest"
+        ) from exc
     return {
         "memories": n_mem,
         "links": n_links,
         "confidence": n_conf,
-        "needs_reembed": int(not same_space),
+        "skipped_memories": skipped["memories"],
+        "skipped_links": skipped[LINKS],
+        "skipped_confidence": skipped[CONFIDENCE],
+        "needs_reembed": int(not same_space and n_mem > 0),
     }
