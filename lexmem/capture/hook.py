@@ -902,6 +902,8 @@ def capture(
     """
     log = log if log is not None else _Log(paths)
     where, project = _where(adapter, payload, cwd)
+    if where is not None and where == cwd and not _str(payload.get("cwd")):
+        payload = {**payload, "cwd": where}  # the caller's folder is the event's
     try:
         rules: CaptureRules | None = load_capture_rules(paths)
         settings_error = ""
@@ -1011,10 +1013,18 @@ def _read_stdin() -> tuple[bytes, bool]:
         return b"", True
     if os.name != "posix":  # pragma: no cover - Windows pipes cannot be polled with select
         return stream.buffer.read(MAX_INPUT_BYTES + 1), True
+    return _read_pipe(fd, b"", STDIN_IDLE_SECONDS)
+
+
+def _read_pipe(fd: int, start: bytes, idle: float) -> tuple[bytes, bool]:
+    """``start`` and what follows on the pipe ``fd``, and whether that is all of it: read
+    to its end, or to a whole JSON object once nothing more is there for now (a writer
+    may keep the pipe open). False when the pipe stays open with an incomplete document
+    and no new byte for ``idle`` seconds; past :data:`MAX_INPUT_BYTES` nothing more is read."""
     import select
 
-    chunks: list[bytes] = []
-    size = 0
+    chunks: list[bytes] = [start]
+    size = len(start)
     tried = -1  # how much was there (trailing blanks aside) when it last failed to parse
     while size <= MAX_INPUT_BYTES:
         if not select.select([fd], [], [], 0)[0]:
@@ -1026,7 +1036,7 @@ def _read_stdin() -> tuple[bytes, bool]:
                 if _complete(data):
                     return data, True
                 tried = end
-            if not select.select([fd], [], [], STDIN_IDLE_SECONDS)[0]:
+            if not select.select([fd], [], [], idle)[0]:
                 return data, False
         chunk = os.read(fd, 1 << 20)
         if not chunk:
@@ -1184,8 +1194,8 @@ def _hand_over(paths: Paths, adapter: str, raw: bytes, event_id: str, timestamp:
     import subprocess
 
     header: dict[str, Any] = {"adapter": adapter, "event_id": event_id, "timestamp": timestamp}
-    if more:
-        header["more_fd"] = sys.stdin.fileno()
+    if more:  # a number of its own: the child's stdin (0) is the pipe from here
+        header["more_fd"] = os.dup(sys.stdin.fileno())
     frozen = getattr(sys, "frozen", False)  # a bundle: sys.executable is lexmem-hook itself
     cmd = [sys.executable, HANDOFF_FLAG] if frozen else [sys.executable, "-m", "lexmem.hook",
                                                          HANDOFF_FLAG]  # fmt: skip
@@ -1225,30 +1235,13 @@ def _handoff_child(paths: Paths, log: _Log, stdin: bytes | None = None) -> None:
     header = json.loads(line)
     adapter = str(header.get("adapter"))
     fd = header.get("more_fd")
-    if isinstance(fd, int):
-        raw += _read_rest(fd, MAX_INPUT_BYTES + 1 - len(raw))
-    deliver(paths, adapter, raw, str(header["event_id"]), str(header["timestamp"]), log)
-
-
-def _read_rest(fd: int, limit: int) -> bytes:
-    """The rest of a pipe: to its end, until ``limit`` bytes, or until it has been idle
-    for :data:`HANDOFF_IDLE_SECONDS`."""
-    import select
-
-    chunks: list[bytes] = []
-    while limit > 0:
+    if isinstance(fd, int):  # the rest of the agent's stdin, still open
         try:
-            if not select.select([fd], [], [], HANDOFF_IDLE_SECONDS)[0]:
-                break
-            chunk = os.read(fd, min(1 << 20, limit))
-        except OSError:
-            break
-        if not chunk:
-            break
-        chunks.append(chunk)
-        limit -= len(chunk)
-    _close(fd)
-    return b"".join(chunks)
+            raw, _whole = _read_pipe(fd, raw, HANDOFF_IDLE_SECONDS)
+        except OSError as exc:
+            log.write(f"{adapter}: reading the rest of stdin failed ({exc}); kept what came")
+        _close(fd)
+    deliver(paths, adapter, raw, str(header["event_id"]), str(header["timestamp"]), log)
 
 
 def _close(fd: int) -> None:
