@@ -17,11 +17,14 @@ prints the project's context digest (unless the repository is opted out), and
 starts ``lexmem serve`` when no service is running, so capture works without the
 tray.
 
-It has a hard budget (:data:`HOOK_BUDGET_SECONDS`): stdin is read until a deadline and
-a byte cap, a transcript only when it is a regular file and only its tail, and every
-text is redacted field by field, cut to what is kept before it is checked; what cannot
-be checked in time is dropped, never written unchecked, and the event says so
-(``metadata.dropped``, which the service puts in the audit log).
+Its budget counts work, not time, so a busy machine gets the same result as an idle
+one: stdin is read to its end (or to a whole JSON object, when the writer keeps the pipe
+open), a transcript only when it is a regular file and only its tail, and every text is
+redacted field by field, cut to what is kept before it is checked, up to
+:data:`HOOK_WORK_CHARS` characters and the rules' own budget of candidates. A payload
+that needs more, or a pipe left open mid-document, is handed whole to the service
+(:func:`_hand_over`: a detached child gives it over the reader socket, in memory only),
+which redacts it as the hook would; it is never dropped, and never written unchecked.
 
 Constraint: this module and everything it imports are standard library only and
 import in a few milliseconds (a test checks); the agent waits for it. What only
@@ -175,9 +178,9 @@ def start_service(paths: Paths) -> None:
 # structure turns a newline into the two characters "\n", which glues a value to the
 # next line's words and hides it from the rules. Each text is cut to what the event
 # keeps (plus a margin, so a secret across the cut is still replaced whole) before it
-# is redacted, and the whole redaction has a deadline: checked between fields, and
-# enforced inside one slow call by an alarm. What cannot be checked in time is not
-# written at all; the event says so (``metadata.dropped``).
+# is redacted. The hook's redaction has a budget of work (characters checked, and the
+# rules' candidates): past it nothing of the payload is written here, and the payload
+# goes to the service whole, whose redaction has no budget.
 
 _NESTED = "[not captured: nested too deeply]"
 _TOO_DENSE = "too_dense_to_check"
