@@ -142,11 +142,13 @@ def measure(opts: argparse.Namespace, tmp: Path) -> dict[str, Any]:
     service.acquire()
     try:
         with ReaderServer(lm.paths, reader_handlers(lm)):
+            busy = "import time\nend = time.monotonic() + 900\nwhile time.monotonic() < end:\n    pass\n"
             loops = [
                 subprocess.Popen(
-                    ["timeout", "900", "sh", "-c", "while :; do :; done"],
+                    [sys.executable, "-c", busy],
                     stdin=subprocess.DEVNULL,
                     stdout=subprocess.DEVNULL,
+                    stderr=subprocess.DEVNULL,
                 )
                 for _ in range(opts.busy)
             ]
