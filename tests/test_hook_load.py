@@ -1,7 +1,8 @@
 """A busy machine loses no memory: 1,000 hook calls, 50 at a time, on saturated cores.
 
-Twenty rounds of fifty real ``lexmem-hook claude`` processes, each given a realistic
-Claude Code payload (a prompt, a tool call's result, some with a secret), while thirty
+Twenty rounds of fifty real ``lexmem-hook claude`` processes, started at once and then
+each given a realistic Claude Code payload (a prompt, a tool call's result, some with a
+secret), while thirty
 busy loops keep every core saturated (started by the test, always killed, and each ends
 by itself after a few minutes whatever happens). Then a real service drains the inbox.
 All 1,000 events must be stored with their content, none twice, and no secret anywhere
@@ -65,12 +66,21 @@ def hook_payload(i: int, repo: Path) -> dict[str, Any]:
 
 
 def run_round(round_: int, repo: Path) -> None:
-    procs = []
-    for i in range(round_ * AT_ONCE, (round_ + 1) * AT_ONCE):
-        proc = subprocess.Popen([str(HOOK), "claude"], stdin=subprocess.PIPE,
-                                stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
-                                env=os.environ, cwd=repo)  # fmt: skip
-        procs.append(proc)
+    """Fifty hooks started at once, then given their payloads: on a saturated machine the
+    agent, a process like any other, may write its payload a while after the hook began."""
+    calls = range(round_ * AT_ONCE, (round_ + 1) * AT_ONCE)
+    procs = [
+        subprocess.Popen(
+            [str(HOOK), "claude"],
+            stdin=subprocess.PIPE,
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.PIPE,
+            env=os.environ,
+            cwd=repo,
+        )
+        for _ in calls
+    ]
+    for i, proc in zip(calls, procs, strict=True):
         assert proc.stdin is not None
         proc.stdin.write(json.dumps(hook_payload(i, repo)).encode())
         proc.stdin.close()
