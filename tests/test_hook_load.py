@@ -14,6 +14,7 @@ timeouts only catch a hang.
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import subprocess
@@ -86,7 +87,8 @@ def run_round(round_: int, repo: Path) -> None:
             proc.stdin.write(json.dumps(hook_payload(i, repo)).encode())
             proc.stdin.close()
         except BrokenPipeError:  # the hook stopped waiting for it: the payload is lost
-            continue
+            with contextlib.suppress(OSError):
+                proc.stdin.close()
     for proc in procs:
         try:
             assert proc.wait(timeout=HANG) == 0
