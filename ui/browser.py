@@ -652,8 +652,9 @@ class SelectionActions(QObject):
         panel = self.panel()
         target = panel if isinstance(panel, Panel) else self._home
         say = self._say(target)
-        label = self.undo.text()
-        if not ops.undo(self.ctx, on_done=lambda c: say(label.replace("Undo", "Undid", 1))):
+        entry = self.ctx.undo_entry
+        said = (entry.said if entry else "") or self.undo.text().replace("Undo", "Undid", 1)
+        if not ops.undo(self.ctx, on_done=lambda c: say(said)):
             say("Nothing to undo")
 
     def refresh_panel(self) -> None:
