@@ -26,8 +26,10 @@ from typing import Any, Generic, TypeVar
 
 from PySide6.QtCore import (
     QAbstractTableModel,
+    QEvent,
     QItemSelectionModel,
     QModelIndex,
+    QObject,
     QPersistentModelIndex,
     QPoint,
     Qt,
@@ -534,6 +536,8 @@ class ReviewPanel(_Panel):
         self._count: int | None = None
         self._pending: set[str] = set()  # sent to review: hidden until the write settles
         self._reveal: set[str] = set()  # brought back by an undo: selected once reloaded
+        self._want_focus = False  # shown, and the table not focused yet
+        self._watched_windows: list[QWidget] = []
         self._loaded = False
         # The last reject made here while its undo window is open, and how it is named.
         self._held_entry: UndoEntry | None = None
@@ -695,11 +699,27 @@ class ReviewPanel(_Panel):
         if self.model.rowCount() and not _selected_rows(self.view):
             _select_row(self.view, 0)
         # Opened (its tab clicked, the tray's "Review" chosen): the keys work at once.
+        # Constraint: a window still becoming active gives the focus to its first widget
+        # when it gets there, after this; the focus is taken again then.
+        self._want_focus = True
+        window = self.window()
+        if window is not self and window not in self._watched_windows:
+            self._watched_windows.append(window)
+            window.installEventFilter(self)
         QTimer.singleShot(0, self._take_focus)
 
+    def eventFilter(self, watched: QObject, event: QEvent) -> bool:
+        if event.type() == QEvent.Type.WindowActivate and self._want_focus:
+            QTimer.singleShot(0, self._take_focus)
+        return False
+
     def _take_focus(self) -> None:
+        if not isValid(self) or not self.isVisible():
+            return
+        if self.window().isActiveWindow():
+            self._want_focus = False
         focus = QApplication.focusWidget()
-        if isValid(self) and self.isVisible() and (focus is None or not self.isAncestorOf(focus)):
+        if focus is None or not self.isAncestorOf(focus):
             self.view.setFocus(Qt.FocusReason.OtherFocusReason)
 
     def _counted(self) -> None:
@@ -843,7 +863,7 @@ class ReviewPanel(_Panel):
 
         def done(_changes: Changes) -> None:
             self._settle(todo)
-            if isValid(self):
+            if isValid(self) and self._held_entry is None:  # a reject's countdown goes first
                 self.report(said)
 
         def failed(exc: BaseException) -> None:
