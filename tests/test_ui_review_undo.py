@@ -204,10 +204,10 @@ def test_a_reject_is_erased_when_its_undo_window_closes(
     assert said.startswith(f"Rejected “{title[:40]}")
     assert said.endswith("”: erased, and capture will not keep the same again.")
     assert ctx.undo_entry is None  # nothing to undo past an erase
+    assert not window.memories.selection_actions.undo.isEnabled()
     _key(qtbot, review.view, Qt.Key.Key_Z, ctrl=True)  # changes nothing
     qtbot.waitUntil(lambda: _idle(ctx), timeout=WAIT)
-    assert ctx.lm.review_queue() == [second]
-    assert review.status.text() == "Nothing to undo"
+    assert ctx.lm.review_queue() == [second] and review.status.text() == said
 
 
 def test_closing_the_browser_erases_the_held_rejects(
@@ -315,3 +315,24 @@ def test_reject_all_is_undoable_the_same_way(
     assert review.status.text() == "3 memories are back, waiting for review."
     qtbot.waitUntil(lambda: _idle(ctx), timeout=WAIT)
     assert ctx.lm.review_queue() == queue and ctx.held == []
+
+
+def test_a_held_reject_is_not_listed_on_the_memories_tab_until_undone(
+    qtbot: Any, ctx: AppContext, window: MainWindow
+) -> None:
+    """While its erase waits, a rejected memory is not shown anywhere in the browser: not
+    in the queue, nor in the Memories tab's list or its searches."""
+    first, second = _queue(ctx.lm, 2)
+    page = window.memories
+    page.refresh()
+    qtbot.waitUntil(lambda: page.model.row_of(first) is not None, timeout=WAIT)
+    _open_review(qtbot, window, 2)
+    _key(qtbot, window.review.view, Qt.Key.Key_R)
+    qtbot.waitUntil(lambda: _idle(ctx) and page.model.row_of(first) is None, timeout=WAIT)
+    assert page.model.row_of(second) is not None
+    page.search_box.setText(ctx.lm.get(first).content)
+    qtbot.waitUntil(lambda: _idle(ctx) and not page.busy, timeout=WAIT)
+    assert page.model.row_of(first) is None
+    page.search_box.setText("")
+    _key(qtbot, window.review.view, Qt.Key.Key_Z, ctrl=True)
+    qtbot.waitUntil(lambda: page.model.row_of(first) is not None, timeout=WAIT)

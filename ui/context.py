@@ -216,6 +216,8 @@ class AppContext:
         self._held.append(held)
         self.push_undo(entry)
         timer.start(self.undo_window_ms)
+        # Out of every list now (the review queue, the browser's memories and searches).
+        self.emit(UiChanges(memories=Changes(counts=True)))
         return held
 
     def held_ids(self) -> set[str]:
