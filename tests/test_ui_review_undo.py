@@ -336,3 +336,19 @@ def test_a_held_reject_is_not_listed_on_the_memories_tab_until_undone(
     page.search_box.setText("")
     _key(qtbot, window.review.view, Qt.Key.Key_Z, ctrl=True)
     qtbot.waitUntil(lambda: page.model.row_of(first) is not None, timeout=WAIT)
+
+
+def test_the_undo_of_an_action_that_failed_undoes_nothing_else(qtbot: Any, ctx: AppContext) -> None:
+    """Ctrl+Z pressed while a failing action still runs: it is that action's undo, which
+    finds nothing to undo; the action before it is left alone."""
+    (mid,) = _queue(ctx.lm, 1)
+    errors: list[str] = []
+    ctx.hub.error.connect(errors.append)
+    with writes_held(ctx):
+        ops.pin(ctx, [mid])
+        ops.pin(ctx, ["no-such-memory"])
+        assert ops.undo(ctx) is True
+    qtbot.waitUntil(lambda: _idle(ctx) and len(errors) == 2, timeout=WAIT)
+    assert ctx.lm.get(mid).pinned
+    assert "nothing to undo" in errors[1]
+    assert ctx.undo_entry is not None and ctx.undo_entry.label == "Undo pin memory"

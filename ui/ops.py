@@ -471,8 +471,10 @@ def undo(ctx: AppContext, *, on_done: Done = None, on_error: Failed = None) -> b
 
     def work() -> tuple[Changes, UndoEntry | None]:
         # The action's own write ran first (one write thread, in order): ``entry.undo`` is
-        # set, or the action failed and there is nothing to undo.
-        return (entry.undo() if entry.undo is not None else Changes()), None
+        # set, unless the action failed or changed nothing.
+        if entry.undo is None:
+            raise InvalidInputError("nothing to undo: the last action changed nothing")
+        return entry.undo(), None
 
     def done(changes: Changes) -> None:
         if entry.ids:

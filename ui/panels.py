@@ -863,7 +863,7 @@ class ReviewPanel(_Panel):
 
         def done(_changes: Changes) -> None:
             self._settle(todo)
-            if isValid(self) and self._held_entry is None:  # a reject's countdown goes first
+            if isValid(self) and not self._countdown.isActive():  # a reject's countdown first
                 self.report(said)
 
         def failed(exc: BaseException) -> None:
@@ -889,6 +889,8 @@ class ReviewPanel(_Panel):
 
         def failed(exc: BaseException) -> None:
             if isValid(self):
+                if self._held_entry is entry:
+                    self._held_entry = None
                 self.report(f"Nothing was rejected: {exc}", error=True)
                 self.refresh()  # still in the store: back in the queue
 
@@ -912,10 +914,8 @@ class ReviewPanel(_Panel):
         """The line under the table while the last reject can be undone: how long for."""
         entry = self._held_entry
         left = self.ctx.held_left_ms(entry) if entry is not None else None
-        if left is None:  # erased (said when the erase is done) or undone
+        if left is None:  # being erased (said once done) or undone (said then)
             self._countdown.stop()
-            if entry is not None and self.ctx.undo_entry is not entry:
-                self._held_entry = None
             return
         seconds = max(1, round(left / 1000))
         self._notice = f"Rejected {self._held_what} — {_undo_key()} to undo ({seconds} s)"
