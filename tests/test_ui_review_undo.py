@@ -135,9 +135,11 @@ def test_a_a_r_then_ctrl_z_brings_back_the_rejected_memory_not_an_accepted_one(
         assert review.status.text().startswith(f"Rejected {named}")
         assert "Ctrl+Z to undo (3600 s)" in review.status.text()
         _key(qtbot, view, Qt.Key.Key_Z, ctrl=True)
-        # Back at once, selected, while both accepts are still waiting to be written.
-        assert review.ids() == [fourth] or third in review.ids()
-        qtbot.waitUntil(lambda: third in review.ids(), timeout=WAIT)
+        # Undone at once, while both accepts are still waiting to be written; the next
+        # Ctrl+Z would be the second accept's.
+        assert ctx.held == [] and ctx.undo_entry is not None
+        assert ctx.undo_entry.label == "Undo accept memory"
+        qtbot.waitUntil(lambda: third in review.ids(), timeout=WAIT)  # selected, back
         assert review.selected_ids() == [third]
         assert review.status.text().startswith(named)
         assert review.status.text().endswith("is back, waiting for review.")
@@ -150,9 +152,11 @@ def test_a_a_r_then_ctrl_z_brings_back_the_rejected_memory_not_an_accepted_one(
     assert (now.content, now.title, now.type, now.status, now.pinned, now.confidence) == (
         was.content, was.title, was.type, was.status, was.pinned, was.confidence,
     )  # fmt: skip
-    assert ctx.held == []
     # The next Ctrl+Z undoes the action before: the second accept.
-    assert ctx.undo_entry is not None and ctx.undo_entry.label == "Undo accept memory"
+    _key(qtbot, view, Qt.Key.Key_Z, ctrl=True)
+    qtbot.waitUntil(lambda: _idle(ctx) and review.ids() == [second, third, fourth], timeout=WAIT)
+    assert review.selected_ids() == [second]
+    assert ctx.lm.review_queue() == [second, third, fourth]
 
 
 def test_a_a_settled_then_r_and_ctrl_z_leaves_the_accepts_alone(
