@@ -432,7 +432,8 @@ def edit_and_accept(
     on_error: Failed = None,
 ) -> None:
     """Correct a memory waiting for review, then accept it: one action, one undo (back to
-    the text it had, waiting again). A failed edit accepts nothing."""
+    the text it had, waiting again). A failed edit accepts nothing; a failed accept puts
+    the text back."""
 
     def work() -> tuple[Changes, UndoEntry | None]:
         (old,) = _memories(ctx, [memory_id])
@@ -443,7 +444,12 @@ def edit_and_accept(
                 fields[name] = str(value)
                 back[name] = str(previous) if previous is not None else ""
         changes = ctx.writer.edit(old.id, **fields) if fields else Changes()
-        changes = changes.merge(ctx.writer.review([old.id], "accepted"))
+        try:
+            changes = changes.merge(ctx.writer.review([old.id], "accepted"))
+        except Exception:
+            if back:  # one action: a failed accept leaves the text as it was too
+                ctx.writer.edit(old.id, **back)
+            raise
 
         def undo() -> Changes:
             out = ctx.writer.review([old.id], "pending")

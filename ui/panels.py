@@ -571,7 +571,8 @@ class ReviewPanel(_Panel):
         self.accept_button.setToolTip("Keep the selected memories (A)")
         self.edit_button.setToolTip("Correct the memory, then keep it (E)")
         self.reject_button.setToolTip(
-            "Erase the selected memories; capture will not keep the same again (R)"
+            "Erase the selected memories; capture will not keep the same again (R). "
+            f"{_undo_key()} brings them back for {_seconds(ctx)} s"
         )
         self.pin_button.setToolTip("Pin: first in its project's digest, never decays (P)")
         self.accept_button.clicked.connect(self.accept_selected)
