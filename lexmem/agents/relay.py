@@ -212,9 +212,13 @@ class _Relay:
                 sock.shutdown(socket.SHUT_WR)
 
     def pending(self) -> bool:
-        """Whether a request of the agent's still waits for an answer."""
+        """Whether a request of the agent's still waits for an answer (a stream does not:
+        it ends with the agent's input)."""
         with self.lock:
-            return bool(self.inflight)
+            return self._waiting()
+
+    def _waiting(self) -> bool:
+        return any(key not in self.listens for key in self.inflight)
 
     def _line(self, line: bytes) -> None:
         with self.lock:
@@ -346,7 +350,7 @@ class _Relay:
                 with self.lock:
                     self._fail("the lexmem service did not start: see `lexmem doctor`")
                     self.changed.wait_for(lambda: bool(self.inflight) or not self.stdin_open)
-                    if not self.stdin_open and not self.inflight:
+                    if not self.stdin_open and not self._waiting():
                         return
                 continue
             self.connected = True
