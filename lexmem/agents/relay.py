@@ -174,7 +174,6 @@ class _Relay:
         self.inflight: dict[str, tuple[Any, bytes]] = {}  # requests it has not answered
         self.listens: set[str] = set()  # of those, subscriptions/listen streams
         self.acked: set[str] = set()  # streams the agent has had the acknowledgement of
-        self.swallow: set[str] = set()  # replies to the relay's own requests
         self.swallow_acks: set[str] = set()  # acknowledgements the agent has had already
         self.initialize: bytes | None = None  # the agent's, replayed to each new service
         self.initialized: bytes | None = None  # the agent's notifications/initialized
@@ -263,9 +262,9 @@ class _Relay:
 
     def _to_service(self, sock: socket.socket, line: bytes, key: str | None) -> None:
         with self.send_lock:
-            if key is not None and key in self.listens and key in self.acked:
-                with self.lock:
-                    self.swallow_acks.add(key)
+            with self.lock:
+                if key is not None and key in self.listens and key in self.acked:
+                    self.swallow_acks.add(key)  # the agent has had it from the manifest
             with contextlib.suppress(OSError):  # the reader sees it gone and answers for it
                 sock.sendall(line)
 
@@ -359,7 +358,7 @@ class _Relay:
                     self._hand_over(sock, stream)
                     for line in iter(stream.readline, b""):
                         self._from_service(line)
-            except OSError:
+            except (OSError, ValueError):  # gone, or garbled: a service that is no more
                 pass
             with self.lock:
                 self.sock = None
@@ -385,7 +384,8 @@ class _Relay:
                     line = stream.readline()
                     if not line:
                         raise OSError("the service closed the connection")
-                    if (_load(line) or {}).get("id") == rid and b'"method"' not in line:
+                    answer = _load(line)
+                    if answer is not None and answer.get("id") == rid and "method" not in answer:
                         break
                     self._from_service(line)
             with self.lock:
@@ -418,9 +418,6 @@ class _Relay:
         method = message.get("method")
         if method is None and "id" in message:  # an answer
             key = _key(message["id"])
-            if key in self.swallow:
-                self.swallow.discard(key)
-                return False
             self.inflight.pop(key, None)
             self.listens.discard(key)
             self.acked.discard(key)
