@@ -284,12 +284,17 @@ def test_a_service_that_stops_mid_session_is_replaced_and_the_session_goes_on(
         search = {**params, "name": "search_memory", "arguments": {"query": "anything"}}
         assert agent.ask("first", "tools/call", search)["result"]["isError"] is False
         old = service_pid(home)
-        # A call in flight when the service dies: it stops answering, then is killed.
+        # Calls in flight when the service dies: it stops answering, then is killed.
         os.kill(old, signal.SIGSTOP)
-        agent.request("in flight", "tools/call", search)
+        agent.request("read in flight", "tools/call", search)
+        save = {**params, "name": "save_memory", "arguments": {"text": "Deploys are on Fridays"}}
+        agent.request("write in flight", "tools/call", save)
         os.kill(old, signal.SIGKILL)
-        lost = agent.reply("in flight")
+        # The write may or may not have been done: the agent is told it has no answer.
+        lost = agent.reply("write in flight")
         assert lost["error"]["message"].startswith("the lexmem service stopped"), lost
+        # A read (its tool says readOnlyHint) is asked again of the next service.
+        assert agent.reply("read in flight")["result"]["isError"] is False
         # The relay starts another service and replays the opening to it.
         assert agent.ask("later", "tools/call", search)["result"]["isError"] is False
         assert service_pid(home) != old

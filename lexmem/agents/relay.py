@@ -66,6 +66,12 @@ ACKNOWLEDGED = "notifications/subscriptions/acknowledged"
 # JSON-RPC errors the relay answers with itself.
 UNSUPPORTED_VERSION = -32022
 INTERNAL_ERROR = -32603
+# Requests that change nothing, asked again of the next service when the one they went to
+# stopped before it answered (a tools/call too when the manifest says its tool only reads).
+READS = frozenset({
+    "ping", "server/discover", "tools/list", "resources/list", "resources/templates/list",
+    "resources/read", "prompts/list", "prompts/get", "completion/complete",
+})  # fmt: skip
 # After a service stopped, before the next is started (not in a tight loop, should one
 # stop as soon as it starts).
 RESTART_PAUSE_S = 0.5
@@ -165,6 +171,7 @@ class _Relay:
         self.sessions: dict[str, Any] = sessions if isinstance(sessions, dict) else {}
         self.refusals: dict[str, Any] = refusals if isinstance(refusals, dict) else {}
         self.modern: dict[str, Any] = modern if isinstance(modern, dict) else {}
+        self.read_only = _read_only_tools(manifest)
         self.lock = threading.Lock()
         self.changed = threading.Condition(self.lock)
         self.send_lock = threading.Lock()
@@ -173,6 +180,9 @@ class _Relay:
         self.queue: list[tuple[bytes, str | None]] = []  # lines for the service, in order
         self.inflight: dict[str, tuple[Any, bytes]] = {}  # requests it has not answered
         self.listens: set[str] = set()  # of those, subscriptions/listen streams
+        self.delivered: set[str] = set()  # of those, the ones the service has had
+        self.reads: set[str] = set()  # of those, the ones that change nothing
+        self.asked_again: set[str] = set()  # reads already asked of a second service
         self.acked: set[str] = set()  # streams the agent has had the acknowledgement of
         self.swallow_acks: set[str] = set()  # acknowledgements the agent has had already
         self.initialize: bytes | None = None  # the agent's, replayed to each new service
@@ -249,6 +259,8 @@ class _Relay:
         if method == "initialize" and self.initialize is None:
             self.initialize, self.legacy = line, self._session(params)
         self.inflight[key] = (ident, line)
+        if method in READS or (method == "tools/call" and params.get("name") in self.read_only):
+            self.reads.add(key)
         if method == LISTEN:
             self.listens.add(key)
         self.changed.notify_all()
@@ -262,11 +274,35 @@ class _Relay:
 
     def _to_service(self, sock: socket.socket, line: bytes, key: str | None) -> None:
         with self.send_lock:
+            self._deliver(sock, [(line, key)])
+
+    def _deliver(self, sock: socket.socket, lines: list[tuple[bytes, str | None]]) -> None:
+        """Send lines to the service (``send_lock`` held). A request it never had (its
+        socket closed under the line) goes to the next one instead, in its turn: only
+        those it had and did not answer get an error when it is gone."""
+        for n, (line, key) in enumerate(lines):
             with self.lock:
                 if key is not None and key in self.listens and key in self.acked:
                     self.swallow_acks.add(key)  # the agent has had it from the manifest
-            with contextlib.suppress(OSError):  # the reader sees it gone and answers for it
+            try:
                 sock.sendall(line)
+            except OSError:
+                with self.lock:
+                    left = [(ln, k) for ln, k in lines[n:] if k is None or k in self.inflight]
+                    if self.sock is sock:
+                        self.sock = None  # gone: what follows waits for the next service
+                    now = self.sock
+                    if now is None:
+                        self.queue.extend(left)
+                if now is not None:  # the next service took over meanwhile
+                    self._deliver(now, left)
+                return
+            if key is not None:
+                with self.lock:
+                    if key in self.inflight:
+                        self.delivered.add(key)
+                    if self.sock is not sock and key in self.inflight and key not in self.listens:
+                        self._lost(key)  # it went as the service went: no answer will come
 
     def _session(self, params: dict[str, Any]) -> dict[str, Any] | None:
         answers = self.sessions.get(str(params.get("protocolVersion"))) or self.sessions.get("*")
@@ -317,7 +353,7 @@ class _Relay:
             ack = _acknowledgement(ident, params, reply.get("ack"))
             if ack is not None:
                 note = {"jsonrpc": "2.0", "method": ACKNOWLEDGED, "params": ack}
-                self._write(json.dumps(note).encode() + b"\n")
+                self._write(json.dumps(note, separators=(",", ":")).encode() + b"\n")
                 self.acked.add(_key(ident))
             return False
         if "result" in reply:
@@ -329,7 +365,8 @@ class _Relay:
         return True
 
     def _reply(self, ident: Any, **outcome: Any) -> None:
-        self._write(json.dumps({"jsonrpc": "2.0", "id": ident, **outcome}).encode() + b"\n")
+        reply = {"jsonrpc": "2.0", "id": ident, **outcome}
+        self._write(json.dumps(reply, separators=(",", ":")).encode() + b"\n")
 
     def _write(self, data: bytes) -> None:
         with self.out_lock, contextlib.suppress(OSError):  # the agent is gone
@@ -399,8 +436,7 @@ class _Relay:
                 stdin_open = self.stdin_open
             if initialized is not None:
                 sock.sendall(initialized)
-            for line, _ in queued:
-                sock.sendall(line)
+            self._deliver(sock, queued)
             if not stdin_open:
                 sock.shutdown(socket.SHUT_WR)
 
@@ -419,6 +455,9 @@ class _Relay:
         if method is None and "id" in message:  # an answer
             key = _key(message["id"])
             self.inflight.pop(key, None)
+            self.delivered.discard(key)
+            self.reads.discard(key)
+            self.asked_again.discard(key)
             self.listens.discard(key)
             self.acked.discard(key)
             return True
@@ -432,18 +471,31 @@ class _Relay:
         return True
 
     def _gone(self) -> None:
-        """The service stopped: what it had not answered gets an error, but for streams,
-        which the next service carries on (their acknowledgement kept from the agent)."""
-        for key, (ident, _) in list(self.inflight.items()):
-            if key not in self.listens:
-                del self.inflight[key]
-                self._reply(ident, error={
-                    "code": INTERNAL_ERROR,
-                    "message": "the lexmem service stopped before it answered; try again",
-                })  # fmt: skip
-        self.queue[:0] = [(line, key) for key, (_, line) in self.inflight.items()]
+        """The service stopped: what it had and did not answer gets an error, but for
+        streams, which the next service carries on (their acknowledgement kept from the
+        agent); what it never had waits for the next."""
+        again = []
+        for key in [k for k in self.inflight if k in self.delivered]:
+            if key in self.listens or (key in self.reads and key not in self.asked_again):
+                again.append((self.inflight[key][1], key))
+                if key not in self.listens:
+                    self.asked_again.add(key)  # once: a read that stops services gets an error
+            else:
+                self._lost(key)
+        self.queue[:0] = again
+        self.delivered.clear()
         self.swallow_acks.clear()
         self.replay = self.initialize is not None
+
+    def _lost(self, key: str) -> None:
+        ident, _ = self.inflight.pop(key)
+        self.delivered.discard(key)
+        self.reads.discard(key)
+        self.asked_again.discard(key)
+        self._reply(ident, error={
+            "code": INTERNAL_ERROR,
+            "message": "the lexmem service stopped before it answered; try again",
+        })  # fmt: skip
 
     def _fail(self, why: str) -> None:
         """No service to be had: every request waiting for one gets an error."""
@@ -451,7 +503,24 @@ class _Relay:
             self._reply(ident, error={"code": INTERNAL_ERROR, "message": why})
         self.inflight.clear()
         self.listens.clear()
+        self.delivered.clear()
+        self.reads.clear()
+        self.asked_again.clear()
         self.queue = [(line, key) for line, key in self.queue if key is None]
+
+
+def _read_only_tools(manifest: dict[str, Any]) -> frozenset[str]:
+    """The tools the service says only read (``readOnlyHint``), from its recorded lists."""
+    lists = [s.get("tools/list") for s in (manifest.get("sessions") or {}).values()
+             if isinstance(s, dict)]  # fmt: skip
+    lists += [(s.get("tools/list") or {}).get("result") for s in
+              (manifest.get("modern") or {}).values() if isinstance(s, dict)]  # fmt: skip
+    tools = [t for listed in lists if isinstance(listed, dict)
+             for t in listed.get("tools") or [] if isinstance(t, dict)]  # fmt: skip
+    return frozenset(
+        t["name"] for t in tools if isinstance(t.get("name"), str)
+        and isinstance(t.get("annotations"), dict) and t["annotations"].get("readOnlyHint") is True
+    )  # fmt: skip
 
 
 def _acknowledgement(ident: Any, params: dict[str, Any], recorded: Any) -> dict[str, Any] | None:
