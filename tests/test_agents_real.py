@@ -345,16 +345,22 @@ NEWEST_DIR = Path(
 )
 
 
-def _claude(which: str) -> Path:
+def _cli(agent: str, which: str) -> Path:
     if which == "pinned":
-        _require("claude")
-        return agent_bin("claude")
-    exe = NEWEST_DIR / "node_modules" / ".bin" / "claude"
+        _require(agent)
+        return agent_bin(agent)
+    exe = NEWEST_DIR / "node_modules" / ".bin" / agent
     if not exe.exists():
-        pytest.skip(
-            f"the newest Claude Code is not installed in {NEWEST_DIR} (npm install --prefix)"
-        )
+        pytest.skip(f"the newest {agent} CLI is not installed in {NEWEST_DIR} (npm --prefix)")
     return exe
+
+
+def _argv(agent: str, exe: Path, prompt: str) -> list[str]:
+    """What Sandbox.claude and Sandbox.codex run, with ``exe``."""
+    if agent == "claude":
+        return [str(exe), "-p", prompt, "--dangerously-skip-permissions", "--output-format", "json"]
+    return [str(exe), "exec", "--dangerously-bypass-approvals-and-sandbox",
+            "--skip-git-repo-check", "--color", "never", prompt]  # fmt: skip
 
 
 def _stop_services(sb: Sandbox) -> None:
@@ -373,7 +379,7 @@ def test_claude_has_lexmems_tools_while_the_service_starts(which: str, tmp_path:
     offers lexmem's tools; the scripted search then waits for the service and finds
     the seeded memory. On 60c5e3c the newest Claude Code's probe waited for the service
     and held back the rest of its opening: no lexmem tool in the session."""
-    exe = _claude(which)
+    exe = _cli("claude", which)
     with FakeModel() as model:
         sb = Sandbox(tmp_path, model.url)
         lock = FileLock(Paths(sb.lexmem_home).service_lock, timeout=0)
@@ -399,10 +405,7 @@ def test_claude_has_lexmems_tools_while_the_service_starts(which: str, tmp_path:
             lock.acquire()
             releaser.start()
             model.script(Turn(tool=TOOL, input=SEARCH_INPUT), Turn(text="Use make ship."))
-            run = sb.run([
-                str(exe), "-p", "How do we release the shop?", "--dangerously-skip-permissions",
-                "--output-format", "json",
-            ])  # fmt: skip
+            run = sb.run(_argv("claude", exe, "How do we release the shop?"))
             assert run.returncode == 0
             requests = model.main_requests()
             assert requests, "the session sent no model request"
@@ -415,5 +418,61 @@ def test_claude_has_lexmems_tools_while_the_service_starts(which: str, tmp_path:
             asked.set()
             if releaser.is_alive() or releaser.ident is not None:
                 releaser.join(CLI_TIMEOUT)
+            _stop_services(sb)
+            sb.close()
+
+
+class _KillingModel(FakeModel):
+    """The fake model, killing the lexmem service (SIGKILL) as the session's second main
+    request comes: between the agent's two calls of lexmem's tool."""
+
+    def __init__(self, home: Path) -> None:
+        super().__init__()
+        self.home, self.killed = home, list[int]()
+
+    def _next_turn(self, rec: Recorded) -> Turn:
+        if rec.tool_names and len(self.main_requests()) == 2 and not self.killed:
+            for s in services():
+                if s.home == self.home:
+                    os.kill(s.pid, signal.SIGKILL)
+                    self.killed.append(s.pid)
+        return super()._next_turn(rec)
+
+
+@pytest.mark.parametrize("which", ["pinned", "newest"])
+@pytest.mark.parametrize("agent", ["claude", "codex"])
+def test_a_service_killed_mid_session_does_not_end_lexmems_tools(
+    agent: str, which: str, tmp_path: Path
+) -> None:
+    """The relay starts another service and the agent's next call is answered, in the
+    same ``lexmem mcp``. On 60c5e3c the relay ended with the service, and the next call
+    depended on timing: one that reached the ending relay failed (seen with both Codex
+    versions), one made after it had ended went to a ``lexmem mcp`` the agent started
+    again. The scripted test in test_relay_opening.py shows the difference for sure."""
+    exe = _cli(agent, which)
+    root = tmp_path / "sandbox"
+    root.mkdir()
+    with _KillingModel(root / "lexmem") as model:
+        sb = Sandbox(root, model.url)
+        assert model.home == sb.lexmem_home
+        try:
+            if agent == "codex":
+                (sb.codex_home / "config.toml").write_text(sb.codex_provider_config())
+            else:
+                (sb.home / ".claude.json").write_text(json.dumps(CLAUDE_JSON, indent=2) + "\n")
+            sb.lexmem("install", agent)
+            sb.lexmem("remember", SEEDED, "--project", str(sb.project))
+            second = {"query": "the release branch"}
+            model.script(Turn(tool=TOOL, input=SEARCH_INPUT), Turn(tool=TOOL, input=second),
+                         Turn(text="Use make ship."))  # fmt: skip
+            run = sb.run(_argv(agent, exe, "How do we release the shop?"))
+            assert run.returncode == 0
+            requests = model.main_requests()
+            assert model.killed, "no service was running to kill"
+            assert len(requests) >= 3, f"{len(requests)} requests: the second call got no answer"
+            for n in (1, 2):
+                outputs = _tool_results(requests[n])
+                assert any("make ship" in o for o in outputs), (n, outputs)
+        finally:
             _stop_services(sb)
             sb.close()
