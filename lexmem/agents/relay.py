@@ -49,7 +49,8 @@ if TYPE_CHECKING:
 __all__ = ["START_WAIT_S", "relay"]
 
 # How long a relay waits for a service it started (a cold start loads the store and
-# the model) before it gives up and the caller serves in-process.
+# the model) before it gives up: the requests that wait for it get an error (or, when
+# the relay has read nothing yet, the caller serves the session in-process).
 START_WAIT_S = 60.0
 # A running service with no socket after this long is a lexmem too old to listen.
 NO_SOCKET_S = 15.0
@@ -430,9 +431,6 @@ class _Relay:
                 queued, self.queue = self.queue, []
                 self.replay = False
                 self.sock = sock
-                for _, key in queued:
-                    if key is not None and key in self.listens and key in self.acked:
-                        self.swallow_acks.add(key)
                 stdin_open = self.stdin_open
             if initialized is not None:
                 sock.sendall(initialized)
