@@ -426,6 +426,8 @@ def test_recording_the_manifest_in_a_deleted_folder_ends_with_one_line(tmp_path:
     """The recorder runs in the data folder. Deleted first, the session could not start
     (not even the working directory reads), and the recorder waited for its answer
     forever."""
+    from mcp_types.version import MODERN_PROTOCOL_VERSIONS
+
     from lexmem.agents.mcp_server import MANIFEST_VERSIONS
 
     gone = tmp_path / "gone"
@@ -449,7 +451,8 @@ def test_recording_the_manifest_in_a_deleted_folder_ends_with_one_line(tmp_path:
     )  # fmt: skip
     assert done.returncode == 0, done.stderr.decode()
     manifest = json.loads((home / "mcp-manifest.json").read_text())
-    assert set(manifest["sessions"]) == set(MANIFEST_VERSIONS)
+    assert set(manifest["sessions"]) == {*MANIFEST_VERSIONS, "*"}  # "*": a version unknown
+    assert set(manifest["modern"]) == set(MODERN_PROTOCOL_VERSIONS)
 
 
 def test_doctor_lists_a_service_whose_data_folder_is_gone(tmp_path: Path) -> None:
