@@ -262,6 +262,13 @@ def text_param(value: str, where: str) -> str:
     return value
 
 
+def scrub_query(query: str) -> str:
+    """A search's query as an answer may show it: secrets redacted (never echoed back)."""
+    from lexmem.capture.redact import redact
+
+    return redact(query).text
+
+
 def read_text_arg(parts: Sequence[str], what: str = "text") -> str:
     """The words of TEXT, or standard input for ``-`` (or when it is piped and TEXT is absent)."""
     text = " ".join(parts)
@@ -645,8 +652,9 @@ def search(c: Ctx, query: tuple[str, ...], project: str | None, mtype: str | Non
     flt = _filter(relative_project(c, project), mtype, status, source, since=since, until=until)
     result = c.lm().search(" ".join(query), flt, limit=limit, mode=mode)
     if as_json:
-        emit_json({"query": result.query, "mode": result.mode, "timings_ms": result.timings_ms,
-                   "hits": [h.to_dict() for h in result.hits]})  # fmt: skip
+        # The query as lexmem would keep it: a secret typed into a search is not echoed.
+        emit_json({"query": scrub_query(result.query), "mode": result.mode,
+                   "timings_ms": result.timings_ms, "hits": [h.to_dict() for h in result.hits]})  # fmt: skip
         return
     # The table is for a person: what is worth reading, not every memory sharing one word
     # with a question. --json keeps the whole ranking, as scripts and agents want it.
