@@ -3,7 +3,8 @@
 Each command parses its arguments, calls one method of :class:`lexmem.api.Lexmem`
 and prints the result: a readable table, or JSON with ``--json``. Errors become
 one line on stderr and a non-zero exit code (2 for bad input, 3 for an unknown
-id, 1 otherwise); nothing is printed half-way.
+id, 130 when interrupted, 1 otherwise); nothing is printed half-way. A closed output
+pipe ends a command quietly with 141.
 """
 
 from __future__ import annotations
@@ -338,10 +339,11 @@ def closed_pipe(ctx: click.Context | None = None) -> int:
 
 
 def check_text_params(command: click.Command, ctx: click.Context) -> None:
-    """Every text a command was given as an argument or option is UTF-8 (a file name
-    may be any bytes, and is left as it is); else one line naming it and the byte."""
+    """Every text a command was given as an argument or option is UTF-8; else one line
+    naming it and the byte. Folder and file names too: what lexmem writes them into
+    (settings, tables, JSON) holds text only."""
     for param in command.params:
-        if param.name is None or isinstance(param.type, click.Path | click.File):
+        if param.name is None:
             continue
         value = ctx.params.get(param.name)
         where = param.opts[0] if isinstance(param, click.Option) else param.human_readable_name
