@@ -17,14 +17,19 @@ import json
 import os
 import subprocess
 import sys
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
 from pathlib import Path
 from typing import Any
 
+import anyio
 import pytest
 from diskscan import find_markers
-from faultkit import environment
+from faultkit import environment, lexmem_command
+from mcp import ClientSession, StdioServerParameters
+from mcp.client.stdio import stdio_client
 from test_hook import SESSION, claude_payload, inbox_files, ok, run_hook
-from test_mcp import Client, serve, server_env
+from test_mcp import CALL_TIMEOUT, Client, server_env
 from test_optout import add_worktree, new_repo, opt_out_by_settings
 from test_readers import serving
 
@@ -93,6 +98,24 @@ def anyio_backend() -> str:
     return "asyncio"
 
 
+@asynccontextmanager
+async def mcp_session(env: dict[str, str], cwd: Path, *, relayed: bool) -> AsyncIterator[ClientSession]:  # fmt: skip
+    """An MCP session as an agent starts one in ``cwd``: ``lexmem mcp`` served in its own
+    process, or (``relayed``) the console script relaying it to the running service."""
+    command = [*lexmem_command(), "mcp"] if relayed else [*MODULE, "mcp"]
+    if not relayed:
+        env = {**env, "LEXMEM_NO_SERVICE": "1"}
+    params = StdioServerParameters(command=command[0], args=command[1:], env=env, cwd=str(cwd))
+    with open(cwd.parent / "server.stderr", "a", encoding="utf-8") as errlog:
+        async with (
+            stdio_client(params, errlog=errlog) as (read, write),
+            ClientSession(read, write) as session,
+        ):
+            with anyio.fail_after(CALL_TIMEOUT):
+                await session.initialize()
+            yield session
+
+
 @pytest.mark.anyio
 async def test_save_memory_from_a_server_in_an_opted_out_repository_is_refused(
     repo: Path, tmp_path: Path
@@ -106,7 +129,7 @@ async def test_save_memory_from_a_server_in_an_opted_out_repository_is_refused(
     assert done.returncode == 0, done.stderr
     for relayed in (False, True):  # in its own process, and relayed to a running service
         with serving(home) if relayed else open(os.devnull):
-            async with serve(env, repo / "src") as session:
+            async with mcp_session(env, repo / "src", relayed=relayed) as session:
                 c = Client(session, home, repo)
                 for arguments in ({}, {"project": ""}, {"project": "ops"}):
                     message = await c.error("save_memory", text=f"Use tabs {WORDS}", **arguments)
