@@ -172,3 +172,26 @@ def test_with_a_service_remember_answers_with_the_memory_id_and_ctrl_c_says_whic
                                    capture_output=True, check=False).returncode == 0,
             "the interrupted memory stored by the service", timeout=600,
         )  # fmt: skip
+
+
+def test_ctrl_c_while_this_process_applies_a_change_withdraws_it(tmp_path: Path) -> None:
+    """No service: ``supersede --with -`` of a long text, interrupted while the command
+    applies it; the old memory stays as it was, and nothing waits in the inbox."""
+    home = tmp_path / "lexmem"
+    old = json.loads(lexmem(home, "remember", "--json", "The shop deploys on Tuesdays.").stdout)
+    proc = subprocess.Popen(
+        [*MODULE, "supersede", old["ids"][0][:8], "--with", "-"], stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE, stderr=subprocess.PIPE, env=environment(home),
+    )  # fmt: skip
+    assert proc.stdin is not None
+    proc.stdin.write(long_text(100_000, seed=5))
+    proc.stdin.close()
+    wait_for(lambda: inbox_events(home) or proc.poll() is not None, "the event in the inbox")
+    code, out, err = interrupt(proc)
+    assert (code, out, err) == (130, "", "lexmem: interrupted: nothing was changed\n")
+    assert inbox_events(home) == []
+    lexmem(home, "remember", "Invoices go out on the first of the month.")
+    assert sorted((m["content"], m["status"]) for m in stored(home)) == [
+        ("Invoices go out on the first of the month.", "active"),
+        ("The shop deploys on Tuesdays.", "active"),
+    ]

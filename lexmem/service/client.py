@@ -90,27 +90,44 @@ class InboxWriter:
             "memory_op", "", session_id=f"{self.agent}-ops", agent=self.agent,
             metadata={"op": op, "kwargs": kwargs},
         )  # fmt: skip
-        enqueue(self.lm, event)
-        if self.notify is not None:
-            self.notify()
-        drain_if_no_service(self.lm)
         journal = self.lm.journal
         entry_id = derived_id("op", event["event_id"])
-        deadline = time.monotonic() + self.wait
-        retry = time.monotonic() + 0.5
-        while True:
-            self.lm.store.refresh()
-            found = _outcome(journal, entry_id)
-            if found is not None:
-                break
-            if time.monotonic() >= deadline:
-                raise LexmemError(
-                    "the running lexmem service has not applied it yet; it stays queued"
-                )
-            if time.monotonic() >= retry:  # the service went away (or was only a commit)
-                drain_if_no_service(self.lm)
-                retry = time.monotonic() + 0.5
-            time.sleep(0.05)
+        try:
+            enqueue(self.lm, event)
+            if self.notify is not None:
+                self.notify()
+            drain_if_no_service(self.lm)
+            deadline = time.monotonic() + self.wait
+            retry = time.monotonic() + 0.5
+            while True:
+                self.lm.store.refresh()
+                found = _outcome(journal, entry_id)
+                if found is not None:
+                    break
+                if time.monotonic() >= deadline:
+                    raise LexmemError(
+                        "the running lexmem service has not applied it yet; it stays queued"
+                    )
+                if time.monotonic() >= retry:  # the service went away (or was only a commit)
+                    drain_if_no_service(self.lm)
+                    retry = time.monotonic() + 0.5
+                time.sleep(0.05)
+        except KeyboardInterrupt:
+
+            def applied() -> bool:
+                try:
+                    self.lm.store.refresh()
+                    return _outcome(journal, entry_id) is not None
+                except Exception:  # noqa: BLE001 - no journal yet: nothing was applied
+                    return False
+
+            what = op.replace("_", " ")
+            said = _withdraw(
+                self.lm, event["event_id"], applied, done=f"it was already done ({what})",
+                owned=f"the running lexmem service has it ({what}) and will still do it",
+                gone="nothing was changed",
+            )  # fmt: skip
+            raise Interrupted(said) from None
         if found.decision == "failed":
             error = LexmemError(found.reason)
             error.exit_code = int(found.metadata.get("exit_code", 1))
@@ -210,6 +227,12 @@ def drain_if_no_service(lm: Lexmem) -> None:
         service.acquire()
     except ServiceBusyError:
         return  # one started meanwhile: it will apply the event
+    except BaseException:
+        # Cut short (Ctrl-C) while it recovered, the lock taken: let it go, so that the
+        # caller can still withdraw its event and a service can start.
+        if CaptureService.in_process(lm.paths) is service:
+            service.release()
+        raise
     try:
         service.drain()
     finally:
@@ -367,10 +390,26 @@ def _busy_with(lm: Lexmem) -> str:
 
 
 def withdraw(lm: Lexmem, event_id: str, memory_id: str) -> str:
-    """After Ctrl-C: take the event ``event_id`` back if no writer has it, and say what
-    became of it. An event file leaves the inbox only after its memory is stored, and
-    only a process holding the writer's lock may remove one a writer could be reading:
-    when a running service holds the lock, the event is the service's."""
+    """After Ctrl-C during a remember: take its event back if no writer has it, and say
+    what became of it (see :func:`_withdraw`)."""
+    show = f"{memory_id} (lexmem show {memory_id[:8]})"
+    return _withdraw(
+        lm, event_id, lambda: _stored(lm, memory_id), done=f"it was already stored as {show}",
+        owned=f"the running lexmem service has it and will still store it as {show}",
+        gone="nothing was kept",
+    )  # fmt: skip
+
+
+def _withdraw(
+    lm: Lexmem, event_id: str, applied: Callable[[], bool], *, done: str, owned: str, gone: str
+) -> str:
+    """Take the event ``event_id`` back if no writer has it; which of the three things
+    became of it: ``done`` (``applied()`` already), ``owned`` (a running service has it
+    and will apply it) or ``gone`` (withdrawn, or never written).
+
+    An event file leaves the inbox only after what it does is committed, and only a
+    process holding the writer's lock may remove one a writer could be reading: when a
+    running service holds the lock, the event is the service's."""
     import signal
     import threading
 
@@ -388,23 +427,19 @@ def withdraw(lm: Lexmem, event_id: str, memory_id: str) -> str:
             if n.startswith(f".tmp-{event_id}-"):
                 (folder / n).unlink(missing_ok=True)
         mine = [n for n in names if n.endswith(f"-{event_id}.json") and not n.startswith(".")]
-        stored = f"it was already stored as {memory_id} (lexmem show {memory_id[:8]})"
         if not mine:
-            return stored if _stored(lm, memory_id) else "nothing was kept"
+            return done if applied() else gone
         lock = FileLock(lm.paths.service_lock, timeout=0)
         try:
             lock.acquire()
         except (LockTimeout, OSError):
-            return (
-                "the running lexmem service has it and will still store it as "
-                f"{memory_id} (lexmem show {memory_id[:8]})"
-            )
+            return owned
         try:
-            if _stored(lm, memory_id):
-                return stored
+            if applied():
+                return done
             for n in mine:
                 (folder / n).unlink(missing_ok=True)
-            return "nothing was kept"
+            return gone
         finally:
             lock.release()
     finally:
