@@ -395,6 +395,9 @@ class LexmemGroup(click.Group):
         try:
             return super().invoke(ctx)
         except LexmemError as exc:
+            if exc.exit_code == 130:  # Ctrl-C, and what became of the write it cut short
+                click.echo(f"lexmem: interrupted: {one_line(str(exc))}", err=True)
+                ctx.exit(130)
             fail(str(exc), exc.exit_code)
         except (click.exceptions.Exit, click.exceptions.NoArgsIsHelpError):
             raise
@@ -405,12 +408,16 @@ class LexmemGroup(click.Group):
         except click.exceptions.Abort:
             click.echo("lexmem: aborted", err=True)
             ctx.exit(1)
-        except KeyboardInterrupt as exc:
-            # What became of a write cut short, when it can be told (see Interrupted).
-            said = one_line(str(exc)) if str(exc) else ""
-            click.echo(f"lexmem: interrupted{': ' + said if said else ''}", err=True)
+        except KeyboardInterrupt:
+            click.echo("lexmem: interrupted", err=True)
             ctx.exit(130)
         except Exception as exc:
+            client = sys.modules.get("lexmem.service.client")
+            here = not isinstance(ctx.find_object(Ctx), WarmCtx)  # not the service's render
+            if here and client is not None and client.interrupted(exc):
+                # Ctrl-C that landed in an import or native code, and came out as this.
+                click.echo("lexmem: interrupted", err=True)
+                ctx.exit(130)
             if os.environ.get("LEXMEM_DEBUG"):
                 raise
             first = str(exc).strip().splitlines()[0] if str(exc).strip() else ""
@@ -553,14 +560,17 @@ def remember(
 ) -> None:
     """Remember TEXT (use - to read it from standard input)."""
     from lexmem.models import TypeClassification
-    from lexmem.service.client import Interrupted
+    from lexmem.service.client import Interrupted, interrupted, watch_sigint
 
+    watch_sigint()
     try:
         done = _remember(c, text, mtype, project, title, pin)
     except Interrupted:
         raise
-    except KeyboardInterrupt:  # before anything was handed to the writer
-        raise Interrupted("nothing was kept") from None
+    except BaseException as exc:
+        if not interrupted(exc):
+            raise
+        raise Interrupted("nothing was kept") from None  # before anything was handed over
     if done.queued:
         # Not stored yet, but its id is known: the id it will have (`show` finds it then).
         if as_json:

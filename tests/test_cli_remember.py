@@ -188,7 +188,7 @@ def test_ctrl_c_while_this_process_applies_a_change_withdraws_it(tmp_path: Path)
     proc.stdin.close()
     wait_for(lambda: inbox_events(home) or proc.poll() is not None, "the event in the inbox")
     code, out, err = interrupt(proc)
-    assert (code, out, err) == (130, "", "lexmem: interrupted: nothing was changed\n")
+    assert (code, out, err) == (130, "", "lexmem: interrupted: nothing was changed\n"), err
     assert inbox_events(home) == []
     lexmem(home, "remember", "Invoices go out on the first of the month.")
     assert sorted((m["content"], m["status"]) for m in stored(home)) == [

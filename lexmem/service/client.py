@@ -9,6 +9,8 @@ from __future__ import annotations
 import contextlib
 import logging
 import os
+import signal
+import threading
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
@@ -19,6 +21,7 @@ from lexmem.capture.inbox import Inbox, derived_id
 from lexmem.errors import (
     DataFolderError,
     InvalidInputError,
+    LexmemError,
 )
 from lexmem.models import (
     Changes,
@@ -48,13 +51,41 @@ __all__ = [
     "apply_access_if_no_service",
     "drain_if_no_service",
     "enqueue",
+    "interrupted",
     "maintain",
     "maintenance_progress",
     "remember_through_inbox",
+    "watch_sigint",
     "withdraw",
 ]
 
 log = logging.getLogger("lexmem.capture")
+
+# Set once SIGINT came to this process (see watch_sigint).
+_SIGINT = threading.Event()
+
+
+def watch_sigint() -> None:
+    """From now on, also remember that SIGINT came, not only raise KeyboardInterrupt: an
+    interrupt that lands inside an import or native code comes out as another exception
+    ("ImportError: initialization failed"), and it is still Ctrl-C. The main thread only,
+    and only where Python's own handler is in place (a background job ignores SIGINT)."""
+    if threading.current_thread() is not threading.main_thread():
+        return
+    previous = signal.getsignal(signal.SIGINT)
+    if previous is not signal.default_int_handler:
+        return  # ignored, someone else's, or already this one
+
+    def handler(signum: int, frame: Any) -> None:
+        _SIGINT.set()
+        signal.default_int_handler(signum, frame)
+
+    signal.signal(signal.SIGINT, handler)
+
+
+def interrupted(exc: BaseException) -> bool:
+    """Whether ``exc`` is, or came of, Ctrl-C."""
+    return isinstance(exc, KeyboardInterrupt) or _SIGINT.is_set()
 
 
 class InboxWriter:
@@ -92,6 +123,7 @@ class InboxWriter:
         )  # fmt: skip
         journal = self.lm.journal
         entry_id = derived_id("op", event["event_id"])
+        watch_sigint()
         try:
             enqueue(self.lm, event)
             if self.notify is not None:
@@ -112,7 +144,9 @@ class InboxWriter:
                     drain_if_no_service(self.lm)
                     retry = time.monotonic() + 0.5
                 time.sleep(0.05)
-        except KeyboardInterrupt:
+        except BaseException as exc:
+            if not interrupted(exc):
+                raise
 
             def applied() -> bool:
                 try:
@@ -351,9 +385,12 @@ class Remembered:
     why: str = ""  # why it is queued rather than stored
 
 
-class Interrupted(KeyboardInterrupt):
+class Interrupted(LexmemError):
     """Ctrl-C during a write; its message says exactly what became of the write
-    ("nothing was kept", or the id it was or will be stored as)."""
+    ("nothing was kept", or the id it was or will be stored as). Exit code 130, as a
+    shell reports a command SIGINT ended."""
+
+    exit_code = 130
 
 
 # How long a running service may show no sign of work at all (no inbox file taken, no
@@ -413,7 +450,7 @@ def _withdraw(
     import signal
     import threading
 
-    from lexmem.locks import FileLock, LockTimeout
+    from lexmem.locks import FileLock, LockTimeout, held_here
 
     main = threading.current_thread() is threading.main_thread()
     before = signal.signal(signal.SIGINT, signal.SIG_IGN) if main else None
@@ -433,7 +470,10 @@ def _withdraw(
         try:
             lock.acquire()
         except (LockTimeout, OSError):
-            return owned
+            # Held in this very process (a commit the interrupt cut short let go of
+            # nothing): no other writer can have the event either.
+            if not held_here(lm.paths.service_lock):
+                return owned
         try:
             if applied():
                 return done
@@ -486,6 +526,7 @@ def remember_through_inbox(
 
     event_id = new_event_id()
     memory_id = derived_id("explicit", event_id)
+    watch_sigint()
     try:
         body = scrub(text)
         if not body:
@@ -541,5 +582,7 @@ def remember_through_inbox(
             if why:
                 return Remembered(event_id, [], True, memory_id, why)
             time.sleep(0.05)
-    except KeyboardInterrupt:
+    except BaseException as exc:
+        if not interrupted(exc):
+            raise
         raise Interrupted(withdraw(lm, event_id, memory_id)) from None
