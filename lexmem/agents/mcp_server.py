@@ -263,13 +263,13 @@ class MemoryTools:
         with self._lock:
             lm = self.core(create=False)
             if lm is None:
-                return {"query": query, "results": []}
+                return {"query": _echo(query), "results": []}
             flt = MemoryFilter(
                 project=project or None, type=MemoryType(type) if type else None,
                 exclude_projects=self._hidden(lm),
             )  # fmt: skip
             result = lm.search(query, flt, limit=limit)
-        return {"query": query, "results": [_hit(h) for h in result.hits]}
+        return {"query": _echo(query), "results": [_hit(h) for h in result.hits]}
 
     def get(self, ids: str | Sequence[str]) -> dict[str, Any]:
         wanted = [ids] if isinstance(ids, str) else list(ids)
@@ -538,6 +538,14 @@ def _parse_time(text: str) -> datetime:
             f"the anchor must be a memory id or a time like 2026-01-31T09:00, not {text!r}"
         ) from exc
     return value if value.tzinfo else value.replace(tzinfo=UTC)
+
+
+def _echo(query: str) -> str:
+    """A query as an answer shows it: secrets redacted, never echoed back to the agent
+    (whose transcript is kept on disk)."""
+    from lexmem.capture.redact import redact
+
+    return redact(query).text
 
 
 def _scrub(text: str) -> str:

@@ -324,17 +324,18 @@ class CapturePipeline:
         return keep, len(gone)
 
     def _audit_opted_out(self, events: Sequence[Mapping[str, Any]]) -> None:
-        by_session: dict[str, list[str]] = {}
-        for e in events:
-            by_session.setdefault(e["session_id"], []).append(e["event_id"])
+        """One audit entry for the events of opted-out repositories let go together: the
+        decision and its reason, how many, and nothing of where they came from (no
+        session, project or path; its id derives from the events' ids alone)."""
+        if not events:
+            return
+        ident = derived_id("optout", *sorted(e["event_id"] for e in events))
         self.journal.audit([
             AuditEntry(
-                id=derived_id("optout", sid, *sorted(ids)), timestamp=utcnow(), session_id=sid,
-                candidate_id=derived_id("optout", sid, *sorted(ids)), decision="skipped",
-                reason="opted out", confidence=0.0, rule="optout", kind="optout",
-                metadata={"events": len(ids)},
+                id=ident, timestamp=utcnow(), session_id=None, candidate_id=ident,
+                decision="skipped", reason="opted out", confidence=0.0, rule="optout",
+                kind="optout", metadata={"events": len(events)},
             )
-            for sid, ids in by_session.items()
         ])  # fmt: skip
         log.info("[MEM:CAPTURE] Dropped %d events of opted-out repositories", len(events))
 
@@ -822,11 +823,13 @@ class CapturePipeline:
             # an opted-out repository's candidates leave one audit line, no title, no text.
             dropped = [c for c in candidates if c is not None]
             if dropped:
+                # Its id derives from the session and events, so a retry writes it once;
+                # the entry itself keeps nothing of where they came from.
                 ident = derived_id(
                     "optout", session_id, *sorted(i for c in dropped for i in c.event_ids)
                 )
                 self.journal.audit([AuditEntry(
-                    id=ident, timestamp=utcnow(), session_id=session_id, candidate_id=ident,
+                    id=ident, timestamp=utcnow(), session_id=None, candidate_id=ident,
                     decision="skipped", reason="opted out", confidence=0.0, rule="optout",
                     kind="optout", metadata={"candidates": len(dropped)},
                 )])  # fmt: skip
