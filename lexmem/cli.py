@@ -249,6 +249,18 @@ def read_stdin() -> str:
     return decoded(raw.read(), "standard input")
 
 
+def read_stdin_line() -> str:
+    """One line of standard input as UTF-8 text, without its line ending (a password)."""
+    stream = sys.stdin
+    raw = getattr(stream, "buffer", None)
+    if raw is None:
+        line = stream.readline()
+        data = line.encode("utf-8", "surrogateescape")
+    else:
+        data = raw.readline()
+    return decoded(data, "standard input").rstrip("\r\n")
+
+
 def text_param(value: str, where: str) -> str:
     """A command-line argument as UTF-8 text: the shell hands over bytes, and Python
     keeps those that are not UTF-8 as surrogates."""
@@ -1436,7 +1448,7 @@ def team() -> None:
 def team_join(c: Ctx, url: str, project: str | None, team_name: str | None, user: str,
               password_stdin: bool, as_json: bool) -> None:  # fmt: skip
     """Share a project with the team whose database is at URL (never with its password)."""
-    password = sys.stdin.readline().rstrip("\r\n") if password_stdin else None
+    password = read_stdin_line() if password_stdin else None
     result = c.lm().team_join(
         url, project=project, team_name=team_name, user=user, password=password, cwd=c.cwd()
     )
@@ -1535,8 +1547,8 @@ def team_admin(c: Ctx, url: str, team_name: str, share: tuple[str, ...], member:
     """Set up a team on the database at URL: the team, the projects it shares, its members."""
     password, passwords = None, {}
     if password_stdin:
-        password = sys.stdin.readline().rstrip("\r\n")
-        passwords = {role: sys.stdin.readline().rstrip("\r\n") for role in member}
+        password = read_stdin_line()
+        passwords = {role: read_stdin_line() for role in member}
     result = c.lm().team_admin(
         url, team_name, share=share, members=member, passwords=passwords, user=user,
         password=password,

@@ -142,3 +142,19 @@ def test_a_closed_pipe_ends_an_answered_read_quietly(home: Path, service: None) 
     for argv in [*READS, ["show", memory_id(home)[:8]]]:
         code, said = closed_reader(home, argv, lexmem_command())
         assert (code, said) == (CLOSED_PIPE, b""), (argv, code, said.decode())
+
+
+def test_a_password_on_standard_input_that_is_not_utf8_is_refused_naming_the_byte(
+    tmp_path: Path,
+) -> None:
+    # Read as one line before anything connects: the address is never reached.
+    home = tmp_path / "data"
+    for argv in (
+        ["team", "join", "postgresql:///team?host=/nonexistent", "--project", "shop",
+         "--password-stdin"],
+        ["team", "admin", "postgresql:///team?host=/nonexistent", "--team", "t",
+         "--member", "ann", "--password-stdin"],
+    ):  # fmt: skip
+        line = one_error(run(home, argv, stdin=b"hunt\xe9r2\n", cold=True), 2)
+        assert "standard input is not valid UTF-8 (byte 4: 0xe9)" in line, (argv, line)
+        assert "hunt" not in line
