@@ -237,7 +237,9 @@ def _mcp_entry(agent: str, current: Any = None) -> dict[str, Any]:
         if isinstance(theirs, list)
         else []
     )
-    return {"command": command, "args": ["mcp"], "env_vars": [*ENV_VARS, *extra]}
+    # Codex runs no tool hooks (0.169, 0.171): the hooks' tool is not for its model.
+    return {"command": command, "args": ["mcp"], "env_vars": [*ENV_VARS, *extra],
+            "disabled_tools": [HOOK_TOOL]}  # fmt: skip
 
 
 def _is_lexmem_hook(command: Any) -> bool:
@@ -700,6 +702,7 @@ def _server_block(entry: dict[str, Any]) -> str:
     return (
         f"{_MARK}\n[mcp_servers.lexmem]\ncommand = {_toml_str(entry['command'])}\n"
         f"args = {_toml_array(entry['args'])}\nenv_vars = {_toml_array(entry['env_vars'])}\n"
+        f"disabled_tools = {_toml_array(entry['disabled_tools'])}\n"
     )
 
 
@@ -896,10 +899,7 @@ def plan(
 
         def add(d: dict[str, Any]) -> None:
             _add_hooks(d, "claude", hooks_file, known)
-            if known is not None and known >= MCP_TOOL_HOOKS_SINCE:
-                _add_deny(d, hooks_file)
-            else:
-                _remove_deny(d)  # an older Claude Code now: its command hooks need no rule
+            _add_deny(d, hooks_file)  # whichever hooks call it, the model never should
 
         _json_change(
             hooks_file, install,
