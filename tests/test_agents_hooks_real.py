@@ -167,3 +167,27 @@ def test_claude_hooks_run_as_tool_calls_and_capture_what_the_commands_capture(
     assert tools.events == commands.events >= 6  # start, prompt, call, result, answer, end
     assert tools.memories == commands.memories
     assert any("pnpm" in m for m in tools.memories), tools.memories
+
+
+def test_codex_is_not_offered_the_hooks_tool(tmp_path: Path) -> None:
+    """Codex runs no tool hooks (docs/agents.md): its model gets lexmem's tools but the
+    hooks' one, which install lists under the server's ``disabled_tools``."""
+    reason = missing_reason("codex")
+    if reason is not None:
+        if os.environ.get("CI"):
+            pytest.fail(f"CI=true but the codex CLI cannot run: {reason}")
+        pytest.skip(reason)
+    with FakeModel() as model:
+        sb = Sandbox(tmp_path, model.url)
+        try:
+            (sb.codex_home / "config.toml").write_text(sb.codex_provider_config())
+            sb.lexmem("install", "codex")
+            model.script(Turn(text="Done."))
+            sb.codex("Say done.")
+            requests = model.main_requests()
+            assert requests, "the session sent no model request"
+            offered = requests[0].tool_names
+            assert "mcp__lexmem__search_memory" in offered, offered
+            assert not [name for name in offered if "record_hook_event" in name], offered
+        finally:
+            sb.close()
