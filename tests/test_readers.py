@@ -316,7 +316,7 @@ def test_mcp_sessions_are_relayed_to_the_service_many_at_once(seeded: Path, tmp_
             t.join(120)
         assert len(results) == 4
         for name, n_tools, hits, code in results.values():
-            assert (name, n_tools, code) == ("lexmem", 8, 0)
+            assert (name, n_tools, code) == ("lexmem", 9, 0)  # with the hooks' tool
             assert any("PostgreSQL" in h for h in hits)
         # the sessions ran in the service: no relay opened the store
         assert proc.poll() is None

@@ -51,6 +51,7 @@ from mcp_types.version import KNOWN_PROTOCOL_VERSIONS, MODERN_PROTOCOL_VERSIONS
 from pydantic import BaseModel, Field, ValidationError
 
 from lexmem import __version__
+from lexmem.agents import hookcall
 from lexmem.capture.policy import is_opted_out, optout_rules, project_opted_out, project_root
 from lexmem.config import Paths, digest_path, resolve_paths
 from lexmem.errors import InvalidInputError, LexmemError
@@ -479,6 +480,19 @@ class MemoryTools:
                 return "queued", event_id
             time.sleep(0.05)
 
+    # -- hook events --------------------------------------------------------------------------
+
+    def record_hook(self, fields: dict[str, Any]) -> str:
+        """A Claude Code hook event, as its ``mcp_tool`` hook hands it over: recorded as
+        ``lexmem-hook claude`` would record it. Answers ``{}``: a hook's output that asks
+        for nothing, so nothing of it reaches the model."""
+        payload = hookcall.payload_from_fields(fields)
+        ids = hookcall.record_payload(self.paths, payload)
+        log.debug(
+            "[MEM:CAPTURE] hook event %s: %d event(s)", payload.get("hook_event_name"), len(ids)
+        )
+        return "{}"
+
     # -- the context digest -----------------------------------------------------------------
 
     def digest(self, project: str | None, *, cwd: str | None = None) -> str:
@@ -632,10 +646,19 @@ ProjectFilter = Annotated[
 TypeName = Literal["semantic", "episodic", "procedural"]
 
 READ = ToolAnnotations(read_only_hint=True, open_world_hint=False)
+HOOK = ToolAnnotations(
+    title="lexmem's hook events", read_only_hint=False, destructive_hint=False,
+    idempotent_hint=False, open_world_hint=False,
+)  # fmt: skip
+# The tool Claude Code's hooks call instead of running ``lexmem-hook`` (``"type":
+# "mcp_tool"``), and the payload fields it takes.
+HOOK_TOOL = "record_hook_event"
+HOOK_FIELDS = frozenset((*hookcall.TEXT_FIELDS, *hookcall.JSON_FIELDS, *hookcall.FLAG_FIELDS))
 
 
 def build_server(tools: MemoryTools) -> McpMemory:
-    """The MCP server over ``tools``: eight tools and the context-digest resources."""
+    """The MCP server over ``tools``: eight tools, the hooks' tool and the context-digest
+    resources."""
     server = McpMemory(
         "lexmem", title="lexmem memory", version=__version__, instructions=INSTRUCTIONS
     )
@@ -753,6 +776,23 @@ def build_server(tools: MemoryTools) -> McpMemory:
         """Delete a memory for good, with its links and history. Prefer correct_memory when
         it is only wrong; forget what must not be kept at all."""
         return ChangeOut.model_validate(_call(lambda: tools.forget(memory_id)))
+
+    @server.tool(annotations=HOOK)
+    def record_hook_event(
+        hook_event_name: Annotated[str, Field(min_length=1, description="The hook's event.")],
+        session_id: str = "", cwd: str = "", transcript_path: str = "", permission_mode: str = "",
+        prompt: str = "", tool_name: str = "", tool_use_id: str = "",
+        tool_input: Annotated[Any, Field(description="JSON text or an object.")] = None,
+        tool_response: Annotated[Any, Field(description="JSON text, an object or text.")] = None,
+        error: Any = None, is_interrupt: Any = None, last_assistant_message: str = "",
+        stop_hook_active: Any = None, source: str = "", reason: str = "", trigger: str = "",
+        custom_instructions: str = "", agent_id: str = "", agent_type: str = "",
+        agent_transcript_path: str = "", model: str = "", turn_id: str = "",
+    ) -> str:  # fmt: skip
+        """For lexmem's own Claude Code hooks only, which call it with each hook event's
+        fields; never call it yourself. Records the event as the lexmem-hook command would."""
+        fields = {k: v for k, v in locals().items() if k in HOOK_FIELDS}
+        return _call(lambda: tools.record_hook(fields))
 
     @server.resource(
         "lexmem://digest",
