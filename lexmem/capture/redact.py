@@ -197,7 +197,7 @@ RULES: tuple[str, ...] = (
     "high_entropy",  # random-looking value after a weaker key name
     "app_password",  # Gmail-style app passwords: four groups of four letters
     "prose_password",  # "my password is hunter2", "mein Passwort ist ...", "密码是..."
-    "too_dense_to_check",  # text made of little but candidates: dropped whole (_spend)
+    "too_dense_to_check",  # budget=True only: text of little but candidates, dropped whole
 )
 
 _PRIORITY = {kind: i for i, kind in enumerate(RULES)}
@@ -210,15 +210,19 @@ _TOO_DENSE = "[REDACTED:too_dense_to_check]"
 # Small judgements shared by the rules
 
 
-# --- the work budget ------------------------------------------------------------------------
+# --- the work budget (opt-in: the hook's) ---------------------------------------------------
 # Every rule is linear, but a rule pays a few microseconds of Python for each candidate it
-# judges, and text can be made of nothing but candidates ("token: token: token: ..."). Each
-# call may judge at most _DENSE_BASE + len(text) / _DENSE_EVERY candidates (and keep as
-# many findings, and make as many edits for a view): no real document comes near that
-# (one candidate every 32 characters, all through the text), so past it the text is not
-# read any further and is dropped whole, as "[REDACTED:too_dense_to_check]". Counting
-# work, not time, keeps the outcome the same on a busy machine as on an idle one; the
-# base covers any hook payload (the hook cuts each field to a few KB before redacting).
+# judges, and text can be made of nothing but candidates ("token: token: token: ..."). A
+# call made with ``budget=True`` may judge at most _DENSE_BASE + len(text) / _DENSE_EVERY
+# candidates (and keep as many findings, and make as many edits for a view); past that
+# the text is not read any further and is dropped whole, as
+# "[REDACTED:too_dense_to_check]". Only the hook asks for it: it must return in tens of
+# milliseconds whatever an agent sends it, and it cuts each field to a few KB, which the
+# base covers. Every other caller -- text a person chose to keep (CLI, tray, MCP, import,
+# watched notes) and the service's own second pass -- runs unbounded, rule by rule
+# however long the text: redaction is linear, and dropping a person's explicit text
+# because its prose happens to say "token" often would lose it. Counting work, not
+# time, keeps the outcome the same on a busy machine as on an idle one.
 _DENSE_BASE = 4096
 _DENSE_EVERY = 32
 _BUDGETS: dict[int, list[int]] = {}  # thread id -> [units left] while a call runs
@@ -236,8 +240,10 @@ def _spend(units: int = 1) -> None:
             raise _TooDense
 
 
-def _budgeted_scan(text: str) -> list[_Hit] | None:
-    """:func:`_scan` within the work budget; None when the text spent it."""
+def _budgeted_scan(text: str, budget: bool) -> list[_Hit] | None:
+    """:func:`_scan`, within the work budget when ``budget``; None when the text spent it."""
+    if not budget:
+        return _scan(text)
     me = get_ident()
     nested = me in _BUDGETS
     if not nested:
@@ -2389,16 +2395,20 @@ def _outside_markers(text: str, hits: list[_Hit]) -> list[_Hit]:
     return kept
 
 
-def redact(text: str) -> Redaction:
+def redact(text: str, *, budget: bool = False) -> Redaction:
     """Replace every secret in ``text`` with ``[REDACTED:<kind>]``.
 
     ``<private>...</private>`` spans (case-insensitive, multi-line; an unclosed tag runs to
     the end) become ``[private]``. Only the secret part is replaced, so keys, schemes and
     user names stay readable. Running it again on its own output changes nothing.
+
+    Every rule reads the whole text, however long. With ``budget`` (the hook's, which must
+    return in tens of milliseconds) the work is bounded: text made of little but
+    candidates is dropped whole as ``[REDACTED:too_dense_to_check]`` (see :func:`_spend`).
     """
     if not text:
         return Redaction(text, ())
-    hits = _budgeted_scan(text)
+    hits = _budgeted_scan(text, budget)
     if hits is None:
         return Redaction(_TOO_DENSE, (Finding("too_dense_to_check", 0, len(text)),))
     if not hits:
@@ -2413,9 +2423,9 @@ def redact(text: str) -> Redaction:
     return Redaction("".join(parts), tuple(Finding(k, s, e) for s, e, k in hits))
 
 
-def contains_secret(text: str) -> bool:
+def contains_secret(text: str, *, budget: bool = False) -> bool:
     """True if :func:`redact` would change ``text`` (a secret or a ``<private>`` span)."""
-    return bool(text) and _budgeted_scan(text) != []
+    return bool(text) and _budgeted_scan(text, budget) != []
 
 
 def _already_redacted(value: str) -> bool:
@@ -2425,10 +2435,10 @@ def _already_redacted(value: str) -> bool:
 _SECRET_MAPS = frozenset(("secrets", "passwords"))
 
 
-def redact_obj(obj: Any) -> tuple[Any, int]:
+def redact_obj(obj: Any, *, budget: bool = False) -> tuple[Any, int]:
     """Redact a JSON-like value (hook payloads) and count the redactions.
 
-    Strings are redacted with :func:`redact`; dicts, lists and tuples are walked (a new
+    Strings are redacted with :func:`redact` (each within the work budget when ``budget``); dicts, lists and tuples are walked (a new
     object is returned, the input is not changed); other scalars pass through. A value
     under a secret-like key (``password``, ``api_key``, ``Authorization``, ``cookie``,
     ``client_secret``, ``DB_PASSWORD``...) that is a non-empty string or a number is
@@ -2442,7 +2452,7 @@ def redact_obj(obj: Any) -> tuple[Any, int]:
     def walk(value: Any) -> Any:
         nonlocal count
         if isinstance(value, str):
-            result = redact(value)
+            result = redact(value, budget=budget)
             count += result.count
             return result.text
         if isinstance(value, dict):
