@@ -1381,10 +1381,12 @@ def test_without_the_budget_dense_text_is_read_rule_by_rule(unit: str) -> None:
 def _prose(size: int, word: str, seed: int) -> str:
     """Ordinary prose with ``word`` about once in sixteen words."""
     rng = random.Random(seed)
-    vocab = (
-        "the a of to and in we our team shipped the release notes after a long meeting about "
-        "this that with for on review plan deploy server database query cache users today "
-        "tomorrow week it was agreed each new client gets one per session and rotates it"
+    vocab = " ".join(
+        (
+            "the a of to and in we our team shipped the release notes after a long meeting",
+            "about this that with for on review plan deploy server database query cache users",
+            "today tomorrow week it was agreed each new client gets one per session and rotates",
+        )
     ).split()
     words: list[str] = []
     n = 0
