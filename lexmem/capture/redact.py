@@ -808,6 +808,8 @@ def _kv_value(
     prefix = _STRING_PREFIX.match(text, pos)  # f"...", b'...', r"...": a string literal
     span = _quoted_at(text, prefix.end() if prefix else pos)
     if span is not None:
+        if prefix and "f" in prefix.group().lower() and _template(text[span[0] : span[1]]):
+            return None, span[0], span[1]  # f"user:{user_id}:v3": code that builds a name
         return _kv_quoted(text, span, stem, key, strength), span[0], span[1]
     if k_start > 0 and text[k_start - 1] in "?&":  # a URL query parameter
         vm = _QUERY_RUN.match(text, pos)
@@ -1786,7 +1788,7 @@ def _stdin_scan(text: str, lowered: str) -> Iterator[_Hit]:
 # A YAML list under a secret-like key: each item is a secret ("api_tokens:" then "- tok").
 _YAML_LIST_KEY = _Lazy(
     r"(?:pass|pw|secret|token|key|auth|cred|psk)(?P<tail>[\w.-]{0,40}+)[\"']?:[ \t]*+"
-    r"(?:#[^\n]*+)?\r?\n"
+    r"(?:#[^\n]{0,200}+)?\r?\n"
 )
 _YAML_ITEM = _Lazy(r"[ \t]*+-[ \t]++(?P<v>[^\r\n]*+)\r?(?:\n|\Z)")
 
