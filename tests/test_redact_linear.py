@@ -80,6 +80,29 @@ ADVERSARIAL_UNITS = [
     '"a" + "',
     "\\\\n",
     "machine x ",
+    # the rules for secrets named by their surroundings (issue 30)
+    "$ echo $DB_PASSWORD\n",
+    "$ echo $TOKEN ",
+    "echo ",
+    "| api key |\n|---|\n",
+    "| token | ",
+    "---|",
+    "api_tokens:\n  - ",
+    "tokens:\n- x1Y2z3W4\n",
+    "key: #",
+    "login('a', '",
+    "auth=(",
+    "LS0tLS1CRUdJTi",
+    "client-key-data: ",
+    "key-data: QUJD",
+    "echo x | ",
+    'echo "x',
+    "\x1b[0m",
+    "\\e[1m",
+    "a\\\n",
+    "psk: ",
+    "--password a&",
+    '("AC0123456789abcdef0123456789abcdef", ',
 ]
 
 
@@ -151,6 +174,14 @@ FRAGMENTS = [
     "a1B2",
     "\u00a0",
     "＝",
+    "|",
+    "---",
+    "\n",
+    "- ",
+    "echo $",
+    "\x1b[",
+    "psk",
+    "login(",
 ]
 
 

@@ -1794,9 +1794,13 @@ _YAML_ITEM = _Lazy(r"[ \t]*+-[ \t]++(?P<v>[^\r\n]*+)\r?(?:\n|\Z)")
 
 
 def _yaml_list_scan(text: str, lowered: str) -> Iterator[_Hit]:
-    """Linear: a key's items are read once, and an item line is never a key line."""
+    """Linear: every item line is read once, by the first list that holds it (a key
+    inside an item already read -- ``- api_tokens:`` -- does not start a list again)."""
+    done = 0
     for m in _YAML_LIST_KEY.finditer(lowered):
         _spend(2)
+        if m.start() < done:
+            continue
         k_start, key = _key_before(text, m.end("tail"), m.start())
         if text.endswith(_MARK, 0, k_start):
             continue
@@ -1812,6 +1816,7 @@ def _yaml_list_scan(text: str, lowered: str) -> Iterator[_Hit]:
             hit = _cell_secret(text, *item.span("v"), strength)
             if hit is not None:
                 yield hit
+        done = pos
 
 
 def _cell_secret(text: str, start: int, end: int, strength: int) -> _Hit | None:
