@@ -1790,7 +1790,7 @@ _YAML_LIST_KEY = _Lazy(
     r"(?:pass|pw|secret|token|key|auth|cred|psk)(?P<tail>[\w.-]{0,40}+)[\"']?:[ \t]*+"
     r"(?:#[^\n]{0,200}+)?\r?\n"
 )
-_YAML_ITEM = _Lazy(r"[ \t]*+-[ \t]++(?P<v>[^\r\n]*+)\r?(?:\n|\Z)")
+_YAML_ITEM = _Lazy(r"[+-]?[ \t]*+-[ \t]++(?P<v>[^\r\n]*+)\r?(?:\n|\Z)")  # (+/-: a diff's)
 
 
 def _yaml_list_scan(text: str, lowered: str) -> Iterator[_Hit]:
@@ -2749,14 +2749,14 @@ def _views(text: str) -> Iterator[tuple[str, list[_Map]]]:
             current = step[0]
             maps = [*maps, step[1]]
             yield current, maps
-    if "\\\n" in current or "\\\r\n" in current:
-        step = _apply(current, _continuation_edits(current))
+    if ("\n+" in current or "\n-" in current) and _two(_DIFF_LINE.finditer(current)):
+        step = _apply(current, _diff_edits(current))
         if step is not None:
             current = step[0]
             maps = [*maps, step[1]]
             yield current, maps
-    if ("\n+" in current or "\n-" in current) and _two(_DIFF_LINE.finditer(current)):
-        step = _apply(current, _diff_edits(current))
+    if "\\\n" in current or "\\\r\n" in current:
+        step = _apply(current, _continuation_edits(current))
         if step is not None:
             current = step[0]
             maps = [*maps, step[1]]
