@@ -1641,11 +1641,14 @@ def _sql_identified_scan(text: str, lowered: str) -> Iterator[_Hit]:
 
 # A (user, password) pair passed by position: server.login('me@gmail.com', 'abcd efgh ijkl
 # mnop'), HTTPBasicAuth("u", "p"), OAuth("id", "secret"). The user stays; the password goes.
-_LOGIN_CALL_RE = _Lazy(
-    r"(?:log_?in|sign_?in|authenticate|auth|credentials?)[ \t]*+\([ \t\r\n]*+"
+_LOGIN_ARGS = _Lazy(
+    r"\([ \t\r\n]*+"
     r"(?:(?P<q1>[\"'])[^\"'\n]{0,256}+(?P=q1)|[a-z_][\w.]{0,64}+(?:\[[^\]\n]{0,64}+\])?+)"
     r"[ \t\r\n]*+,[ \t\r\n]*+(?P<q>[\"'])(?P<s>[^\"'\n]{1,256}+)(?P=q)"
 )
+# the call's name, matched on the reversed text before "(": login, sign_in, authenticate,
+# HTTPBasicAuth, OAuth, Credentials
+_LOGIN_NAME = _Lazy(r"[ \t]{0,4}+(?:ni_?gol|ni_?ngis|etacitnehtua|htua|s?laitnederc)")
 # The same pair as a tuple or list after an auth-like key: auth=("user", "pw").
 _AUTH_PAIR = _Lazy(
     r"[(\[][ \t]*+(?:(?P<q1>[\"'])[^\"'\n]{0,256}+(?P=q1)|[A-Za-z_][\w.]{0,64}+)[ \t]*+,[ \t]*+"
@@ -1665,8 +1668,10 @@ def _pair_password(value: str) -> str | None:
 
 
 def _login_call_scan(text: str, lowered: str) -> Iterator[_Hit]:
-    for m in _LOGIN_CALL_RE.finditer(lowered):
+    for m in _LOGIN_ARGS.finditer(lowered):
         _spend()
+        if not _LOGIN_NAME.match(lowered[max(0, m.start() - 16) : m.start()][::-1]):
+            continue
         start, end = m.span("s")
         kind = _pair_password(text[start:end])
         if kind is not None:
@@ -1718,9 +1723,9 @@ def _b64_private_key(value: str) -> bool:
 # in it (client-key-data, secret_b64_payload), where the key=value rule reads only the
 # name's last word.
 _B64_NAMED_RE = _Lazy(
-    r"(?:key|secret|token|passw(?:or)?d|pwd|psk)(?P<tail>[\w.-]{0,40}+)[\"']?[ \t]*+[:=]"
-    r"[ \t]*+[\"']?(?P<v>[a-z0-9+/_-]{40,}+={0,2})(?![a-z0-9+/=_-])"
+    r"[:=][ \t]*+[\"']?(?P<v>[A-Za-z0-9+/_-]{40,}+={0,2})(?![A-Za-z0-9+/=_-])", re.ASCII
 )
+_NAME_BACK = _Lazy(r"[ \t]{0,8}+[\"']?(?P<k>[\w.$-]{1,64})", re.ASCII)  # on the reversed text
 _B64_NAME_WORDS = _words_of(
     """key keys secret secrets token tokens password passwords passwd pwd psk apikey
     privatekey secretkey accesskey"""
@@ -1738,9 +1743,12 @@ def _name_words(key: str) -> list[str]:
 
 
 def _b64_named_scan(text: str, lowered: str) -> Iterator[_Hit]:
-    for m in _B64_NAMED_RE.finditer(lowered):
+    for m in _B64_NAMED_RE.finditer(text):
         _spend(2)
-        _, key = _key_before(text, m.end("tail"), m.start())
+        back = _NAME_BACK.match(text[max(0, m.start() - 74) : m.start()][::-1])
+        if back is None:
+            continue
+        key = back.group("k")[::-1].lstrip("-.$")
         words = set(_name_words(key))
         if not words & _B64_NAME_WORDS or words & _B64_NOT_NAMES:
             continue
@@ -1753,7 +1761,7 @@ def _b64_named_scan(text: str, lowered: str) -> Iterator[_Hit]:
 # login --password-stdin, echo "tok" | gh auth login --with-token, echo "u:pw" | chpasswd.
 _STDIN_RE = _Lazy(
     r"(?:echo|printf)[ \t]++(?:-[a-z]{1,3}+[ \t]++)*+(?:(?:'%s[^'\n]{0,4}+'|\"%s[^\"\n]{0,4}+\")"
-    r"[ \t]++)?(?P<v>\"[^\"\n]*+\"|'[^'\n]*+'|[^\s|;&\"']++)[ \t]*+\|(?P<rest>[^\n|;&]*+)"
+    r"[ \t]++)?(?P<v>\"[^\"\n]*+\"|'[^'\n]*+'|[^\s|;&\"']++)[ \t]*+\|[^\n|;&]*+"
 )
 _STDIN_READERS = (
     "--password-stdin",
@@ -1767,17 +1775,29 @@ _STDIN_READERS = (
 
 
 def _stdin_scan(text: str, lowered: str) -> Iterator[_Hit]:
-    for m in _STDIN_RE.finditer(lowered):
-        _spend()
-        rest = m.group("rest")
-        if not any(r in rest for r in _STDIN_READERS) and not (
-            "passwd" in rest and "--stdin" in rest
-        ):
-            continue
+    """Linear: each reader is found with ``str.find``, and the ``echo`` before it is looked
+    for on its line, at most 400 characters back and never before the previous reader."""
+    for reader in (*_STDIN_READERS, "--stdin"):
+        prev = 0
+        at = lowered.find(reader)
+        while at >= 0:
+            _spend()
+            nl = lowered.rfind("\n", max(prev, at - 400), at)
+            lo = nl + 1 if nl >= 0 else max(prev, at - 400)
+            prev = at + len(reader)
+            if reader != "--stdin" or "passwd" in lowered[lo:at]:
+                yield from _stdin_values(text, lowered, lo, at, reader)
+            at = lowered.find(reader, prev)
+
+
+def _stdin_values(text: str, lowered: str, lo: int, at: int, reader: str) -> Iterator[_Hit]:
+    for m in _STDIN_RE.finditer(lowered, lo, at):
+        if m.end() != at:
+            continue  # another command (|, ;, &) between the echo and the reader
         start, end = m.span("v")
         if text[start] in "\"'":
             start, end = start + 1, end - 1
-        if "chpasswd" in rest:  # user:password
+        if reader == "chpasswd":  # user:password
             colon = text.find(":", start, end)
             start = colon + 1 if colon >= 0 else start
         value = text[start:end]
@@ -1786,10 +1806,7 @@ def _stdin_scan(text: str, lowered: str) -> Iterator[_Hit]:
 
 
 # A YAML list under a secret-like key: each item is a secret ("api_tokens:" then "- tok").
-_YAML_LIST_KEY = _Lazy(
-    r"(?:pass|pw|secret|token|key|auth|cred|psk)(?P<tail>[\w.-]{0,40}+)[\"']?:[ \t]*+"
-    r"(?:#[^\n]{0,200}+)?\r?\n"
-)
+_YAML_LIST_KEY = _Lazy(r":[ \t]*+(?:#[^\n]{0,200}+)?\r?\n(?=[+-]?[ \t]*+-[ \t])")
 _YAML_ITEM = _Lazy(r"[+-]?[ \t]*+-[ \t]++(?P<v>[^\r\n]*+)\r?(?:\n|\Z)")  # (+/-: a diff's)
 
 
@@ -1801,8 +1818,11 @@ def _yaml_list_scan(text: str, lowered: str) -> Iterator[_Hit]:
         _spend(2)
         if m.start() < done:
             continue
-        k_start, key = _key_before(text, m.end("tail"), m.start())
-        if text.endswith(_MARK, 0, k_start):
+        back = _NAME_BACK.match(text[max(0, m.start() - 74) : m.start()][::-1])
+        if back is None or text.endswith(_MARK, 0, m.start() - back.end()):
+            continue
+        key = back.group("k")[::-1].lstrip("-.$")
+        if not key:
             continue
         strength = _key_strength(key)
         if strength == _NONE and key[-1:] in "sS":
@@ -1913,11 +1933,13 @@ def _table_scan(text: str, lowered: str) -> Iterator[_Hit]:
 # The output of a command that prints a secret, on the line after the command:
 # "$ echo $DB_PASSWORD" then the password; "kubectl get secret db -o
 # jsonpath='{.data.password}' | base64 -d" then the password; "gh auth token" then a token.
-_PRINT_TOOLS = _Lazy(
-    r"(?:echo|printf|printenv|kubectl|oc|vault|aws|gcloud|gh|az|op|security|heroku|doppler"
-    r"|pass)(?![\w-])"
+_PRINT_COMMAND = (
+    r"[ \t]*+(?:\S{0,64}?[$#%>][ \t]++)?(?:sudo[ \t]++)?"  # a prompt: "$ ", "dev@box:~$ "
+    r"(?P<tool>echo|printf|printenv|kubectl|oc|vault|aws|gcloud|gh|az|op|security|heroku"
+    r"|doppler|pass)(?![\w-])"
 )
-_PROMPT = _Lazy(r"[ \t]*+(?:\S{0,64}?[$#%>][ \t]++)?(?:sudo[ \t]++)?")
+_PRINT_FIRST = _Lazy(_PRINT_COMMAND)
+_PRINT_LINE = _Lazy(r"\n" + _PRINT_COMMAND)  # a literal first: re skips from line to line
 _VAR_REF = _Lazy(r"\$\{?(?P<n>[A-Za-z_][A-Za-z0-9_]{0,63})")
 _JSONPATH_FIELD = _Lazy(r"\.data\.(?P<n>[\w\\.-]{1,64})")
 _FIELD_FLAG = _Lazy(r"-field[ \t=]++(?P<n>[\w.-]{1,64})")
@@ -1977,23 +1999,16 @@ def _prints_a_secret(tool: str, cmd: str) -> bool:
 
 
 def _printed_scan(text: str, lowered: str) -> Iterator[_Hit]:
-    """Linear: only a tool at the start of a line (looked for at most 80 characters back)
-    has its line read, and each line starts at most one command."""
+    """Linear: a command is looked for only at the start of a line, so each line is read
+    as a command once (and as the output of the line before once)."""
     size = len(text)
-    for m in _PRINT_TOOLS.finditer(lowered):
+    first = _PRINT_FIRST.match(lowered)
+    for m in itertools.chain((first,) if first else (), _PRINT_LINE.finditer(lowered)):
         _spend()
-        at = m.start()
-        if _preceded_by(lowered, at, _WORD_DASH):
-            continue
-        line_start = lowered.rfind("\n", max(0, at - 80), at) + 1
-        if line_start == 0 and at > 80:
-            continue
-        if not _PROMPT.fullmatch(text[line_start:at]):
-            continue
-        nl = text.find("\n", at)
+        nl = text.find("\n", m.end())
         if nl < 0:
             continue
-        if not _prints_a_secret(m.group(), text[m.end() : nl]):
+        if not _prints_a_secret(m.group("tool"), text[m.end() : nl]):
             continue
         out_end = text.find("\n", nl + 1, nl + 1 + 514)
         out_end = (size if size - nl - 1 <= 513 else -1) if out_end < 0 else out_end
