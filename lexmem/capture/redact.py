@@ -21,7 +21,17 @@ Three families of rules, most specific first (see :data:`RULES`):
   headers, cookies, command-line password flags;
 * secrets identified by their *name*: ``KEY=value`` / ``"key": "value"`` where the key
   is secret-like (``env_secret``), random-looking values after weaker names such as
-  ``signature`` (``high_entropy``), and passwords stated in English prose.
+  ``signature`` (``high_entropy``), and passwords stated in English prose;
+* secrets named by what *surrounds* them: the second of a (user, password) pair passed
+  to a login call or under ``auth=``, the argument after a caught credential, a
+  base64-encoded private key or a long base64 value under a secret-named key, a value
+  piped into ``--password-stdin``, the items of a YAML list or the cells of a Markdown
+  table column named as secret, and the line a secret-printing command printed
+  (``echo $DB_PASSWORD``, ``kubectl get secret ... | base64 -d``).
+
+Every rule reads the whole text, however long: a person's explicit text is redacted rule
+by rule, never dropped. Only the hook, which must return in tens of milliseconds, asks
+for a work budget (``budget=True``, see :func:`_spend`).
 
 The name-based rules are where false positives live, so they decide with a few
 deliberate heuristics rather than "anything after ``password``":
@@ -36,7 +46,8 @@ deliberate heuristics rather than "anything after ``password``":
   An unquoted identifier after `` = `` (with spaces, as in code) counts only if it has a
   digit (``hunter2``) or looks random; without spaces (``PASSWORD=hunter2``, shell and
   ``.env``) it counts.
-* Values that are file paths or URLs without credentials are left alone.
+* Values that are file paths or URLs without credentials are left alone, and so are
+  templates whose fixed parts are words (``cache_key = f"user:{user_id}:profile:v3"``).
 * UUIDs, git SHAs, checksums and version numbers are not matched by any rule on their
   own; after a *weak* key name (``key``, ``signature``, ``session``, ``salt``) a value
   must look random -- 16+ characters, >= 3.5 bits/char, a digit, and the frequent
@@ -2540,7 +2551,8 @@ _SCANNERS: tuple[_Scanner, ...] = (
 # Views: the text as the rules should read it. A secret can hide behind look-alike
 # characters (a fullwidth "＝", a Cyrillic "а" inside "password", a zero-width space, a
 # no-break space), behind one or more levels of JSON string escapes (``\\"password\\":``),
-# or be split across concatenated string literals (``"sk-proj-ab" + "cd..."``). Each view
+# behind terminal colour codes, or be split across concatenated string literals
+# (``"sk-proj-ab" + "cd..."``) or a backslash-continued shell line. Each view
 # is derived by edits -- a span of the source replaced by other text -- and keeps a map
 # from its positions back to the source's, so a finding in a view redacts exactly the
 # source characters it came from (an edited span is redacted whole or not at all) and
