@@ -241,7 +241,7 @@ class _Redactor:
         from lexmem.capture.redact import redact
 
         self.check()
-        result = redact(value[: limit + CLIP_MARGIN_CHARS])
+        result = redact(value[: limit + CLIP_MARGIN_CHARS], budget=True)
         self.count += result.count
         if len(value) <= limit:
             return result.text
@@ -301,7 +301,7 @@ class _Redactor:
             cell[0] -= len(name) + 4
             if isinstance(v, (dict, list, tuple)) and depth + 1 < MAX_TEXT_DEPTH:
                 self.check()
-                clean_key = redact(name)
+                clean_key = redact(name, budget=True)
                 self.count += clean_key.count
                 nested[name] = (clean_key.text, self._walk(v, cell, leaf, depth + 1, name))
                 order.append((name, True))
@@ -322,7 +322,7 @@ class _Redactor:
             # One call for a mapping's scalars: the rules see each key with its value, and
             # under the key this mapping sits in (a "secrets" mapping is secret throughout).
             self.check()
-            done, count = redact_obj({key: scalars} if key is not None else scalars)
+            done, count = redact_obj({key: scalars} if key is not None else scalars, budget=True)
             inner = next(iter(done.values())) if key is not None else done
             if not isinstance(inner, dict):
                 return inner  # the rules replaced the mapping whole
@@ -332,7 +332,7 @@ class _Redactor:
             else:  # two keys redacted alike: one by one, so neither value is lost
                 for name, v in scalars.items():
                     self.check()
-                    one, count = redact_obj({name: v})
+                    one, count = redact_obj({name: v}, budget=True)
                     self.count += count
                     clean[name] = next(iter(one.items()))
         out: dict[str, Any] = {}
@@ -899,7 +899,7 @@ def _log_line(message: str) -> str:
     armed = _arm(LOG_BUDGET_SECONDS)
     try:
         try:
-            line = redact(message[: LOG_LINE_CHARS + 200]).text
+            line = redact(message[: LOG_LINE_CHARS + 200], budget=True).text
         finally:
             _disarm(armed)
     except _TooLarge:
