@@ -351,7 +351,7 @@ def slow_rules(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch) 
     """
     real = redact_module.redact
 
-    def slow(text: str) -> Any:
+    def slow(text: str, **kw: Any) -> Any:
         if SLOW in text:
             until = time.monotonic() + 60
             while time.monotonic() < until:
@@ -359,7 +359,7 @@ def slow_rules(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch) 
                     time.sleep(0.05)
                 else:
                     sum(range(10_000))
-        return real(text)
+        return real(text, **kw)
 
     monkeypatch.setattr(redact_module, "redact", slow)
 
@@ -396,9 +396,9 @@ def test_without_an_alarm_the_budget_is_kept_between_fields(
     begun once the budget is spent: here every call takes 0.3 s."""
     real = redact_module.redact
 
-    def slow(text: str) -> Any:
+    def slow(text: str, **kw: Any) -> Any:
         time.sleep(0.3)
-        return real(text)
+        return real(text, **kw)
 
     monkeypatch.setattr(redact_module, "redact", slow)
     monkeypatch.setattr(hook, "_arm", lambda seconds: None)
@@ -416,10 +416,10 @@ def test_the_service_audits_a_dropped_event(
 ) -> None:
     real = redact_module.redact
 
-    def slow(text: str) -> Any:
+    def slow(text: str, **kw: Any) -> Any:
         if SLOW in text:
             time.sleep(60)
-        return real(text)
+        return real(text, **kw)
 
     with monkeypatch.context() as patched:
         patched.setattr(redact_module, "redact", slow)
