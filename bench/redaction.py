@@ -13,9 +13,12 @@
    detect-secrets scanning the same file is the baseline.
 3. The worst adversarial case: long unbroken text built on the key names and shapes that
    make redaction backtrack or judge a candidate at every step (``key=``, ``token:``,
-   ``secret:``, unclosed quotes and tags, escaped and disguised keys...), each shape at
-   16 KB and at 1 MB, then the worst one at four sizes. Each measurement runs in a child process with a time
-   limit, so a redactor that never finishes is reported as such rather than hanging.
+   ``secret:``, unclosed quotes and tags, escaped and disguised keys, command lines,
+   tables, YAML lists...), each shape at 16 KB and at 1 MB, then the worst one at four
+   sizes -- all with :func:`redact` as explicit text gets it (every rule over the whole
+   text) -- and each shape at 1 MB again with ``budget=True``, as the hook calls it.
+   Each measurement runs in a child process with a time limit, so a redactor that never
+   finishes is reported as such rather than hanging.
 4. The hook's p50 latency on a UserPromptSubmit carrying a .env, against ``python -c pass``.
 
 Prints figures and writes ``--out DIR/redaction.json``; asserts nothing.
@@ -256,23 +259,32 @@ SHAPES = {
     "app password": "app password is ",
     "XML attributes": '<add key="password" value="',
     "pgpass lines": "a:5432:b:c:d\n",
+    "echo lines": "$ echo $DB_PASSWORD\n",
+    "table rows": "| api key |\n|---|\n",
+    "YAML list": "api_tokens:\n  - ",
+    "login calls": "login('a', '",
+    "stdin pipes": "echo x | ",
+    "colour codes": "\x1b[0m",
+    "continued lines": "a\\\n",
+    "psk keys": "psk: ",
 }
 _CHILD = r"""
 import sys, time
 from lexmem.capture.redact import redact
-unit, n = sys.argv[1], int(sys.argv[2])
+unit, n, budget = sys.argv[1], int(sys.argv[2]), sys.argv[3] == "budget"
 text = (unit * (n // len(unit) + 1))[:n]
 t0 = time.perf_counter()
-redact(text)
+redact(text, budget=budget)
 print(time.perf_counter() - t0)
 """
 
 
-def adversarial_once(unit: str, n: int, limit: float) -> float | None:
+def adversarial_once(unit: str, n: int, limit: float, budget: bool = False) -> float | None:
     """Seconds to redact ``unit`` repeated to ``n`` characters; None past ``limit``."""
     try:
         proc = subprocess.run(
-            [sys.executable, "-c", _CHILD, unit, str(n)], capture_output=True, text=True,
+            [sys.executable, "-c", _CHILD, unit, str(n), "budget" if budget else "all"],
+            capture_output=True, text=True,
             timeout=limit, check=False, cwd=ROOT,
         )  # fmt: skip
     except subprocess.TimeoutExpired:
@@ -283,18 +295,23 @@ def adversarial_once(unit: str, n: int, limit: float) -> float | None:
 
 
 def adversarial(limit: float) -> dict[str, Any]:
-    """Every shape at 16 KB and at 1 MB; the worst at 1 MB again at four sizes."""
+    """Every shape at 16 KB and at 1 MB, and at 1 MB under the hook's work budget; the
+    worst at 1 MB again at four sizes."""
     small, large = 16 * 1024, 1024 * 1024
     shapes = {}
     for name, unit in SHAPES.items():
         s = adversarial_once(unit, small, limit)
         b = adversarial_once(unit, large, limit) if s is not None else None
+        h = adversarial_once(unit, large, limit, budget=True)
         shapes[name] = {
             "16kb_seconds": round(s, 4) if s is not None else None,
             "1mb_seconds": round(b, 4) if b is not None else None,
+            "1mb_budgeted_seconds": round(h, 4) if h is not None else None,
         }
         took = f"{b:.3f} s" if b is not None else f"> {limit:.0f} s"
-        print(f"[{NAME}] adversarial {name!r} x 1 MB: {took}", file=sys.stderr, flush=True)
+        hook = f"{h:.3f} s" if h is not None else f"> {limit:.0f} s"
+        print(f"[{NAME}] adversarial {name!r} x 1 MB: {took} (budgeted: {hook})",
+              file=sys.stderr, flush=True)  # fmt: skip
     worst = max(shapes, key=lambda k: shapes[k]["1mb_seconds"] or float("inf"))
     sizes: dict[str, float | None] = {}
     for n in (16 * 1024, 64 * 1024, 256 * 1024, large):
@@ -303,9 +320,12 @@ def adversarial(limit: float) -> dict[str, Any]:
         if s is None:
             break  # a larger input will not finish either
     one_mb = shapes[worst]["1mb_seconds"]
+    worst_budgeted = max(shapes, key=lambda k: shapes[k]["1mb_budgeted_seconds"] or float("inf"))
     return {"shapes": shapes, "worst_shape": worst, "worst_by_size_seconds": sizes,
             "limit_seconds": limit, "one_mb_seconds": one_mb,
-            "one_mb_finished": one_mb is not None}  # fmt: skip
+            "one_mb_finished": one_mb is not None,
+            "worst_budgeted_shape": worst_budgeted,
+            "one_mb_budgeted_seconds": shapes[worst_budgeted]["1mb_budgeted_seconds"]}  # fmt: skip
 
 
 def detect_secrets_adversarial(unit: str, folder: Path) -> float:
@@ -405,8 +425,10 @@ def main(argv: Sequence[str] | None = None) -> int:
             "throughput": tput,
             "adversarial": adv,
             "hook": hooks,
+            # (adversarial_1mb_seconds: the hook's budgeted call; explicit text is read
+            # whole, rule by rule, and has no target but finishing in linear time)
             "targets": {"adversarial_1mb_seconds": 0.25, "hook_p50_ratio": 1.3,
-                        "lookalikes_damaged": 1},
+                        "lookalikes_damaged": 0},
         }  # fmt: skip
         result["summary"] = make_summary(
             "corpus secrets caught", ours["caught"], "secrets", "detect-secrets", theirs["caught"]
@@ -422,6 +444,9 @@ def main(argv: Sequence[str] | None = None) -> int:
              else "adversarial 1 MB (worst shape): did not finish, the value is the time limit",
              one_mb if one_mb is not None else opts.limit, "s", "detect-secrets scan",
              adv["detect_secrets_1mb_seconds"]),
+            ("adversarial 1 MB, hook's budgeted call (worst shape)",
+             adv["one_mb_budgeted_seconds"] if adv["one_mb_budgeted_seconds"] is not None
+             else opts.limit, "s", "detect-secrets scan", adv["detect_secrets_1mb_seconds"]),
             ("hook p50 (prompt with a .env)", hooks["hook_prompt_with_secrets"]["p50_ms"], "ms",
              "python -c pass p50", hooks["bare_python"]["p50_ms"]),
         )  # fmt: skip
@@ -434,7 +459,9 @@ def main(argv: Sequence[str] | None = None) -> int:
             f"{theirs['caught']}), look-alikes damaged {ours['false_alarms']}/{lookalikes} "
             f"(detect-secrets {theirs['false_alarms']}); transcripts "
             f"{tput['lexmem_per_line_mb_s']} MB/s line by line, {tput['lexmem_whole_mb_s']} MB/s "
-            f"whole (detect-secrets {tput['detect_secrets_mb_s']} MB/s); adversarial 1 MB {worst}; "
+            f"whole (detect-secrets {tput['detect_secrets_mb_s']} MB/s); adversarial 1 MB {worst} "
+            f"({adv['worst_shape']!r}; budgeted as the hook calls it: "
+            f"{adv['one_mb_budgeted_seconds']} s); "
             f"hook p50 {hooks['hook_prompt_with_secrets']['p50_ms']:.0f} ms "
             f"(x{hooks['ratio_p50']} python -c pass)",
             flush=True,

@@ -3,7 +3,8 @@
 Each command parses its arguments, calls one method of :class:`lexmem.api.Lexmem`
 and prints the result: a readable table, or JSON with ``--json``. Errors become
 one line on stderr and a non-zero exit code (2 for bad input, 3 for an unknown
-id, 1 otherwise); nothing is printed half-way.
+id, 130 when interrupted, 1 otherwise); nothing is printed half-way. A closed output
+pipe ends a command quietly with 141.
 """
 
 from __future__ import annotations
@@ -226,11 +227,66 @@ def interactive() -> bool:
         return False
 
 
+def decoded(data: bytes, where: str) -> str:
+    """``data`` as UTF-8 text, or one line naming the first byte that is not."""
+    try:
+        return data.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        raise InvalidInputError(
+            f"{where} is not valid UTF-8 (byte {exc.start}: 0x{data[exc.start]:02x}); "
+            "lexmem keeps text only"
+        ) from None
+
+
+def read_stdin() -> str:
+    """Standard input as UTF-8 text, all of it; bytes that are not UTF-8 are refused
+    with their offset (never carried on as surrogates to fail somewhere deeper)."""
+    stream = sys.stdin
+    raw = getattr(stream, "buffer", None)
+    if raw is None:  # replaced by a text-only stream: it decoded already
+        text = stream.read()
+        return decoded(text.encode("utf-8", "surrogateescape"), "standard input")
+    return decoded(raw.read(), "standard input")
+
+
+def read_stdin_line() -> str:
+    """One line of standard input as UTF-8 text, without its line ending (a password)."""
+    stream = sys.stdin
+    raw = getattr(stream, "buffer", None)
+    if raw is None:
+        line = stream.readline()
+        data = line.encode("utf-8", "surrogateescape")
+    else:
+        data = raw.readline()
+    return decoded(data, "standard input").rstrip("\r\n")
+
+
+def text_param(value: str, where: str) -> str:
+    """A command-line argument as UTF-8 text: the shell hands over bytes, and Python
+    keeps those that are not UTF-8 as surrogates."""
+    try:
+        value.encode("utf-8")
+    except UnicodeEncodeError:
+        try:
+            raw = value.encode("utf-8", "surrogateescape")
+        except UnicodeEncodeError:  # a surrogate no byte stands for
+            raise InvalidInputError(f"{where} is not valid text (a lone surrogate)") from None
+        return decoded(raw, where)
+    return value
+
+
+def scrub_query(query: str) -> str:
+    """A search's query as an answer may show it: secrets redacted (never echoed back)."""
+    from lexmem.capture.redact import redact
+
+    return redact(query).text
+
+
 def read_text_arg(parts: Sequence[str], what: str = "text") -> str:
     """The words of TEXT, or standard input for ``-`` (or when it is piped and TEXT is absent)."""
     text = " ".join(parts)
     if text == "-" or (not parts and not interactive()):
-        text = sys.stdin.read()
+        text = read_stdin()
     elif not parts:
         raise InvalidInputError(f"give the {what}, or - to read it from standard input")
     return text
@@ -284,8 +340,50 @@ def usage_error(exc: click.ClickException) -> NoReturn:
     fail(message, exc.exit_code)
 
 
+def closed_pipe(ctx: click.Context | None = None) -> int:
+    """The output's reader went away (``lexmem list | head -1``): end quietly with
+    :data:`wire.CLOSED_PIPE`, as SIGPIPE ends other tools. What is still buffered for
+    standard output goes nowhere (not to a traceback at exit)."""
+    obj = ctx.find_object(Ctx) if ctx is not None else None
+    if isinstance(obj, WarmCtx):  # the service renders into a buffer of its own
+        return wire.CLOSED_PIPE
+    return wire.closed_pipe(sys.stdout)
+
+
+def check_text_params(command: click.Command, ctx: click.Context) -> None:
+    """Every text a command was given as an argument or option is UTF-8; else one line
+    naming it and the byte. Folder and file names too: what lexmem writes them into
+    (settings, tables, JSON) holds text only."""
+    for param in command.params:
+        if param.name is None:
+            continue
+        value = ctx.params.get(param.name)
+        where = param.opts[0] if isinstance(param, click.Option) else param.human_readable_name
+        for v in value if isinstance(value, tuple | list) else (value,):
+            if isinstance(v, str):
+                text_param(v, where)
+
+
+class LexmemCommand(click.Command):
+    """A command whose text arguments are checked before it runs (:func:`check_text_params`)."""
+
+    def invoke(self, ctx: click.Context) -> Any:
+        check_text_params(self, ctx)
+        return super().invoke(ctx)
+
+
+class LexmemSubGroup(click.Group):
+    """A group of commands under ``lexmem`` (``optout``, ``watch``, …): the same checks."""
+
+    command_class = LexmemCommand
+    group_class = type
+
+
 class LexmemGroup(click.Group):
     """Turns lexmem's errors, and click's, into one line and an exit code."""
+
+    command_class = LexmemCommand
+    group_class = LexmemSubGroup
 
     def get_command(self, ctx: click.Context, cmd_name: str) -> click.Command | None:
         # Both spellings are the same command.
@@ -309,9 +407,14 @@ class LexmemGroup(click.Group):
         try:
             return super().invoke(ctx)
         except LexmemError as exc:
+            if exc.exit_code == 130:  # Ctrl-C, and what became of the write it cut short
+                click.echo(f"lexmem: interrupted: {one_line(str(exc))}", err=True)
+                ctx.exit(130)
             fail(str(exc), exc.exit_code)
-        except (click.exceptions.Exit, click.exceptions.NoArgsIsHelpError, BrokenPipeError):
+        except (click.exceptions.Exit, click.exceptions.NoArgsIsHelpError):
             raise
+        except BrokenPipeError:
+            ctx.exit(closed_pipe(ctx))
         except click.ClickException as exc:
             usage_error(exc)
         except click.exceptions.Abort:
@@ -321,6 +424,12 @@ class LexmemGroup(click.Group):
             click.echo("lexmem: interrupted", err=True)
             ctx.exit(130)
         except Exception as exc:
+            client = sys.modules.get("lexmem.service.client")
+            here = not isinstance(ctx.find_object(Ctx), WarmCtx)  # not the service's render
+            if here and client is not None and client.interrupted(exc):
+                # Ctrl-C that landed in an import or native code, and came out as this.
+                click.echo("lexmem: interrupted", err=True)
+                ctx.exit(130)
             if os.environ.get("LEXMEM_DEBUG"):
                 raise
             first = str(exc).strip().splitlines()[0] if str(exc).strip() else ""
@@ -413,6 +522,31 @@ def status(c: Ctx, as_json: bool) -> None:
     click.echo("  lexmem install claude    (or codex: capture from your agent and the MCP server)")
 
 
+def _remember(c: Ctx, text: tuple[str, ...], mtype: str, project: str | None,
+              title: str | None, pin: bool) -> Any:  # fmt: skip
+    body = read_text_arg(text, "text to remember")
+    if not body.strip():
+        raise InvalidInputError("nothing to remember: the text is empty")
+    if title is not None:
+        title = title.strip()
+        if not title:
+            raise InvalidInputError(
+                "the title is empty (leave out --title to use the first sentence)"
+            )
+    from lexmem.service.client import remember_through_inbox
+
+    done = remember_through_inbox(
+        c.lm(),
+        body,
+        mtype=None if mtype == "auto" else mtype,
+        project=relative_project(c, project),
+        title=title,
+        pin=pin,
+        cwd=c.cwd(),
+    )
+    return done
+
+
 @cli.command()
 @click.argument("text", nargs=-1)
 @click.option(
@@ -437,32 +571,27 @@ def remember(
     as_json: bool,
 ) -> None:
     """Remember TEXT (use - to read it from standard input)."""
-    body = read_text_arg(text, "text to remember")
-    if not body.strip():
-        raise InvalidInputError("nothing to remember: the text is empty")
-    if title is not None:
-        title = title.strip()
-        if not title:
-            raise InvalidInputError(
-                "the title is empty (leave out --title to use the first sentence)"
-            )
     from lexmem.models import TypeClassification
-    from lexmem.service.client import remember_through_inbox
+    from lexmem.service.client import Interrupted, interrupted, watch_sigint
 
-    done = remember_through_inbox(
-        c.lm(),
-        body,
-        mtype=None if mtype == "auto" else mtype,
-        project=relative_project(c, project),
-        title=title,
-        pin=pin,
-    )
+    watch_sigint()
+    try:
+        done = _remember(c, text, mtype, project, title, pin)
+    except Interrupted:
+        raise
+    except BaseException as exc:
+        if not interrupted(exc):
+            raise
+        raise Interrupted("nothing was kept") from None  # before anything was handed over
     if done.queued:
+        # Not stored yet, but its id is known: the id it will have (`show` finds it then).
         if as_json:
-            emit_json({"ids": [], "queued": True, "event_id": done.event_id})
+            emit_json({"ids": [], "queued": True, "id": done.memory_id,
+                       "event_id": done.event_id, "reason": done.why})  # fmt: skip
         else:
             click.echo(
-                f"Queued: the running lexmem service will store it shortly (event {short(done.event_id)})."
+                f"Queued, not stored yet ({done.why}): it will be stored as "
+                f"{short(done.memory_id)} (lexmem show {short(done.memory_id)})."
             )
         return
     first = done.memories[0]
@@ -547,8 +676,9 @@ def search(c: Ctx, query: tuple[str, ...], project: str | None, mtype: str | Non
     flt = _filter(relative_project(c, project), mtype, status, source, since=since, until=until)
     result = c.lm().search(" ".join(query), flt, limit=limit, mode=mode)
     if as_json:
-        emit_json({"query": result.query, "mode": result.mode, "timings_ms": result.timings_ms,
-                   "hits": [h.to_dict() for h in result.hits]})  # fmt: skip
+        # The query as lexmem would keep it: a secret typed into a search is not echoed.
+        emit_json({"query": scrub_query(result.query), "mode": result.mode,
+                   "timings_ms": result.timings_ms, "hits": [h.to_dict() for h in result.hits]})  # fmt: skip
         return
     # The table is for a person: what is worth reading, not every memory sharing one word
     # with a question. --json keeps the whole ranking, as scripts and agents want it.
@@ -848,7 +978,7 @@ def supersede(c: Ctx, old: str, by: str | None, with_text: str | None, as_json: 
             "give exactly one of --by ID (an existing memory) or --with TEXT (a new one)"
         )
     if with_text == "-":
-        with_text = sys.stdin.read()
+        with_text = read_stdin()
     if with_text is not None and not with_text.strip():
         raise InvalidInputError("--with: the new text is empty")
     lm = c.lm()
@@ -877,7 +1007,7 @@ def edit(c: Ctx, ident: str, text: str | None, title: str | None, mtype: str | N
     lm = c.lm()
     m = lm.get(ident)
     if text == "-":
-        text = sys.stdin.read()
+        text = read_stdin()
     if all(v is None for v in (text, title, mtype, project, salience)):
         if not interactive():
             raise InvalidInputError(
@@ -1318,7 +1448,7 @@ def team() -> None:
 def team_join(c: Ctx, url: str, project: str | None, team_name: str | None, user: str,
               password_stdin: bool, as_json: bool) -> None:  # fmt: skip
     """Share a project with the team whose database is at URL (never with its password)."""
-    password = sys.stdin.readline().rstrip("\r\n") if password_stdin else None
+    password = read_stdin_line() if password_stdin else None
     result = c.lm().team_join(
         url, project=project, team_name=team_name, user=user, password=password, cwd=c.cwd()
     )
@@ -1417,8 +1547,8 @@ def team_admin(c: Ctx, url: str, team_name: str, share: tuple[str, ...], member:
     """Set up a team on the database at URL: the team, the projects it shares, its members."""
     password, passwords = None, {}
     if password_stdin:
-        password = sys.stdin.readline().rstrip("\r\n")
-        passwords = {role: sys.stdin.readline().rstrip("\r\n") for role in member}
+        password = read_stdin_line()
+        passwords = {role: read_stdin_line() for role in member}
     result = c.lm().team_admin(
         url, team_name, share=share, members=member, passwords=passwords, user=user,
         password=password,
@@ -1819,7 +1949,7 @@ def licence_show(c: Ctx, as_json: bool) -> None:
 def licence_activate(c: Ctx, key: str, as_json: bool) -> None:
     """Check KEY and keep it in the OS keyring (`-` reads it from standard input)."""
     if key == "-":
-        key = sys.stdin.read()
+        key = read_stdin()
     lic = c.lm().licence.activate(key)
     if as_json:
         emit_json(lic.to_dict())
@@ -1844,7 +1974,16 @@ def licence_remove(c: Ctx, as_json: bool) -> None:
 def main(argv: Sequence[str] | None = None) -> None:
     """Console entry point."""
     tighten_umask()  # files the storage engine creates are the user's alone
-    cli.main(args=list(argv) if argv is not None else None, prog_name="lexmem")
+    try:
+        cli.main(args=list(argv) if argv is not None else None, prog_name="lexmem")
+    except SystemExit as exc:
+        try:  # what is still buffered, now rather than at exit: a closed pipe is said here
+            sys.stdout.flush()
+        except BrokenPipeError:
+            raise SystemExit(closed_pipe()) from None
+        except (OSError, ValueError):
+            pass
+        raise exc from None
 
 
 # -- answering readers in the service ----------------------------------------------------

@@ -42,6 +42,7 @@ if TYPE_CHECKING:
     from lexmem.config import Paths
 
 __all__ = [
+    "CLOSED_PIPE",
     "MAX_REQUEST",
     "PROTOCOL",
     "READ_COMMANDS",
@@ -49,6 +50,7 @@ __all__ = [
     "address",
     "ask_cli",
     "available",
+    "closed_pipe",
     "connect",
     "peer_uid",
     "read_line",
@@ -194,8 +196,30 @@ def ask_cli(
         sock.close()
     if not isinstance(reply, dict) or not isinstance(reply.get("exit"), int):
         return None
-    out.write(str(reply.get("stdout", "")))
-    out.flush()
+    try:
+        out.write(str(reply.get("stdout", "")))
+        out.flush()
+    except BrokenPipeError:
+        return closed_pipe(out)
     err.write(str(reply.get("stderr", "")))
     err.flush()
     return int(reply["exit"])
+
+
+# The exit code of a command whose output's reader went away (``lexmem list | head -1``):
+# what a shell reports for a tool SIGPIPE ended (128 + 13); nothing more is said.
+CLOSED_PIPE = 141
+
+
+def closed_pipe(stream: Any) -> int:
+    """End quietly after a closed output pipe: what is left for ``stream`` (standard
+    output) goes nowhere, rather than to a traceback when the process exits."""
+    try:
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        try:
+            os.dup2(devnull, stream.fileno())
+        finally:
+            os.close(devnull)
+    except (OSError, ValueError, AttributeError):
+        pass
+    return CLOSED_PIPE

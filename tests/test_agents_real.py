@@ -17,8 +17,10 @@ from __future__ import annotations
 
 import json
 import os
+import signal
 import subprocess
 import sys
+import threading
 import time
 from collections.abc import Iterator
 from dataclasses import dataclass, field
@@ -31,6 +33,10 @@ sys.path.insert(0, str(Path(__file__).parent / "agents"))
 
 from fakemodel import FakeModel, Recorded, Turn
 from realagents import CLI_TIMEOUT, Run, Sandbox, agent_bin, missing_reason
+
+from lexmem.config import Paths
+from lexmem.locks import FileLock, service_running
+from lexmem.service.registry import services
 
 pytestmark = pytest.mark.slow
 
@@ -326,3 +332,147 @@ def test_uninstall_restores_the_users_files_byte_for_byte(journey: Journey) -> N
             assert json.loads(after)["mcpServers"] == json.loads(before)["mcpServers"]
             continue
         assert after == before, f"{path} differs after uninstall:\n{(after or b'').decode()}"
+
+
+# -- the opening while the service starts ----------------------------------------------------
+#
+# The newest Claude Code as well as the pinned one: installed (npm --prefix) in
+# $LEXMEM_NEWEST_AGENTS, by default tests/agents/newest; its test skips when it is not.
+# Claude Code 2.1.332 opens with a server/discover probe of MCP 2026-07-28, then a
+# subscriptions/listen stream it waits to see acknowledged, then the listings.
+NEWEST_DIR = Path(
+    os.environ.get("LEXMEM_NEWEST_AGENTS") or Path(__file__).parent / "agents" / "newest"
+)
+
+
+def _cli(agent: str, which: str) -> Path:
+    if which == "pinned":
+        _require(agent)
+        return agent_bin(agent)
+    exe = NEWEST_DIR / "node_modules" / ".bin" / agent
+    if not exe.exists():
+        pytest.skip(f"the newest {agent} CLI is not installed in {NEWEST_DIR} (npm --prefix)")
+    return exe
+
+
+def _argv(agent: str, exe: Path, prompt: str) -> list[str]:
+    """What Sandbox.claude and Sandbox.codex run, with ``exe``."""
+    if agent == "claude":
+        return [str(exe), "-p", prompt, "--dangerously-skip-permissions", "--output-format", "json"]
+    return [str(exe), "exec", "--dangerously-bypass-approvals-and-sandbox",
+            "--skip-git-repo-check", "--color", "never", prompt]  # fmt: skip
+
+
+def _stop_services(sb: Sandbox) -> None:
+    for s in services():
+        if s.home == sb.lexmem_home:
+            os.kill(s.pid, signal.SIGTERM)
+    deadline = time.monotonic() + 60
+    while service_running(Paths(sb.lexmem_home)) and time.monotonic() < deadline:
+        time.sleep(0.1)
+
+
+@pytest.mark.parametrize("which", ["pinned", "newest"])
+def test_claude_has_lexmems_tools_while_the_service_starts(which: str, tmp_path: Path) -> None:
+    """No service up when the session starts (one is starting: its lock held, no socket
+    yet): the relay answers Claude's opening from the manifest, so the first request
+    offers lexmem's tools; the scripted search then waits for the service and finds
+    the seeded memory. On 60c5e3c the newest Claude Code's probe waited for the service
+    and held back the rest of its opening: no lexmem tool in the session."""
+    exe = _cli("claude", which)
+    with FakeModel() as model:
+        sb = Sandbox(tmp_path, model.url)
+        lock = FileLock(Paths(sb.lexmem_home).service_lock, timeout=0)
+        asked = threading.Event()
+
+        def release_once_asked() -> None:
+            deadline = time.monotonic() + CLI_TIMEOUT
+            while not asked.is_set() and not model.main_requests():
+                if time.monotonic() > deadline:
+                    break
+                time.sleep(0.05)
+            lock.release()  # the service may start now
+            held = sb.lexmem_home / "service.lock"
+            if held.read_text().split()[:1] == [str(os.getpid())]:
+                held.write_text("")  # not this process's pid for the sandbox to stop
+
+        releaser = threading.Thread(target=release_once_asked, daemon=True)
+        try:
+            (sb.home / ".claude.json").write_text(json.dumps(CLAUDE_JSON, indent=2) + "\n")
+            sb.lexmem("install", "claude")
+            sb.lexmem("remember", SEEDED, "--project", str(sb.project))
+            _stop_services(sb)
+            lock.acquire()
+            releaser.start()
+            model.script(Turn(tool=TOOL, input=SEARCH_INPUT), Turn(text="Use make ship."))
+            run = sb.run(_argv("claude", exe, "How do we release the shop?"))
+            assert run.returncode == 0
+            requests = model.main_requests()
+            assert requests, "the session sent no model request"
+            offered = requests[0].tool_names
+            assert TOOL in offered, f"the first request offers no lexmem tool: {offered}"
+            assert len(requests) >= 2, "the model's tool call got no second request"
+            outputs = _tool_results(requests[1])
+            assert any("make ship" in o for o in outputs), outputs
+        finally:
+            asked.set()
+            if releaser.is_alive() or releaser.ident is not None:
+                releaser.join(CLI_TIMEOUT)
+            _stop_services(sb)
+            sb.close()
+
+
+class _KillingModel(FakeModel):
+    """The fake model, killing the lexmem service (SIGKILL) as the session's second main
+    request comes: between the agent's two calls of lexmem's tool."""
+
+    def __init__(self, home: Path) -> None:
+        super().__init__()
+        self.home, self.killed = home, list[int]()
+
+    def _next_turn(self, rec: Recorded) -> Turn:
+        if rec.tool_names and len(self.main_requests()) == 2 and not self.killed:
+            for s in services():
+                if s.home == self.home:
+                    os.kill(s.pid, signal.SIGKILL)
+                    self.killed.append(s.pid)
+        return super()._next_turn(rec)
+
+
+@pytest.mark.parametrize("which", ["pinned", "newest"])
+@pytest.mark.parametrize("agent", ["claude", "codex"])
+def test_a_service_killed_mid_session_does_not_end_lexmems_tools(
+    agent: str, which: str, tmp_path: Path
+) -> None:
+    """The relay starts another service and the agent's next call is answered, in the
+    same ``lexmem mcp``. On 60c5e3c the relay ended with the service, and the next call
+    depended on timing: one that reached the ending relay failed (seen with both Codex
+    versions), one made after it had ended went to a ``lexmem mcp`` the agent started
+    again. The scripted test in test_relay_opening.py shows the difference for sure."""
+    exe = _cli(agent, which)
+    root = tmp_path / "sandbox"
+    root.mkdir()
+    with _KillingModel(root / "lexmem") as model:
+        sb = Sandbox(root, model.url)
+        assert model.home == sb.lexmem_home
+        try:
+            if agent == "codex":
+                (sb.codex_home / "config.toml").write_text(sb.codex_provider_config())
+            else:
+                (sb.home / ".claude.json").write_text(json.dumps(CLAUDE_JSON, indent=2) + "\n")
+            sb.lexmem("install", agent)
+            sb.lexmem("remember", SEEDED, "--project", str(sb.project))
+            second = {"query": "the release branch"}
+            model.script(Turn(tool=TOOL, input=SEARCH_INPUT), Turn(tool=TOOL, input=second),
+                         Turn(text="Use make ship."))  # fmt: skip
+            run = sb.run(_argv(agent, exe, "How do we release the shop?"))
+            assert run.returncode == 0
+            requests = model.main_requests()
+            assert model.killed, "no service was running to kill"
+            assert len(requests) >= 3, f"{len(requests)} requests: the second call got no answer"
+            for n in (1, 2):
+                outputs = _tool_results(requests[n])
+                assert any("make ship" in o for o in outputs), (n, outputs)
+        finally:
+            _stop_services(sb)
+            sb.close()

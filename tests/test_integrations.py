@@ -17,6 +17,7 @@ from typing import Any
 import pytest
 from click.testing import CliRunner, Result
 
+from lexmem.agents import integrations
 from lexmem.agents.integrations import CLAUDE_HOOK_EVENTS, CODEX_HOOK_EVENTS, plan
 from lexmem.capture.inbox import Inbox
 from lexmem.cli import cli
@@ -64,6 +65,13 @@ def write(path: Path, text: str, mode: int = 0o644) -> bytes:
     path.write_text(text, encoding="utf-8")
     path.chmod(mode)
     return path.read_bytes()
+
+
+@pytest.fixture(autouse=True)
+def _no_claude_code(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Claude Code's version unknown (as where it is not installed): today's command hooks,
+    whatever ``claude`` this machine has on PATH (tests/test_mcp_hooks.py has the rest)."""
+    monkeypatch.setattr(integrations, "claude_version", lambda: None)
 
 
 @pytest.fixture

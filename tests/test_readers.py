@@ -316,7 +316,7 @@ def test_mcp_sessions_are_relayed_to_the_service_many_at_once(seeded: Path, tmp_
             t.join(120)
         assert len(results) == 4
         for name, n_tools, hits, code in results.values():
-            assert (name, n_tools, code) == ("lexmem", 8, 0)
+            assert (name, n_tools, code) == ("lexmem", 9, 0)  # with the hooks' tool
             assert any("PostgreSQL" in h for h in hits)
         # the sessions ran in the service: no relay opened the store
         assert proc.poll() is None
@@ -426,6 +426,8 @@ def test_recording_the_manifest_in_a_deleted_folder_ends_with_one_line(tmp_path:
     """The recorder runs in the data folder. Deleted first, the session could not start
     (not even the working directory reads), and the recorder waited for its answer
     forever."""
+    from mcp_types.version import MODERN_PROTOCOL_VERSIONS
+
     from lexmem.agents.mcp_server import MANIFEST_VERSIONS
 
     gone = tmp_path / "gone"
@@ -449,7 +451,8 @@ def test_recording_the_manifest_in_a_deleted_folder_ends_with_one_line(tmp_path:
     )  # fmt: skip
     assert done.returncode == 0, done.stderr.decode()
     manifest = json.loads((home / "mcp-manifest.json").read_text())
-    assert set(manifest["sessions"]) == set(MANIFEST_VERSIONS)
+    assert set(manifest["sessions"]) == {*MANIFEST_VERSIONS, "*"}  # "*": a version unknown
+    assert set(manifest["modern"]) == set(MODERN_PROTOCOL_VERSIONS)
 
 
 def test_doctor_lists_a_service_whose_data_folder_is_gone(tmp_path: Path) -> None:

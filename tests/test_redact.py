@@ -1360,12 +1360,103 @@ def test_their_look_alikes_survive(text: str) -> None:
 @pytest.mark.parametrize(
     "unit", ["token: ", "password is x ", "Cookie: a=", "пароль ", '\\"pw\\": ']
 )
-def test_text_of_nothing_but_candidates_is_dropped_whole(unit: str) -> None:
+def test_under_the_budget_text_of_nothing_but_candidates_is_dropped_whole(unit: str) -> None:
     text = unit * (400_000 // len(unit))
-    result = redact(text)
+    result = redact(text, budget=True)
     assert result.text == "[REDACTED:too_dense_to_check]"
-    assert result.kinds == ("too_dense_to_check",) and contains_secret(text)
-    assert redact(result.text).text == result.text  # idempotent
+    assert result.kinds == ("too_dense_to_check",) and contains_secret(text, budget=True)
+    assert redact(result.text, budget=True).text == result.text  # idempotent
+    assert redact(result.text).text == result.text
+
+
+@pytest.mark.parametrize("unit", ["token: ", "password is x ", "пароль "])
+def test_without_the_budget_dense_text_is_read_rule_by_rule(unit: str) -> None:
+    text = unit * (100_000 // len(unit))
+    result = redact(text)
+    assert "too_dense_to_check" not in result.kinds
+    assert result.text == text  # none of these units holds a secret
+    assert not contains_secret(text)
+
+
+def _prose(size: int, word: str, seed: int) -> str:
+    """Ordinary prose with ``word`` about once in sixteen words."""
+    rng = random.Random(seed)
+    vocab = " ".join(
+        (
+            "the a of to and in we our team shipped the release notes after a long meeting",
+            "about this that with for on review plan deploy server database query cache users",
+            "today tomorrow week it was agreed each new client gets one per session and rotates",
+        )
+    ).split()
+    words: list[str] = []
+    n = 0
+    while n < size:
+        w = word if rng.randrange(16) == 0 else rng.choice(vocab)
+        if rng.randrange(12) == 0:
+            w += "."
+        words.append(w)
+        n += len(w) + 1
+    return " ".join(words)
+
+
+@pytest.mark.parametrize("size", [300_000, 5_000_000])
+def test_long_prose_that_often_says_token_is_kept_whole(size: int) -> None:
+    # ``lexmem remember - < notes.txt``: a person's explicit text is never dropped as too
+    # dense to check, however long it is and however often it says "token".
+    for word in ("token", "tokan"):
+        text = _prose(size, word, seed=size)
+        result = redact(text)
+        assert result.text == text, (word, result.kinds)
+        assert not contains_secret(text)
+    # ... and a secret inside it is still found, and only the secret goes
+    pw = "hx7Qp2-" + fake(ALNUM, 12, 5)
+    text = _prose(size, "token", seed=1)
+    cut = text.index(" ", len(text) // 2)
+    with_secret = text[:cut] + f" DB_PASSWORD={pw} " + text[cut + 1 :]
+    out = redact(with_secret).text
+    assert pw not in out and out.replace("[REDACTED:env_secret]", pw) == with_secret
+
+
+def test_redact_obj_is_unbounded_unless_asked() -> None:
+    text = "token: " * 60_000
+    assert redact_obj({"note": text})[0] == {"note": text}
+    done, count = redact_obj({"note": text}, budget=True)
+    assert done == {"note": "[REDACTED:too_dense_to_check]"} and count == 1
+
+
+def test_the_hook_redacts_within_the_budget() -> None:
+    # The hook must return in tens of milliseconds whatever it is sent: its calls count
+    # work (never time), and a content field of nothing but candidates is dropped whole.
+    from lexmem.capture import hook
+
+    dense = "token: " * (hook.MAX_CONTENT_CHARS // 7)
+    r = hook._Redactor()
+    assert r.text(dense, hook.MAX_CONTENT_CHARS) == "[REDACTED:too_dense_to_check]"
+    done = r.obj({"prompt": dense}, hook.MAX_CONTENT_CHARS)
+    assert done["prompt"].startswith("[REDACTED:too_dense_to_check]")
+    # ordinary text of the same length is redacted rule by rule, in the hook too
+    prose = _prose(hook.MAX_CONTENT_CHARS, "token", seed=3)[: hook.MAX_CONTENT_CHARS]
+    assert r.text(prose, hook.MAX_CONTENT_CHARS) == prose
+
+
+def test_the_budget_counts_work_not_time(monkeypatch: pytest.MonkeyPatch) -> None:
+    # Units are spent per candidate judged: the budgeted call stops once it has spent
+    # base + len / every, the unbudgeted one spends no budget at all.
+    import lexmem.capture.redact as rd
+
+    spent = []
+    real = rd._spend
+
+    def counting(units: int = 1) -> None:
+        spent.append(units)
+        real(units)
+
+    monkeypatch.setattr(rd, "_spend", counting)
+    text = "token: " * 60_000
+    rd.redact(text, budget=True)
+    limit = rd._DENSE_BASE + len(text) // rd._DENSE_EVERY
+    assert limit < sum(spent) <= limit + 8
+    assert not rd._BUDGETS
 
 
 def test_a_real_document_dense_with_credentials_is_redacted_not_dropped() -> None:

@@ -80,6 +80,29 @@ ADVERSARIAL_UNITS = [
     '"a" + "',
     "\\\\n",
     "machine x ",
+    # the rules for secrets named by their surroundings (issue 30)
+    "$ echo $DB_PASSWORD\n",
+    "$ echo $TOKEN ",
+    "echo ",
+    "| api key |\n|---|\n",
+    "| token | ",
+    "---|",
+    "api_tokens:\n  - ",
+    "tokens:\n- x1Y2z3W4\n",
+    "key: #",
+    "login('a', '",
+    "auth=(",
+    "LS0tLS1CRUdJTi",
+    "client-key-data: ",
+    "key-data: QUJD",
+    "echo x | ",
+    'echo "x',
+    "\x1b[0m",
+    "\\e[1m",
+    "a\\\n",
+    "psk: ",
+    "--password a&",
+    '("AC0123456789abcdef0123456789abcdef", ',
 ]
 
 
@@ -151,6 +174,14 @@ FRAGMENTS = [
     "a1B2",
     "\u00a0",
     "＝",
+    "|",
+    "---",
+    "\n",
+    "- ",
+    "echo $",
+    "\x1b[",
+    "psk",
+    "login(",
 ]
 
 
@@ -165,13 +196,18 @@ def test_generated_shapes_stay_linear(unit: str) -> None:
     _assert_linear(unit, 32 * 1024)
 
 
-@pytest.mark.parametrize("unit", ["key=", "token: ", '"password": "', "-u", "login ", "盗"])
-def test_a_megabyte_of_adversarial_text_finishes(unit: str) -> None:
-    """Hard bound far above normal (well under a second each on a quiet machine)."""
+@pytest.mark.parametrize(
+    "unit", ["key=", "token: ", '"password": "', "-u", "login ", "盗", "psk: ", "api_tokens:\n- "]
+)
+def test_a_megabyte_of_adversarial_text_is_read_whole(unit: str) -> None:
+    """Without the hook's budget every rule reads the whole megabyte (about a second or
+    two for the densest shapes; no wall-clock bound here -- the ratio tests above are what
+    hold the time linear): nothing is dropped, and reading the output again changes
+    nothing."""
     text = _unit_text(unit, 1_000_000)
-    start = time.perf_counter()
-    redact(text)
-    assert time.perf_counter() - start < 15.0
+    result = redact(text)
+    assert "too_dense_to_check" not in result.kinds
+    assert redact(result.text).text == result.text
 
 
 # --- values run to whitespace or the closing quote ---------------------------------------------

@@ -5,8 +5,8 @@ The corpus holds FAKE, format-valid secrets in the contexts an agent session hol
 that must survive. Two layers:
 
 * :func:`~lexmem.capture.redact.redact` on each row: no secret survives, nor any 8-character
-  fragment of one (a rule that stops at punctuation leaves ``[REDACTED];w0rd!Xy``); at
-  most one look-alike is damaged.
+  fragment of one (a rule that stops at punctuation leaves ``[REDACTED];w0rd!Xy``); no
+  look-alike is damaged.
 * Each channel through which text reaches lexmem, driven as an agent or a person drives
   it, into a data folder of its own, drained by the real service: Claude Code's hook
   (a prompt, Bash output, Edit / Write / MultiEdit with their structured responses, Stop
@@ -67,6 +67,12 @@ TRICKS = (
     "fullwidth_equals", "fullwidth_colon", "nbsp", "cyrillic_key", "zero_width_key",
     "double_json_escaped", "split_string_literal", "gmail_app_password", "punctuation_value",
 )  # fmt: skip
+SURROUNDINGS = (  # secrets named by what surrounds them (issue 30)
+    "telegram_url_path", "login_positional", "auth_tuple", "second_positional", "pem_base64",
+    "base64_named", "password_stdin", "cli_ampersand", "yaml_secret_list",
+    "markdown_secret_column", "backslash_continuation", "ansi_colour", "nmcli_psk",
+    "printed_secret",
+)  # fmt: skip
 
 
 # -- the corpus itself ---------------------------------------------------------------------
@@ -92,10 +98,14 @@ def test_the_committed_corpus_is_what_its_script_builds() -> None:
 def test_the_corpus_covers_the_field() -> None:
     secrets = [s for r in SECRET_ROWS for s in r["secret"]]
     formats = {r["format"] for r in SECRET_ROWS}
-    assert len(secrets) >= 150 and len(formats) >= 45, (len(secrets), len(formats))
-    assert len(LOOKALIKES) >= 50
+    assert len(secrets) >= 340 and len(formats) >= 157, (len(secrets), len(formats))
+    assert len(LOOKALIKES) >= 70
     assert {f"prose_{lang}" for lang in LANGUAGES} <= formats
     assert set(TRICKS) <= formats
+    assert set(SURROUNDINGS) <= formats
+    assert {"template_key", "kubeconfig_certificate", "surroundings_lookalike"} <= {
+        r["format"] for r in LOOKALIKES
+    }
     for row in SECRET_ROWS:
         assert all(s in row["text"] for s in row["secret"]), row["id"]
     for row in LOOKALIKES:
@@ -141,7 +151,7 @@ def test_redact_leaves_the_lookalikes_intact() -> None:
         lost = [k for k in row["must_keep"] if k not in out]
         if lost:
             damaged.append(f"{row['id']}: {lost[0]!r} became {out!r}")
-    assert len(damaged) <= 1, "look-alikes damaged:\n" + "\n".join(damaged)
+    assert not damaged, "look-alikes damaged:\n" + "\n".join(damaged)
 
 
 # -- scanning a data folder ------------------------------------------------------------------

@@ -78,6 +78,9 @@ def test_remember_pin_undo(qtbot: Any, ctx: AppContext) -> None:
     assert labels[-1] == "Undo pin memory"
     _wait(qtbot, ctx, lambda: ops.undo(ctx))
     assert not ctx.lm.get(mid).pinned
+    assert labels[-1] == "Undo remember"  # one step back at a time
+    _wait(qtbot, ctx, lambda: ops.undo(ctx))
+    assert ctx.lm.store.get_optional(mid) is None
     assert labels[-1] == ""
     assert ops.undo(ctx) is False
 

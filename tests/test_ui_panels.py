@@ -41,6 +41,13 @@ def _idle(ctx: AppContext) -> bool:
     return ctx.runner.pending == 0
 
 
+def _close_undo_windows(ctx: AppContext) -> None:
+    """A reject is erased when its undo window closes: its timer times out now, as 30 s
+    later it would."""
+    for held in ctx.held:
+        held.timer.start(0)
+
+
 def _queued(ctx: AppContext) -> tuple[str, str]:
     """Two captured memories waiting for review: (the PostgreSQL one, the main-branch one)."""
     ctx.lm.settings.capture.mode = "full"
@@ -81,7 +88,10 @@ def test_bulk_reject_erases_and_teaches_capture(qtbot: Any, ctx: AppContext) -> 
     qtbot.waitUntil(lambda: panel.count == 2, timeout=10_000)
     panel.select([pg, main])
     panel.reject_selected()
-    qtbot.waitUntil(lambda: _idle(ctx) and panel.count == 0, timeout=30_000)
+    assert panel.count == 0  # out of the queue at once, erased once Ctrl+Z cannot undo it
+    assert ctx.lm.review_queue() == [main, pg]
+    _close_undo_windows(ctx)
+    qtbot.waitUntil(lambda: _idle(ctx) and not ctx.held, timeout=30_000)
     assert [ctx.lm.store.get_optional(i) for i in (pg, main)] == [None, None]
     assert panel.stack.currentWidget() is panel.empty
     assert panel.empty.text().startswith("Nothing to review")
@@ -242,7 +252,8 @@ def test_keyboard_triage_moves_on_to_the_next_memory(qtbot: Any, ctx: AppContext
     assert panel.ids() == [second, third] and panel.selected_ids() == [second]
     QTest.keyClick(panel.view, Qt.Key.Key_R)
     assert panel.ids() == [third] and panel.selected_ids() == [third]
-    qtbot.waitUntil(lambda: _idle(ctx) and panel.count == 1, timeout=30_000)
+    _close_undo_windows(ctx)
+    qtbot.waitUntil(lambda: _idle(ctx) and panel.count == 1 and not ctx.held, timeout=30_000)
     assert ctx.lm.get(first).status == MemoryStatus.ACTIVE
     assert ctx.lm.store.get_optional(second) is None
     assert ctx.lm.review_queue() == [third]
@@ -266,8 +277,10 @@ def test_reject_all_says_what_it_did_on_the_tab(qtbot: Any, ctx: AppContext) -> 
     assert isinstance(box, QMessageBox)
     yes = next(b for b in box.buttons() if b.text() == "Reject 2")
     yes.click()
-    qtbot.waitUntil(lambda: _idle(ctx) and panel.count == 0, timeout=30_000)
-    assert panel.status.isVisible()
+    assert panel.count == 0 and panel.status.isVisible()
+    assert panel.status.text() == "Rejected 2 memories — Ctrl+Z to undo (30 s)"
+    _close_undo_windows(ctx)
+    qtbot.waitUntil(lambda: _idle(ctx) and ctx.lm.review_queue() == [], timeout=30_000)
     assert panel.status.text() == (
         "Rejected 2 memories: erased, and capture will not keep the same again."
     )

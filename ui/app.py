@@ -511,6 +511,8 @@ class MainWindow(QMainWindow):
         )
 
     def closeEvent(self, event: QCloseEvent) -> None:
+        # The window closing closes the undo windows of its rejects: erased now.
+        self.ctx.release_held()
         # With a tray the app lives on in it; without one, closing the window quits.
         # Constraint: Qt 6's quit() first asks every window to close and gives up when one
         # refuses, so the window refuses only a person's close, never the app's quit.

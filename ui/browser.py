@@ -652,8 +652,9 @@ class SelectionActions(QObject):
         panel = self.panel()
         target = panel if isinstance(panel, Panel) else self._home
         say = self._say(target)
-        label = self.undo.text()
-        if not ops.undo(self.ctx, on_done=lambda c: say(label.replace("Undo", "Undid", 1))):
+        entry = self.ctx.undo_entry
+        said = (entry.said if entry else "") or self.undo.text().replace("Undo", "Undid", 1)
+        if not ops.undo(self.ctx, on_done=lambda c: say(said)):
             say("Nothing to undo")
 
     def refresh_panel(self) -> None:
@@ -1081,6 +1082,9 @@ class MemoriesPage(QWidget):
         if not quiet:
             self.count_label.setText("Searching…" if query else "Loading…")
         base = self.model.snapshot()  # the diff against it is planned off the UI thread
+        # Rejected in Review and waiting for their erase (Ctrl+Z can still bring them
+        # back): not shown here either.
+        held = frozenset(self.ctx.held_ids())
 
         def work() -> tuple[list[SearchHit] | None, IdPlan]:
             if query:
@@ -1088,8 +1092,10 @@ class MemoriesPage(QWidget):
                 # A person scrolls this list: what the search found worth showing, not
                 # every memory sharing one word with a question (see lexmem.api.listed).
                 hits = _sorted_hits(listed(found.hits, query), sort)
+                hits = [h for h in hits if h.memory.id not in held]
                 return hits, plan_ids(base, [h.memory.id for h in hits])
-            return None, plan_ids(base, lm.list_ids(flt, sort=sort))
+            ids = lm.list_ids(flt, sort=sort)
+            return None, plan_ids(base, [i for i in ids if i not in held] if held else ids)
 
         if not submit_read(
             self.ctx.read,

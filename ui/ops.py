@@ -42,6 +42,7 @@ __all__ = [
     "archive",
     "capture_anyway",
     "edit",
+    "edit_and_accept",
     "edit_folders",
     "export",
     "forget",
@@ -49,6 +50,7 @@ __all__ = [
     "link",
     "move_data_folder",
     "pin",
+    "reject",
     "remember",
     "restore",
     "review",
@@ -75,28 +77,53 @@ def _run(
     ctx: AppContext,
     work: Callable[[], tuple[Changes, UndoEntry | None]],
     *,
+    label: str | None,
     flags: dict[str, bool] | None = None,
     on_done: Done = None,
     on_error: Failed = None,
-    keeps_undo: bool = False,
+    keep_undo: bool = False,
 ) -> None:
-    """Run ``work`` on the write thread; then record its undo and emit what changed."""
+    """Run ``work`` on the write thread, then emit what changed.
+
+    The action goes on the undo stack now, in the order the person asked for it, as
+    ``label`` (None: it cannot be undone, and nothing before it can either); ``work``
+    returns how to undo it, filled in on the write thread, so an undo asked for while the
+    write still runs waits behind it and undoes exactly this. ``keep_undo``: the stack is
+    not this write's business (an undo, a held reject's erase).
+    """
     flags = {"review": True, **(flags or {})}
+    slot: UndoEntry | None = None
+    if not keep_undo:
+        if label is None:
+            ctx.clear_undo()
+        else:
+            slot = ctx.push_undo(UndoEntry(label))
+
+    def job() -> tuple[Changes, UndoEntry | None]:
+        changes, entry = work()
+        if slot is not None and entry is not None:  # read by an undo, later on this thread
+            slot.undo, slot.flags, slot.ids = entry.undo, entry.flags, entry.ids
+        return changes, entry
 
     def done(result: tuple[Changes, UndoEntry | None]) -> None:
         changes, entry = result
-        if not keeps_undo:
-            ctx.set_undo(entry)
+        if slot is not None:
+            if entry is None:
+                ctx.drop_undo(slot)
+            elif entry.label != slot.label:
+                ctx.relabel_undo(slot, entry.label)
         ctx.emit(UiChanges.of(changes, **flags))
         if on_done is not None:
             on_done(changes)
 
     def failed(exc: BaseException) -> None:
+        if slot is not None:
+            ctx.drop_undo(slot)
         ctx.hub.error.emit(str(exc))
         if on_error is not None:
             on_error(exc)
 
-    ctx.runner.run(work, on_done=done, on_error=failed, write=True)
+    ctx.runner.run(job, on_done=done, on_error=failed, write=True)
 
 
 def _merge(items: Sequence[Changes]) -> Changes:
@@ -147,7 +174,7 @@ def remember(
         )  # fmt: skip
         return Changes(created=ids, counts=True), entry
 
-    _run(ctx, work, on_done=on_done, on_error=on_error)
+    _run(ctx, work, label="Undo remember", on_done=on_done, on_error=on_error)
 
 
 def capture_anyway(
@@ -183,7 +210,8 @@ def pin(
         )  # fmt: skip
         return changes, entry
 
-    _run(ctx, work, on_done=on_done, on_error=on_error)
+    word = "Undo pin " if pinned else "Undo unpin "
+    _run(ctx, work, label=word + _plural(len(ids), "memory"), on_done=on_done, on_error=on_error)
 
 
 def archive(
@@ -198,7 +226,8 @@ def archive(
         )
         return changes, entry
 
-    _run(ctx, work, on_done=on_done, on_error=on_error)
+    label = "Undo archive " + _plural(len(ids), "memory")
+    _run(ctx, work, label=label, on_done=on_done, on_error=on_error)
 
 
 def restore(
@@ -219,7 +248,8 @@ def restore(
 
         return changes, UndoEntry("Undo restore " + _plural(len(before), "memory"), back)
 
-    _run(ctx, work, on_done=on_done, on_error=on_error)
+    label = "Undo restore " + _plural(len(ids), "memory")
+    _run(ctx, work, label=label, on_done=on_done, on_error=on_error)
 
 
 def forget(
@@ -231,7 +261,7 @@ def forget(
         resolved = [ctx.lm.resolve(i) for i in ids]
         return _merge([ctx.writer.forget(i) for i in resolved]), None
 
-    _run(ctx, work, on_done=on_done, on_error=on_error)
+    _run(ctx, work, label=None, on_done=on_done, on_error=on_error)
 
 
 def edit(
@@ -262,7 +292,7 @@ def edit(
         entry = UndoEntry("Undo edit", lambda: ctx.writer.edit(old.id, **back))
         return changes, entry
 
-    _run(ctx, work, on_done=on_done, on_error=on_error)
+    _run(ctx, work, label="Undo edit", on_done=on_done, on_error=on_error)
 
 
 def set_type(
@@ -282,7 +312,7 @@ def set_type(
         )
         return changes, entry
 
-    _run(ctx, work, on_done=on_done, on_error=on_error)
+    _run(ctx, work, label="Undo change of type", on_done=on_done, on_error=on_error)
 
 
 def supersede(
@@ -304,7 +334,7 @@ def supersede(
         entry = UndoEntry("Undo supersede", lambda: ctx.writer.unsupersede(old_id, drop))
         return changes, entry
 
-    _run(ctx, work, on_done=on_done, on_error=on_error)
+    _run(ctx, work, label="Undo supersede", on_done=on_done, on_error=on_error)
 
 
 def link(
@@ -327,7 +357,7 @@ def link(
         )  # fmt: skip
         return Changes(updated=(a_id, b_id), links=True).merge(changes), entry
 
-    _run(ctx, work, on_done=on_done, on_error=on_error)
+    _run(ctx, work, label="Undo link", on_done=on_done, on_error=on_error)
 
 
 def review(
@@ -338,35 +368,128 @@ def review(
     on_done: Done = None,
     on_error: Failed = None,
 ) -> None:
-    """Accept (keep) or reject (erase, and never capture the same again). A reject cannot
-    be undone: the memory's text is gone from disk."""
+    """Accept (keep), or reject at once: erased, and never captured the same again, which
+    nothing can undo (the memory's text is gone from disk). The review panel rejects
+    through :func:`reject`, which holds the erase while Ctrl+Z can still bring it back."""
+    _review(ctx, ids, decision, on_done=on_done, on_error=on_error)
+
+
+def _review(
+    ctx: AppContext,
+    ids: Sequence[str],
+    decision: str,
+    *,
+    on_done: Done = None,
+    on_error: Failed = None,
+    keep_undo: bool = False,
+) -> None:
+    word = "accept" if decision == "accepted" else "reject"
+    label = None if decision == "rejected" else f"Undo {word} " + _plural(len(ids), "memory")
 
     def work() -> tuple[Changes, UndoEntry | None]:
         changes = ctx.writer.review(ids, decision)
         if decision == "rejected":
             return changes, None
         ids_ = list(changes.updated)
-        word = "accept" if decision == "accepted" else "reject"
         entry = UndoEntry(
             f"Undo {word} " + _plural(len(ids_), "memory"),
             lambda: ctx.writer.review(ids_, "pending"),
+            ids=tuple(ids_),
         )
         return changes, entry
 
-    _run(ctx, work, on_done=on_done, on_error=on_error)
+    _run(ctx, work, label=label, on_done=on_done, on_error=on_error, keep_undo=keep_undo)
+
+
+def reject(
+    ctx: AppContext,
+    ids: Sequence[str],
+    *,
+    on_erased: Done = None,
+    on_error: Failed = None,
+) -> UndoEntry:
+    """Reject memories waiting for review, undoably: nothing is written now. The erase
+    (as :func:`review` rejects: the text gone from disk, and capture never keeps the same
+    again) runs when the undo window closes, :attr:`AppContext.undo_window_ms` later, or
+    sooner when the browser closes or the app quits; until then Ctrl+Z gives the memories
+    back exactly as they were, still waiting. The caller hides them meanwhile
+    (:meth:`AppContext.held_ids`)."""
+    todo = tuple(dict.fromkeys(ids))
+
+    def erase() -> None:
+        _review(ctx, todo, "rejected", on_done=on_erased, on_error=on_error, keep_undo=True)
+
+    return ctx.hold(todo, "Undo reject " + _plural(len(todo), "memory"), erase).entry
+
+
+def edit_and_accept(
+    ctx: AppContext,
+    memory_id: str,
+    *,
+    content: str,
+    mtype: MemoryType | str | None = None,
+    on_done: Done = None,
+    on_error: Failed = None,
+) -> None:
+    """Correct a memory waiting for review, then accept it: one action, one undo (back to
+    the text it had, waiting again). A failed edit accepts nothing; a failed accept puts
+    the text back."""
+
+    def work() -> tuple[Changes, UndoEntry | None]:
+        (old,) = _memories(ctx, [memory_id])
+        fields: dict[str, Any] = {}
+        back: dict[str, Any] = {}
+        for name, value, previous in (("content", content, old.content), ("type", mtype, old.type)):
+            if value is not None and str(value) != str(previous or ""):
+                fields[name] = str(value)
+                back[name] = str(previous) if previous is not None else ""
+        changes = ctx.writer.edit(old.id, **fields) if fields else Changes()
+        try:
+            changes = changes.merge(ctx.writer.review([old.id], "accepted"))
+        except Exception:
+            if back:  # one action: a failed accept leaves the text as it was too
+                ctx.writer.edit(old.id, **back)
+            raise
+
+        def undo() -> Changes:
+            out = ctx.writer.review([old.id], "pending")
+            return out.merge(ctx.writer.edit(old.id, **back)) if back else out
+
+        return changes, UndoEntry("Undo edit and accept", undo, ids=(old.id,))
+
+    _run(ctx, work, label="Undo edit and accept", on_done=on_done, on_error=on_error)
 
 
 def undo(ctx: AppContext, *, on_done: Done = None, on_error: Failed = None) -> bool:
-    """Undo the last action; False when there is nothing to undo."""
-    entry = ctx.undo_entry
+    """Undo the last action; False when there is nothing to undo.
+
+    The last action is the top of the undo stack, whatever it touched: a held reject
+    comes back at once; a write's undo runs after that write (still running or not).
+    """
+    entry = ctx.pop_undo()
     if entry is None:
         return False
-    ctx.set_undo(None)
+    if entry.revert is not None:
+        entry.revert()
+        if on_done is not None:
+            on_done(Changes(updated=entry.ids))
+        return True
 
     def work() -> tuple[Changes, UndoEntry | None]:
+        # The action's own write ran first (one write thread, in order): ``entry.undo`` is
+        # set, unless the action failed or changed nothing.
+        if entry.undo is None:
+            raise InvalidInputError("nothing to undo: the last action changed nothing")
         return entry.undo(), None
 
-    _run(ctx, work, flags=entry.flags or None, on_done=on_done, on_error=on_error, keeps_undo=True)
+    def done(changes: Changes) -> None:
+        if entry.ids:
+            ctx.hub.restored.emit(entry.ids)
+        if on_done is not None:
+            on_done(changes)
+
+    flags = entry.flags or None
+    _run(ctx, work, label=None, flags=flags, on_done=done, on_error=on_error, keep_undo=True)
     return True
 
 

@@ -26,8 +26,10 @@ from typing import Any, Generic, TypeVar
 
 from PySide6.QtCore import (
     QAbstractTableModel,
+    QEvent,
     QItemSelectionModel,
     QModelIndex,
+    QObject,
     QPersistentModelIndex,
     QPoint,
     Qt,
@@ -46,6 +48,7 @@ from PySide6.QtGui import (
 )
 from PySide6.QtWidgets import (
     QAbstractItemView,
+    QApplication,
     QComboBox,
     QDialog,
     QDialogButtonBox,
@@ -73,7 +76,7 @@ from lexmem.models import Changes, Memory, MemorySource, MemoryStatus, MemoryTyp
 
 from . import ops
 from .charts import HorizontalBarChart, Series, StackedBarChart
-from .context import AppContext, UiChanges
+from .context import AppContext, UiChanges, UndoEntry
 from .detail import AGENT_NAMES
 from .theme import TYPE_COLOURS, series_colour
 
@@ -444,6 +447,22 @@ class _Panel(QWidget):
 
 NOTICE_MS = 8_000  # how long what an action did stays under its panel
 
+
+def _how_many(n: int) -> str:
+    return "1 memory" if n == 1 else f"{n} memories"
+
+
+def _undo_key() -> str:
+    """Undo's shortcut as this system writes it (Ctrl+Z, ⌘Z)."""
+    return QKeySequence(QKeySequence.StandardKey.Undo).toString(
+        QKeySequence.SequenceFormat.NativeText
+    )
+
+
+def _seconds(ctx: AppContext) -> int:
+    return round(ctx.undo_window_ms / 1000)
+
+
 # -- review ---------------------------------------------------------------------------------
 
 
@@ -491,6 +510,12 @@ class ReviewPanel(_Panel):
     context menu); "Accept all"/"Reject all" act on the whole queue, and "Reject all"
     asks first, naming how many. The Edit menu's actions act on this selection while
     the tab is on screen (it is a :class:`ui.browser.MemoryTarget`).
+
+    The panel opens with its first row selected, and a decision selects the next one, so
+    A and R decide one memory after another. A reject leaves the queue at once but is
+    erased only when its undo window closes (:func:`ui.ops.reject`): the line under the
+    table counts down, and Ctrl+Z (the Edit menu's Undo, which always undoes the last
+    action) brings the memory back, selected, still waiting.
     """
 
     #: The number of memories waiting, each time it is known (tray badge, tab title).
@@ -510,6 +535,17 @@ class ReviewPanel(_Panel):
         self._queue: list[str] = []
         self._count: int | None = None
         self._pending: set[str] = set()  # sent to review: hidden until the write settles
+        self._reveal: set[str] = set()  # brought back by an undo: selected once reloaded
+        self._want_focus = False  # shown, and the table not focused yet
+        self._watched_windows: list[QWidget] = []
+        self._loaded = False
+        # The last reject made here while its undo window is open, and how it is named.
+        self._held_entry: UndoEntry | None = None
+        self._held_what = ""
+        self._countdown = QTimer(self)
+        self._countdown.setInterval(1000)
+        self._countdown.timeout.connect(self._tick)
+        ctx.hub.restored.connect(self._on_restored)
         self.editor: _EditDialog | None = None
         self.dialog: QMessageBox | None = None  # the open "Reject all?" question
         bold = QFont()
@@ -535,7 +571,8 @@ class ReviewPanel(_Panel):
         self.accept_button.setToolTip("Keep the selected memories (A)")
         self.edit_button.setToolTip("Correct the memory, then keep it (E)")
         self.reject_button.setToolTip(
-            "Erase the selected memories; capture will not keep the same again (R)"
+            "Erase the selected memories; capture will not keep the same again (R). "
+            f"{_undo_key()} brings them back for {_seconds(ctx)} s"
         )
         self.pin_button.setToolTip("Pin: first in its project's digest, never decays (P)")
         self.accept_button.clicked.connect(self.accept_selected)
@@ -595,11 +632,13 @@ class ReviewPanel(_Panel):
     # -- as a target of the Edit menu's actions (ui.browser.MemoryTarget) --------------
 
     def selected_memory_ids(self) -> list[str]:
-        return [i for i in self.selected_ids() if i not in self._pending]
+        hidden = self._hidden()
+        return [i for i in self.selected_ids() if i not in hidden]
 
     def selection_sample(self) -> tuple[int, list[Memory]]:
         rows = [self.model.row(r) for r in _selected_rows(self.view)]
-        rows = [m for m in rows if m.id not in self._pending]
+        hidden = self._hidden()
+        rows = [m for m in rows if m.id not in hidden]
         return len(rows), rows
 
     def cached_memory(self, memory_id: str) -> Memory | None:
@@ -610,14 +649,17 @@ class ReviewPanel(_Panel):
         self.edit_selected()
 
     def select(self, ids: Iterable[str]) -> None:
-        """Select these rows (the rest are deselected)."""
+        """Select these rows (the rest are deselected); the first is the current row."""
         sel = self.view.selectionModel()
         sel.clearSelection()
         flags = QItemSelectionModel.SelectionFlag.Select | QItemSelectionModel.SelectionFlag.Rows
-        for mid in ids:
-            row = self.model.find(mid)
-            if row >= 0:
-                sel.select(self.model.index(row, 0), flags)
+        rows = [r for r in (self.model.find(mid) for mid in ids) if r >= 0]
+        for row in rows:
+            sel.select(self.model.index(row, 0), flags)
+        if rows:
+            sel.setCurrentIndex(
+                self.model.index(min(rows), 0), QItemSelectionModel.SelectionFlag.NoUpdate
+            )
 
     # -- loading ----------------------------------------------------------------------------
 
@@ -633,15 +675,58 @@ class ReviewPanel(_Panel):
 
         self._read("queue", fetch, self._apply)
 
+    def _hidden(self) -> set[str]:
+        """Decided and not to be shown: sent to review, or rejected and held for undo."""
+        return self._pending | self.ctx.held_ids()
+
     def _apply(self, result: tuple[list[str], list[Memory], dict[str, str]]) -> None:
         self._queue, memories, self._labels = result
-        self.model.set_rows(m for m in memories if m.id not in self._pending)
+        hidden = self._hidden()
+        had_rows = self.model.rowCount() > 0
+        self.model.set_rows(m for m in memories if m.id not in hidden)
+        reveal = [m.id for m in self.model.rows() if m.id in self._reveal]
+        if reveal:  # an undo brought these back: they are what the person looks at
+            self._reveal.difference_update(reveal)
+            self.select(reveal)
+            self.view.scrollTo(self.model.index(self.model.find(reveal[0]), 0))
+        elif not _selected_rows(self.view) and (not self._loaded or not had_rows):
+            _select_row(self.view, 0)  # ready for A and R at once
+        self._loaded = True
         self._counted()
         self.refreshed.emit()
 
+    def showEvent(self, event: QShowEvent) -> None:
+        super().showEvent(event)
+        if self.model.rowCount() and not _selected_rows(self.view):
+            _select_row(self.view, 0)
+        # Opened (its tab clicked, the tray's "Review" chosen): the keys work at once.
+        # Constraint: a window still becoming active gives the focus to its first widget
+        # when it gets there, after this; the focus is taken again then.
+        self._want_focus = True
+        window = self.window()
+        if window is not self and window not in self._watched_windows:
+            self._watched_windows.append(window)
+            window.installEventFilter(self)
+        QTimer.singleShot(0, self._take_focus)
+
+    def eventFilter(self, watched: QObject, event: QEvent) -> bool:
+        if event.type() == QEvent.Type.WindowActivate and self._want_focus:
+            QTimer.singleShot(0, self._take_focus)
+        return False
+
+    def _take_focus(self) -> None:
+        if not isValid(self) or not self.isVisible():
+            return
+        if self.window().isActiveWindow():
+            self._want_focus = False
+        focus = QApplication.focusWidget()
+        if focus is None or not self.isAncestorOf(focus):
+            self.view.setFocus(Qt.FocusReason.OtherFocusReason)
+
     def _counted(self) -> None:
         """The count as the person sees it: what is waiting, less what was just decided."""
-        self._count = sum(1 for i in self._queue if i not in self._pending)
+        hidden = self._hidden()
+        self._count = sum(1 for i in self._queue if i not in hidden)
         n = self._count
         if n == 0:
             self.summary.setText("")
@@ -692,12 +777,14 @@ class ReviewPanel(_Panel):
         self.reject(self.selected_ids())
 
     def accept_all(self) -> None:
-        self.accept(list(self._queue))
+        hidden = self._hidden()
+        self.accept([i for i in self._queue if i not in hidden])
 
     def reject_all(self) -> None:
         """Ask, naming how many, then reject every memory waiting (those asked about:
         one captured while the question is open is not rejected unasked)."""
-        ids = [i for i in self._queue if i not in self._pending]
+        hidden = self._hidden()
+        ids = [i for i in self._queue if i not in hidden]
         if not ids:
             return
         n = len(ids)
@@ -706,7 +793,8 @@ class ReviewPanel(_Panel):
             QMessageBox.Icon.Warning,
             "Reject all",
             f"Reject {what} waiting for review?\n\n"
-            "Rejected memories are deleted, and capture will not keep the same again.",
+            "Rejected memories are deleted, and capture will not keep the same again. "
+            f"{_undo_key()} brings them back for the next {_seconds(self.ctx)} s.",
             QMessageBox.StandardButton.Cancel,
             self,
         )
@@ -740,7 +828,7 @@ class ReviewPanel(_Panel):
         if row is None:
             return None
         memory = self.model.row(row)
-        if memory.id in self._pending:
+        if memory.id in self._hidden():
             return None
         dialog = _EditDialog(memory, self)
         dialog.setAttribute(Qt.WidgetAttribute.WA_DeleteOnClose)
@@ -752,37 +840,31 @@ class ReviewPanel(_Panel):
         return dialog
 
     def edit_and_accept(self, memory_id: str, content: str, mtype: str | None = None) -> None:
-        """Change the memory, then accept it; a failed edit accepts nothing."""
+        """Change the memory, then accept it (one action, one undo); a failed edit
+        accepts nothing."""
         ids = [memory_id]
+        self._pending.update(ids)
         self._hide(ids)
-
-        def accept(_changes: Changes) -> None:
-            ops.review(
-                self.ctx, ids, "accepted",
-                on_done=lambda _c: self._settle(ids), on_error=lambda _e: self._settle(ids, True),
-            )  # fmt: skip
-
-        ops.edit(
+        ops.edit_and_accept(
             self.ctx, memory_id, content=content, mtype=mtype,
-            on_done=accept, on_error=lambda _e: self._settle(ids, True),
+            on_done=lambda _c: self._settle(ids), on_error=lambda _e: self._settle(ids, True),
         )  # fmt: skip
 
     def _decide(self, ids: Sequence[str], decision: str) -> None:
-        todo = [i for i in dict.fromkeys(ids) if i not in self._pending]
+        if decision == "rejected":
+            self._reject(ids)
+            return
+        hidden = self._hidden()
+        todo = [i for i in dict.fromkeys(ids) if i not in hidden]
         if not todo:
             return
+        self._pending.update(todo)
         self._hide(todo)
-        n = len(todo)
-        what = "1 memory" if n == 1 else f"{n} memories"
-        said = (
-            f"Accepted {what}: kept."
-            if decision == "accepted"
-            else f"Rejected {what}: erased, and capture will not keep the same again."
-        )
+        said = f"Accepted {_how_many(len(todo))}: kept."
 
         def done(_changes: Changes) -> None:
             self._settle(todo)
-            if isValid(self):
+            if isValid(self) and not self._countdown.isActive():  # a reject's countdown first
                 self.report(said)
 
         def failed(exc: BaseException) -> None:
@@ -792,21 +874,80 @@ class ReviewPanel(_Panel):
 
         ops.review(self.ctx, todo, decision, on_done=done, on_error=failed)
 
-    def _hide(self, ids: Sequence[str]) -> None:
-        """Take rows out at once; the reload after the write confirms it.
+    def _reject(self, ids: Sequence[str]) -> None:
+        """Out of the queue now; erased when the undo window closes (:func:`ops.reject`)."""
+        hidden = self._hidden()
+        todo = [i for i in dict.fromkeys(ids) if i not in hidden]
+        if not todo:
+            return
+        what = self._name(todo)
+        entry: UndoEntry | None = None
 
-        Constraint: a reload already under way still holds these rows; ``_pending``
-        keeps them hidden until the write has settled.
+        def erased(_changes: Changes) -> None:
+            if isValid(self) and self._held_entry is entry:
+                self._held_entry = None
+                self.report(f"Rejected {what}: erased, and capture will not keep the same again.")
+
+        def failed(exc: BaseException) -> None:
+            if isValid(self):
+                if self._held_entry is entry:
+                    self._held_entry = None
+                self.report(f"Nothing was rejected: {exc}", error=True)
+                self.refresh()  # still in the store: back in the queue
+
+        entry = ops.reject(self.ctx, todo, on_erased=erased, on_error=failed)
+        verb = "is" if len(todo) == 1 else "are"
+        entry.said = f"{what[:1].upper()}{what[1:]} {verb} back, waiting for review."
+        self._hide(todo)
+        self._held_entry, self._held_what = entry, what
+        self._tick()
+        self._countdown.start()
+
+    def _name(self, ids: Sequence[str]) -> str:
+        """One memory by its title, quoted; several by how many."""
+        row = self.model.find(ids[0]) if len(ids) == 1 else -1
+        if row < 0:
+            return _how_many(len(ids))
+        m = self.model.row(row)
+        return f"“{_one_line(_read_as_text(m.title or m.content), 60)}”"
+
+    def _tick(self) -> None:
+        """The line under the table while the last reject can be undone: how long for."""
+        entry = self._held_entry
+        left = self.ctx.held_left_ms(entry) if entry is not None else None
+        if left is None:  # being erased (said once done) or undone (said then)
+            self._countdown.stop()
+            return
+        seconds = max(1, round(left / 1000))
+        self._notice = f"Rejected {self._held_what} — {_undo_key()} to undo ({seconds} s)"
+        self._notice_timer.stop()
+        self._say(self._notice)
+
+    def _on_restored(self, ids: tuple[str, ...]) -> None:
+        """An undo brings these back: select them once the reload shows them."""
+        entry = self._held_entry
+        if entry is not None and entry.ids == tuple(ids):
+            self._held_entry = None
+            self._countdown.stop()
+            self.report(entry.said)
+        self._reveal.update(ids)
+
+    def _hide(self, ids: Sequence[str]) -> None:
+        """Take rows out at once (the caller has marked them pending or held); the reload
+        after the write confirms it.
+
+        Constraint: a reload already under way still holds these rows; ``_pending`` (and
+        the context's held rejects) keep them hidden until the write has settled.
         """
         selected = _selected_rows(self.view)
         before = self.model.rows()
-        self._pending.update(ids)
-        self.model.set_rows(m for m in before if m.id not in self._pending)
+        hidden = self._hidden()
+        self.model.set_rows(m for m in before if m.id not in hidden)
         if selected and not _selected_rows(self.view):
             # Keyboard triage (A, A, R, ...): the memory after the decided ones is next,
             # or, after the last, the one before them.
-            after = [m.id for m in before[selected[-1] + 1 :] if m.id not in self._pending]
-            earlier = [m.id for m in before[: selected[0]] if m.id not in self._pending]
+            after = [m.id for m in before[selected[-1] + 1 :] if m.id not in hidden]
+            earlier = [m.id for m in before[: selected[0]] if m.id not in hidden]
             nearest = after[:1] or earlier[-1:]
             if nearest:
                 _select_row(self.view, self.model.find(nearest[0]))

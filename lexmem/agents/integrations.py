@@ -43,7 +43,7 @@ import uuid
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal
 
 from lexmem.base import atomic_write
 from lexmem.capture.policy import capture_mode, is_paused, project_root
@@ -59,6 +59,7 @@ __all__ = [
     "Plan",
     "apply_plan",
     "check_hook",
+    "claude_version",
     "executable",
     "installed",
     "plan",
@@ -80,6 +81,29 @@ _TOOL_EVENTS = frozenset({"PreToolUse", "PostToolUse", "PostToolUseFailure"})
 # Claude Code runs these without waiting: lexmem only records them, and they are the
 # events that fire after every tool call, where waiting would slow the agent most.
 _ASYNC_EVENTS = frozenset({"PostToolUse", "PostToolUseFailure"})
+# Claude Code calls an MCP tool for a hook (``"type": "mcp_tool"``) since 2.1.118: no
+# process per event. It cannot at SessionStart (no MCP client yet: the digest and the
+# service's start stay the command's) nor at SessionEnd (its servers are gone by then).
+MCP_TOOL_HOOKS_SINCE = (2, 1, 118)
+MCP_TOOL_EVENTS = frozenset(
+    {"UserPromptSubmit", "PreToolUse", "PostToolUse", "PostToolUseFailure", "Stop",
+     "SubagentStop", "PreCompact"}
+)  # fmt: skip
+# An async SessionEnd command gets its payload in 2.1.332; 2.1.197 starts it with none.
+ASYNC_SESSION_END_SINCE = (2, 1, 332)
+HOOK_TOOL = "record_hook_event"
+HOOK_TOOL_NAME = f"mcp__lexmem__{HOOK_TOOL}"  # as Claude Code names it (and its rules)
+# Per event, the payload fields beyond the common ones that lexmem records.
+_EVENT_FIELDS = {
+    "UserPromptSubmit": ("prompt",),
+    "PreToolUse": ("tool_name", "tool_input", "tool_use_id"),
+    "PostToolUse": ("tool_name", "tool_input", "tool_response", "tool_use_id"),
+    "PostToolUseFailure": ("tool_name", "tool_input", "tool_use_id", "error", "is_interrupt"),
+    "Stop": ("last_assistant_message", "stop_hook_active"),
+    "SubagentStop": ("last_assistant_message", "stop_hook_active", "agent_id", "agent_type",
+                     "agent_transcript_path"),
+    "PreCompact": ("trigger", "custom_instructions"),
+}  # fmt: skip
 CLAUDE_HOOK_EVENTS = (
     "SessionStart", "UserPromptSubmit", "PreToolUse", "PostToolUse", "PostToolUseFailure",
     "Stop", "SubagentStop", "PreCompact", "SessionEnd",
@@ -128,18 +152,66 @@ def _hook_command(adapter: str) -> str:
     return f"{shlex.quote(executable('lexmem-hook'))} {adapter}"
 
 
-def _hook_groups(agent: str) -> list[tuple[str, dict[str, Any]]]:
-    """(event, matcher group) for every event lexmem's hook handles for ``agent``."""
-    command = _hook_command(agent)
+def parse_version(text: str | None) -> tuple[int, ...] | None:
+    """``(2, 1, 197)`` from ``claude --version``'s "2.1.197 (Claude Code)"; None if none."""
+    found = re.search(r"(\d+)\.(\d+)\.(\d+)", text or "")
+    return tuple(int(p) for p in found.groups()) if found else None
+
+
+def claude_version() -> tuple[int, ...] | None:
+    """The installed Claude Code's version (``claude --version``); None when there is no
+    ``claude`` on PATH or it does not say."""
+    import subprocess
+
+    exe = shutil.which("claude")
+    if exe is None:
+        return None
+    try:
+        done = subprocess.run(
+            [exe, "--version"], capture_output=True, text=True, timeout=30, check=False,
+            stdin=subprocess.DEVNULL,
+        )  # fmt: skip
+    except (OSError, subprocess.SubprocessError):
+        return None
+    return parse_version(done.stdout) if done.returncode == 0 else None
+
+
+def _hook_handler(agent: str, event: str, version: tuple[int, ...] | None) -> dict[str, Any]:
+    """lexmem's handler for ``event``: a call of lexmem's MCP tool where the agent runs
+    one (no process), the command otherwise (see docs/agents.md)."""
+    mcp = agent == "claude" and version is not None and version >= MCP_TOOL_HOOKS_SINCE
+    if mcp and event in MCP_TOOL_EVENTS:
+        return {"type": "mcp_tool", "server": "lexmem", "tool": HOOK_TOOL,
+                "input": _hook_input(event), "timeout": HOOK_TIMEOUT}  # fmt: skip
+    handler: dict[str, Any] = {"type": "command", "command": _hook_command(agent)}
+    if agent == "codex" and event == "SessionEnd":
+        handler["timeout"] = CODEX_SESSION_END_TIMEOUT
+    else:
+        handler["timeout"] = HOOK_TIMEOUT
+    if agent == "claude" and (
+        event in _ASYNC_EVENTS
+        or (event == "SessionEnd" and version is not None and version >= ASYNC_SESSION_END_SINCE)
+    ):
+        handler["async"] = True
+    return handler
+
+
+def _hook_input(event: str) -> dict[str, str]:
+    """The payload's fields the tool takes, each as Claude Code fills it in (a field the
+    event lacks comes as "")."""
+    fields = ["hook_event_name", "session_id", "cwd", "transcript_path", "permission_mode"]
+    fields += list(_EVENT_FIELDS.get(event, ()))
+    return {f: "${" + f + "}" for f in fields}
+
+
+def _hook_groups(
+    agent: str, version: tuple[int, ...] | None = None
+) -> list[tuple[str, dict[str, Any]]]:
+    """(event, matcher group) for every event lexmem's hook handles for ``agent``
+    (``version``: Claude Code's, which decides the kind of handler)."""
     groups = []
     for event in CLAUDE_HOOK_EVENTS if agent == "claude" else CODEX_HOOK_EVENTS:
-        handler: dict[str, Any] = {"type": "command", "command": command}
-        if agent == "codex" and event == "SessionEnd":
-            handler["timeout"] = CODEX_SESSION_END_TIMEOUT
-        else:
-            handler["timeout"] = HOOK_TIMEOUT
-        if agent == "claude" and event in _ASYNC_EVENTS:
-            handler["async"] = True
+        handler = _hook_handler(agent, event, version)
         group: dict[str, Any] = {}
         # Claude Code matches "*" as every tool; Codex reads the matcher as a regular
         # expression (where "*" is invalid) and matches everything when it is left out.
@@ -165,7 +237,9 @@ def _mcp_entry(agent: str, current: Any = None) -> dict[str, Any]:
         if isinstance(theirs, list)
         else []
     )
-    return {"command": command, "args": ["mcp"], "env_vars": [*ENV_VARS, *extra]}
+    # Codex runs no tool hooks (0.169, 0.171): the hooks' tool is not for its model.
+    return {"command": command, "args": ["mcp"], "env_vars": [*ENV_VARS, *extra],
+            "disabled_tools": [HOOK_TOOL]}  # fmt: skip
 
 
 def _is_lexmem_hook(command: Any) -> bool:
@@ -176,6 +250,15 @@ def _is_lexmem_hook(command: Any) -> bool:
     except ValueError:
         return False
     return bool(parts) and Path(parts[0]).name in ("lexmem-hook", "lexmem-hook.exe")
+
+
+def _is_ours(handler: Any) -> bool:
+    """lexmem's hook handler: its command, or a call of its MCP server's hook tool."""
+    if not isinstance(handler, dict):
+        return False
+    if handler.get("type") == "mcp_tool":
+        return handler.get("server") == "lexmem" and handler.get("tool") == HOOK_TOOL
+    return _is_lexmem_hook(handler.get("command"))
 
 
 def _is_lexmem_server(entry: Any) -> bool:
@@ -233,11 +316,13 @@ def _section(data: dict[str, Any], key: str, kind: type, path: Path) -> Any:
     return value
 
 
-def _add_hooks(data: dict[str, Any], agent: str, path: Path) -> None:
+def _add_hooks(
+    data: dict[str, Any], agent: str, path: Path, version: tuple[int, ...] | None = None
+) -> None:
     hooks = _section(data, "hooks", dict, path)
     if hooks is None:
         hooks = data["hooks"] = {}
-    for event, group in _hook_groups(agent):
+    for event, group in _hook_groups(agent, version):
         groups = _section(hooks, event, list, path)
         if groups is None:
             groups = hooks[event] = []
@@ -248,7 +333,7 @@ def _add_hooks(data: dict[str, Any], agent: str, path: Path) -> None:
             if not isinstance(handlers, list):
                 continue
             for i, h in enumerate(handlers):
-                if isinstance(h, dict) and _is_lexmem_hook(h.get("command")):
+                if _is_ours(h):
                     # An older entry (pasted from the README, or another install path) is
                     # brought up to date where it stands; the user's matcher stays theirs.
                     if h != handler:
@@ -274,9 +359,7 @@ def _remove_hooks(data: dict[str, Any]) -> None:
         for g in groups:
             handlers = g.get("hooks") if isinstance(g, dict) else None
             if isinstance(handlers, list):
-                kept = [
-                    h for h in handlers if not (isinstance(h, dict) and _is_lexmem_hook(h.get("command")))
-                ]  # fmt: skip
+                kept = [h for h in handlers if not _is_ours(h)]
                 if len(kept) != len(handlers):
                     removed = True
                     if not kept:
@@ -290,6 +373,44 @@ def _remove_hooks(data: dict[str, Any]) -> None:
                 del hooks[event]
     if removed and not hooks:
         del data["hooks"]
+
+
+def _add_deny(data: dict[str, Any], path: Path) -> None:
+    """Keep the hooks' tool from the model: a ``permissions.deny`` rule for it. Claude Code
+    then leaves it out of the tools it offers, while its mcp_tool hooks still call it."""
+    perms = _section(data, "permissions", dict, path)
+    if perms is None:
+        perms = data["permissions"] = {}
+    deny = _section(perms, "deny", list, path)
+    if deny is None:
+        deny = perms["deny"] = []
+    if HOOK_TOOL_NAME not in deny:
+        deny.append(HOOK_TOOL_NAME)
+
+
+def _remove_deny(data: dict[str, Any], before: dict[str, Any] | None = None) -> None:
+    """Take lexmem's deny rule out, and the ``deny`` list and ``permissions`` object install
+    created for it (``before``: the file as install's backup kept it, which says whether
+    the user had an empty list there)."""
+    perms = data.get("permissions")
+    deny = perms.get("deny") if isinstance(perms, dict) else None
+    if not isinstance(perms, dict) or not isinstance(deny, list) or HOOK_TOOL_NAME not in deny:
+        return
+    deny[:] = [rule for rule in deny if rule != HOOK_TOOL_NAME]
+    had = before.get("permissions") if isinstance(before, dict) else None
+    if not deny and not (isinstance(had, dict) and had.get("deny") == []):
+        del perms["deny"]
+        if not perms and not (isinstance(had, dict) and had == {}):
+            del data["permissions"]
+
+
+def _uninstall_claude_settings(data: dict[str, Any], backup: Path) -> None:
+    _remove_hooks(data)
+    try:
+        before = json.loads(backup.read_text(encoding="utf-8")) if backup.is_file() else None
+    except (OSError, ValueError):
+        before = None
+    _remove_deny(data, before if isinstance(before, dict) else None)
 
 
 def _add_server(data: dict[str, Any], agent: str, path: Path, notes: list[str]) -> None:
@@ -581,6 +702,7 @@ def _server_block(entry: dict[str, Any]) -> str:
     return (
         f"{_MARK}\n[mcp_servers.lexmem]\ncommand = {_toml_str(entry['command'])}\n"
         f"args = {_toml_array(entry['args'])}\nenv_vars = {_toml_array(entry['env_vars'])}\n"
+        f"disabled_tools = {_toml_array(entry['disabled_tools'])}\n"
     )
 
 
@@ -744,9 +866,13 @@ def _json_change(
 
 
 def plan(
-    agent: str, action: str, *, scope: str = "user", cwd: Path | None = None, paths: Paths
-) -> Plan:
+    agent: str, action: str, *, scope: str = "user", cwd: Path | None = None, paths: Paths,
+    version: tuple[int, ...] | Literal["detect"] | None = "detect",
+) -> Plan:  # fmt: skip
     """What ``lexmem install|uninstall AGENT`` would change; reads files, writes nothing.
+
+    ``version``: Claude Code's version, which decides how its hooks are written (found
+    with ``claude --version`` unless given; None: unknown, today's command hooks).
 
     Raises :class:`InvalidInputError` (one line) for an unknown agent or scope, or a file
     it cannot safely edit (broken JSON or TOML, an unexpected shape).
@@ -767,9 +893,17 @@ def plan(
     created = _created(paths)
     if agent == "claude":
         hooks_file, mcp_file = _claude_files(scope, cwd)
+        found = claude_version() if install and version == "detect" else version
+        known = found if isinstance(found, tuple) else None
+        backup = hooks_file.with_name(hooks_file.name + BACKUP_SUFFIX)
+
+        def add(d: dict[str, Any]) -> None:
+            _add_hooks(d, "claude", hooks_file, known)
+            _add_deny(d, hooks_file)  # whichever hooks call it, the model never should
+
         _json_change(
             hooks_file, install,
-            (lambda d: _add_hooks(d, "claude", hooks_file)) if install else _remove_hooks,
+            add if install else (lambda d: _uninstall_claude_settings(d, backup)),
             result, created,
         )  # fmt: skip
         _json_change(
@@ -953,9 +1087,7 @@ def _hook_events(data: dict[str, Any]) -> set[str]:
         for event, groups in hooks.items():
             for g in groups if isinstance(groups, list) else []:
                 handlers = g.get("hooks") if isinstance(g, dict) else None
-                if isinstance(handlers, list) and any(
-                    isinstance(h, dict) and _is_lexmem_hook(h.get("command")) for h in handlers
-                ):
+                if isinstance(handlers, list) and any(_is_ours(h) for h in handlers):
                     found.add(event)
     return found
 

@@ -31,17 +31,27 @@ import socket
 import sys
 import threading
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import TYPE_CHECKING, Annotated, Any, BinaryIO, Literal, TypeVar
 
 from mcp.server.mcpserver import Context, MCPServer, ResourceSecurity
 from mcp.server.mcpserver.exceptions import ResourceError, ToolError, UnexpectedToolError
-from mcp_types import CallToolResult, InputRequiredResult, ToolAnnotations
+from mcp.shared.subscriptions import SUBSCRIPTION_ID_META_KEY
+from mcp_types import (
+    CLIENT_CAPABILITIES_META_KEY,
+    CLIENT_INFO_META_KEY,
+    PROTOCOL_VERSION_META_KEY,
+    CallToolResult,
+    InputRequiredResult,
+    ToolAnnotations,
+)
+from mcp_types.version import KNOWN_PROTOCOL_VERSIONS, MODERN_PROTOCOL_VERSIONS
 from pydantic import BaseModel, Field, ValidationError
 
 from lexmem import __version__
+from lexmem.agents import hookcall
 from lexmem.capture.policy import is_opted_out, optout_rules, project_opted_out, project_root
 from lexmem.config import Paths, digest_path, resolve_paths
 from lexmem.errors import InvalidInputError, LexmemError
@@ -254,13 +264,13 @@ class MemoryTools:
         with self._lock:
             lm = self.core(create=False)
             if lm is None:
-                return {"query": query, "results": []}
+                return {"query": _echo(query), "results": []}
             flt = MemoryFilter(
                 project=project or None, type=MemoryType(type) if type else None,
                 exclude_projects=self._hidden(lm),
             )  # fmt: skip
             result = lm.search(query, flt, limit=limit)
-        return {"query": query, "results": [_hit(h) for h in result.hits]}
+        return {"query": _echo(query), "results": [_hit(h) for h in result.hits]}
 
     def get(self, ids: str | Sequence[str]) -> dict[str, Any]:
         wanted = [ids] if isinstance(ids, str) else list(ids)
@@ -470,6 +480,19 @@ class MemoryTools:
                 return "queued", event_id
             time.sleep(0.05)
 
+    # -- hook events --------------------------------------------------------------------------
+
+    def record_hook(self, fields: dict[str, Any]) -> str:
+        """A Claude Code hook event, as its ``mcp_tool`` hook hands it over: recorded as
+        ``lexmem-hook claude`` would record it. Answers ``{}``: a hook's output that asks
+        for nothing, so nothing of it reaches the model."""
+        payload = hookcall.payload_from_fields(fields)
+        ids = hookcall.record_payload(self.paths, payload)
+        log.debug(
+            "[MEM:CAPTURE] hook event %s: %d event(s)", payload.get("hook_event_name"), len(ids)
+        )
+        return "{}"
+
     # -- the context digest -----------------------------------------------------------------
 
     def digest(self, project: str | None, *, cwd: str | None = None) -> str:
@@ -529,6 +552,14 @@ def _parse_time(text: str) -> datetime:
             f"the anchor must be a memory id or a time like 2026-01-31T09:00, not {text!r}"
         ) from exc
     return value if value.tzinfo else value.replace(tzinfo=UTC)
+
+
+def _echo(query: str) -> str:
+    """A query as an answer shows it: secrets redacted, never echoed back to the agent
+    (whose transcript is kept on disk)."""
+    from lexmem.capture.redact import redact
+
+    return redact(query).text
 
 
 def _scrub(text: str) -> str:
@@ -615,10 +646,19 @@ ProjectFilter = Annotated[
 TypeName = Literal["semantic", "episodic", "procedural"]
 
 READ = ToolAnnotations(read_only_hint=True, open_world_hint=False)
+HOOK = ToolAnnotations(
+    title="lexmem's hook events", read_only_hint=False, destructive_hint=False,
+    idempotent_hint=False, open_world_hint=False,
+)  # fmt: skip
+# The tool Claude Code's hooks call instead of running ``lexmem-hook`` (``"type":
+# "mcp_tool"``), and the payload fields it takes.
+HOOK_TOOL = "record_hook_event"
+HOOK_FIELDS = frozenset((*hookcall.TEXT_FIELDS, *hookcall.JSON_FIELDS, *hookcall.FLAG_FIELDS))
 
 
 def build_server(tools: MemoryTools) -> McpMemory:
-    """The MCP server over ``tools``: eight tools and the context-digest resources."""
+    """The MCP server over ``tools``: eight tools, the hooks' tool and the context-digest
+    resources."""
     server = McpMemory(
         "lexmem", title="lexmem memory", version=__version__, instructions=INSTRUCTIONS
     )
@@ -737,6 +777,23 @@ def build_server(tools: MemoryTools) -> McpMemory:
         it is only wrong; forget what must not be kept at all."""
         return ChangeOut.model_validate(_call(lambda: tools.forget(memory_id)))
 
+    @server.tool(annotations=HOOK)
+    def record_hook_event(
+        hook_event_name: Annotated[str, Field(min_length=1, description="The hook's event.")],
+        session_id: str = "", cwd: str = "", transcript_path: str = "", permission_mode: str = "",
+        prompt: str = "", tool_name: str = "", tool_use_id: str = "",
+        tool_input: Annotated[Any, Field(description="JSON text or an object.")] = None,
+        tool_response: Annotated[Any, Field(description="JSON text, an object or text.")] = None,
+        error: Any = None, is_interrupt: Any = None, last_assistant_message: str = "",
+        stop_hook_active: Any = None, source: str = "", reason: str = "", trigger: str = "",
+        custom_instructions: str = "", agent_id: str = "", agent_type: str = "",
+        agent_transcript_path: str = "", model: str = "", turn_id: str = "",
+    ) -> str:  # fmt: skip
+        """For lexmem's own Claude Code hooks only, which call it with each hook event's
+        fields; never call it yourself. Records the event as the lexmem-hook command would."""
+        fields = {k: v for k, v in locals().items() if k in HOOK_FIELDS}
+        return _call(lambda: tools.record_hook(fields))
+
     @server.resource(
         "lexmem://digest",
         name="context-digest",
@@ -832,12 +889,29 @@ def serve_connection(
 # opening requests itself, from what this service answered to the same requests: so an
 # agent that waits only briefly for its MCP servers still sees lexmem's tools. The rest
 # of the session then runs in the service, which gets the agent's own ``initialize``.
+#
+# Two eras of the protocol are recorded. A handshake session (``initialize``, then
+# requests) per version in ``sessions``; ``"*"`` is a session opened at a version the
+# SDK does not know (it answers with its own), and ``refusals`` the errors such a
+# session gives to requests it does not serve. Per-request sessions (2026-07-28 on:
+# ``server/discover``, then requests that each carry the protocol version in
+# ``params._meta``) in ``modern``: each request's reply, result or error, and the
+# acknowledgement that opens a ``subscriptions/listen`` stream.
 
 # The opening requests answered from the manifest, and the protocol versions recorded.
 MANIFEST_METHODS = (
     "initialize", "tools/list", "resources/list", "resources/templates/list", "prompts/list",
 )  # fmt: skip
-MANIFEST_VERSIONS = ("2024-11-05", "2025-03-26", "2025-06-18", "2025-11-25", "2026-07-28")
+MANIFEST_VERSIONS = KNOWN_PROTOCOL_VERSIONS
+# A version no SDK knows, to record the answer to an agent newer than this SDK.
+UNKNOWN_VERSION = "lexmem-unknown-version"
+# Requests a handshake session refuses that an agent may send before ``initialize``.
+MANIFEST_REFUSED = ("server/discover",)
+# What a per-request session is asked (``subscriptions/listen`` last: it stays open).
+MODERN_METHODS = (
+    "server/discover", "tools/list", "resources/list", "resources/templates/list",
+    "prompts/list", "ping", "subscriptions/listen",
+)  # fmt: skip
 # How long recording waits for one answer (they take milliseconds; a guard, not a budget).
 MANIFEST_WAIT_S = 60.0
 
@@ -858,49 +932,107 @@ def record_manifest(paths: Paths, core: Lexmem | None = None) -> Path:
     from lexmem.config import FILE_MODE
 
     sessions: dict[str, dict[str, Any]] = {}
-    for version in MANIFEST_VERSIONS:
-        mine, theirs = socket.socketpair()
-        # Why: a session that fails to start (the data folder deleted under the service,
-        # so not even the working directory can be read) used to leave this side reading
-        # forever, and the process outlived the service that started it. The server's
-        # side is closed whatever becomes of it, and no answer is waited for long.
-        failed: list[BaseException] = []
-
-        def serve(theirs: socket.socket = theirs, failed: list[BaseException] = failed) -> None:
-            with theirs, theirs.makefile("rb") as their_stream:
-                try:
-                    serve_connection(core, {}, theirs, their_stream, home=paths.home)
-                except Exception as exc:  # noqa: BLE001 - reported by the reading side
-                    failed.append(exc)  # before the socket closes: the reader then says why
-
-        worker = threading.Thread(target=serve, daemon=True)
-        worker.start()
-        answers: dict[str, Any] = {}
-        mine.settimeout(MANIFEST_WAIT_S)
-        with mine, mine.makefile("rb") as stream:
-            _manifest_answer(stream, failed)  # {"ok": true}
+    refusals: dict[str, Any] = {}
+    for version in (*MANIFEST_VERSIONS, UNKNOWN_VERSION):
+        with _recording(paths, core) as ask:
+            answers: dict[str, Any] = {}
             for n, method in enumerate(MANIFEST_METHODS, 1):
                 params: dict[str, Any] = {}
                 if method == "initialize":
                     params = {"protocolVersion": version, "capabilities": {},
                               "clientInfo": {"name": "lexmem-relay", "version": __version__}}  # fmt: skip
-                message = {"jsonrpc": "2.0", "id": n, "method": method, "params": params}
-                mine.sendall(json.dumps(message).encode() + b"\n")
-                reply = _manifest_answer(stream, failed)
+                reply = ask({"jsonrpc": "2.0", "id": n, "method": method, "params": params})
                 if "result" not in reply:
                     continue  # not served: the relay leaves it to the service
                 answers[method] = reply["result"]
                 if method == "initialize":
-                    note = {"jsonrpc": "2.0", "method": "notifications/initialized"}
-                    mine.sendall(json.dumps(note).encode() + b"\n")
-            mine.shutdown(socket.SHUT_WR)
-        worker.join(timeout=10)
+                    ask({"jsonrpc": "2.0", "method": "notifications/initialized"})
+            if version == UNKNOWN_VERSION:
+                for n, method in enumerate(MANIFEST_REFUSED, 100):
+                    reply = ask({"jsonrpc": "2.0", "id": n, "method": method, "params": {}})
+                    if "error" in reply:
+                        refusals[method] = reply["error"]
         if "initialize" in answers and "tools/list" in answers:
-            sessions[version] = answers
+            sessions["*" if version == UNKNOWN_VERSION else version] = answers
+    modern: dict[str, dict[str, Any]] = {}
+    for version in MODERN_PROTOCOL_VERSIONS:
+        envelope = {PROTOCOL_VERSION_META_KEY: version, CLIENT_CAPABILITIES_META_KEY: {},
+                    CLIENT_INFO_META_KEY: {"name": "lexmem-relay", "version": __version__}}  # fmt: skip
+        with _recording(paths, core) as ask:
+            replies: dict[str, Any] = {}
+            for n, method in enumerate(MODERN_METHODS, 1):
+                params = {"_meta": envelope}
+                if method == "subscriptions/listen":
+                    params["notifications"] = LISTEN_ALL
+                reply = ask({"jsonrpc": "2.0", "id": n, "method": method, "params": params})
+                if reply.get("method") == "notifications/subscriptions/acknowledged":
+                    replies[method] = {"ack": reply.get("params")}
+                elif "result" in reply or "error" in reply:
+                    replies[method] = {k: reply[k] for k in ("result", "error") if k in reply}
+        if "result" in replies.get("server/discover", {}) and "result" in replies.get(
+            "tools/list", {}
+        ):
+            modern[version] = replies
     target = manifest_path(paths)
-    text = json.dumps({"lexmem": __version__, "sessions": sessions}, ensure_ascii=False)
+    text = json.dumps(
+        {"lexmem": __version__, "sessions": sessions, "refusals": refusals, "modern": modern},
+        ensure_ascii=False,
+    )
     atomic_write(target, text + "\n", mode=FILE_MODE, durable=False)
     return target
+
+
+# What the recorded ``subscriptions/listen`` asks for: everything a stream can carry.
+LISTEN_ALL = {
+    "toolsListChanged": True, "promptsListChanged": True, "resourcesListChanged": True,
+    "resourceSubscriptions": ["lexmem://digest"],
+}  # fmt: skip
+
+
+@contextlib.contextmanager
+def _recording(
+    paths: Paths, core: Lexmem | None
+) -> Iterator[Callable[[dict[str, Any]], dict[str, Any]]]:
+    """A session of this server over a socket pair; yields ``ask(message)``, which sends
+    a message and, for a request, returns its reply (or the first notification that
+    answers it: a stream's acknowledgement)."""
+    import json
+
+    mine, theirs = socket.socketpair()
+    # Why: a session that fails to start (the data folder deleted under the service,
+    # so not even the working directory can be read) used to leave this side reading
+    # forever, and the process outlived the service that started it. The server's
+    # side is closed whatever becomes of it, and no answer is waited for long.
+    failed: list[BaseException] = []
+
+    def serve() -> None:
+        with theirs, theirs.makefile("rb") as their_stream:
+            try:
+                serve_connection(core, {}, theirs, their_stream, home=paths.home)
+            except Exception as exc:  # noqa: BLE001 - reported by the reading side
+                failed.append(exc)  # before the socket closes: the reader then says why
+
+    worker = threading.Thread(target=serve, daemon=True)
+    worker.start()
+    mine.settimeout(MANIFEST_WAIT_S)
+    with mine, mine.makefile("rb") as stream:
+        _manifest_answer(stream, failed)  # {"ok": true}
+
+        def ask(message: dict[str, Any]) -> dict[str, Any]:
+            mine.sendall(json.dumps(message).encode() + b"\n")
+            if "id" not in message:
+                return {}
+            while True:
+                reply = _manifest_answer(stream, failed)
+                if reply.get("id") == message["id"]:
+                    return reply
+                meta = (reply.get("params") or {}).get("_meta") or {}
+                if meta.get(SUBSCRIPTION_ID_META_KEY) == message["id"]:
+                    return reply
+
+        yield ask
+        mine.shutdown(socket.SHUT_WR)
+    worker.join(timeout=10)
 
 
 def _manifest_answer(stream: BinaryIO, failed: list[BaseException]) -> dict[str, Any]:

@@ -2,14 +2,25 @@
 
 The agent starts ``lexmem mcp`` and speaks MCP on its stdin and stdout. The relay
 connects to the service's reader socket (:mod:`lexmem.wire`), asks for an MCP
-session, and from then on copies bytes both ways; the service runs the MCP SDK's
-server session with its store open and its model loaded. So the agent's first
-``initialize`` is answered in milliseconds, not after seconds of imports.
+session, and from then on passes the agent's messages to it and its answers back,
+line by line; the service runs the MCP SDK's server session with its store open and
+its model loaded. So the agent's first request is answered in milliseconds, not after
+seconds of imports.
 
-No service running: the relay starts one, as the hook does, and connects as soon as
-its socket is up. Where there is no socket to be had (no data folder yet, a platform
-without Unix-domain sockets, a service of a lexmem too old to listen), :func:`relay`
-returns ``None`` and the caller serves MCP in this process instead.
+No service running: the relay starts one, as the hook does, and meanwhile answers the
+agent's opening from the answers the service recorded (``mcp-manifest.json``, see
+:mod:`lexmem.agents.mcp_server`), of either era of the protocol: the ``initialize``
+handshake, or the per-request sessions of 2026-07-28 (``server/discover``, then
+requests that carry their protocol version). A request the manifest cannot answer
+waits for the service without holding back those it can; once the service is up it
+gets the agent's ``initialize`` again (its answer is the agent's already) and what
+waited. A service that stops mid-session is replaced the same way: the requests it
+had not answered get an error, the rest of the session goes on in the next one.
+
+Where there is no socket to be had (no data folder yet, a platform without
+Unix-domain sockets, a service of a lexmem too old to listen) and no manifest to
+answer from, :func:`relay` returns ``None`` before reading anything and the caller
+serves MCP in this process instead.
 
 Imports: the standard library and lexmem's standard-library modules only (a contract
 in pyproject.toml says so).
@@ -20,7 +31,7 @@ from __future__ import annotations
 import contextlib
 import json
 import os
-import select
+import signal
 import socket
 import threading
 import time
@@ -38,7 +49,8 @@ if TYPE_CHECKING:
 __all__ = ["START_WAIT_S", "relay"]
 
 # How long a relay waits for a service it started (a cold start loads the store and
-# the model) before it gives up and the caller serves in-process.
+# the model) before it gives up: the requests that wait for it get an error (or, when
+# the relay has read nothing yet, the caller serves the session in-process).
 START_WAIT_S = 60.0
 # A running service with no socket after this long is a lexmem too old to listen.
 NO_SOCKET_S = 15.0
@@ -46,15 +58,24 @@ NO_SOCKET_S = 15.0
 NOT_STARTING_S = 30.0
 # The service's answers to an agent's opening requests (lexmem.agents.mcp_server).
 MANIFEST = "mcp-manifest.json"
-
-
-def select_works(fd: int) -> bool:
-    """Whether ``select`` can wait on ``fd`` (not on Windows, where this never runs)."""
-    try:
-        select.select([fd], [], [], 0)
-    except (OSError, ValueError):
-        return False
-    return True
+# A per-request (2026-07-28 on) request's protocol version, in its ``params._meta``,
+# and the stream a ``subscriptions/listen`` acknowledgement belongs to.
+VERSION_KEY = "io.modelcontextprotocol/protocolVersion"
+SUBSCRIPTION_KEY = "io.modelcontextprotocol/subscriptionId"
+LISTEN = "subscriptions/listen"
+ACKNOWLEDGED = "notifications/subscriptions/acknowledged"
+# JSON-RPC errors the relay answers with itself.
+UNSUPPORTED_VERSION = -32022
+INTERNAL_ERROR = -32603
+# Requests that change nothing, asked again of the next service when the one they went to
+# stopped before it answered (a tools/call too when the manifest says its tool only reads).
+READS = frozenset({
+    "ping", "server/discover", "tools/list", "resources/list", "resources/templates/list",
+    "resources/read", "prompts/list", "prompts/get", "completion/complete",
+})  # fmt: skip
+# After a service stopped, before the next is started (not in a tight loop, should one
+# stop as soon as it starts).
+RESTART_PAUSE_S = 0.5
 
 
 def _reply_line(sock: socket.socket, limit: int | None = None) -> bytes:
@@ -115,112 +136,404 @@ def _wait_for_service(paths: Paths, cwd: str, wait: float) -> socket.socket | No
     return None
 
 
-class _Opening:
-    """The agent's opening requests, answered from the service's manifest while the
-    service starts; what cannot be answered yet waits for it."""
+def _key(ident: Any) -> str:
+    """A JSON-RPC id as a dict key (1 and "1" are different ids)."""
+    return json.dumps(ident, sort_keys=True)
 
-    def __init__(self, manifest: dict[str, Any], stdout_fd: int) -> None:
-        self.sessions = manifest.get("sessions") or {}
-        self.stdout_fd = stdout_fd
-        self.answers: dict[str, Any] | None = None
-        self.initialize: dict[str, Any] | None = None  # the agent's, replayed to the service
-        self.initialized: bytes | None = None
-        self.waiting: list[bytes] = []  # lines for the service, in order
-        self.rest = b""  # a partial line
 
-    def feed(self, data: bytes) -> None:
-        lines = (self.rest + data).split(b"\n")
-        self.rest = lines.pop()
-        for line in lines:
-            if line.strip():
-                self._line(line + b"\n")
+def _load(line: bytes) -> dict[str, Any] | None:
+    try:
+        message = json.loads(line)
+    except ValueError:
+        return None
+    return message if isinstance(message, dict) else None
+
+
+def _params(message: dict[str, Any]) -> dict[str, Any]:
+    params = message.get("params")
+    return params if isinstance(params, dict) else {}
+
+
+class _Relay:
+    """One agent's session: its lines to the service, the service's lines back, the
+    opening answered from the manifest while no service is connected.
+
+    The agent's lines are read on the main thread; a second thread connects to the
+    service (starting one, again if one stops), hands the session over, and copies its
+    answers to the agent. ``lock`` guards the session's state; ``send_lock`` keeps the
+    lines to the service in the agent's order; ``out_lock`` keeps lines to the agent
+    whole."""
+
+    def __init__(
+        self, paths: Paths, where: str, manifest: dict[str, Any], stdout_fd: int, wait: float
+    ) -> None:
+        self.paths, self.where, self.wait, self.stdout_fd = paths, where, wait, stdout_fd
+        sessions, refusals, modern = (manifest.get(k) for k in ("sessions", "refusals", "modern"))
+        self.sessions: dict[str, Any] = sessions if isinstance(sessions, dict) else {}
+        self.refusals: dict[str, Any] = refusals if isinstance(refusals, dict) else {}
+        self.modern: dict[str, Any] = modern if isinstance(modern, dict) else {}
+        self.read_only = _read_only_tools(manifest)
+        self.lock = threading.Lock()
+        self.changed = threading.Condition(self.lock)
+        self.send_lock = threading.Lock()
+        self.out_lock = threading.Lock()
+        self.sock: socket.socket | None = None  # the service's session, once handed over
+        self.queue: list[tuple[bytes, str | None]] = []  # lines for the service, in order
+        self.inflight: dict[str, tuple[Any, bytes]] = {}  # requests it has not answered
+        self.listens: set[str] = set()  # of those, subscriptions/listen streams
+        self.delivered: set[str] = set()  # of those, the ones the service has had
+        self.reads: set[str] = set()  # of those, the ones that change nothing
+        self.asked_again: set[str] = set()  # reads already asked of a second service
+        self.acked: set[str] = set()  # streams the agent has had the acknowledgement of
+        self.swallow_acks: set[str] = set()  # acknowledgements the agent has had already
+        self.initialize: bytes | None = None  # the agent's, replayed to each new service
+        self.initialized: bytes | None = None  # the agent's notifications/initialized
+        self.legacy: dict[str, Any] | None = None  # the recorded session of its version
+        self.replay = False  # the next service gets the agent's initialize first
+        self.replays = 0
+        self.stdin_open = True
+        self.connected = False  # a service took the session at least once
+
+    # -- the agent's side (the main thread) ---------------------------------------------
+
+    def read(self, stdin_fd: int) -> None:
+        """The agent's lines, until it closes stdin."""
+        rest = b""
+        while True:
+            try:
+                data = os.read(stdin_fd, 65536)
+            except OSError:
+                data = b""
+            if not data:
+                break
+            lines = (rest + data).split(b"\n")
+            rest = lines.pop()
+            for line in lines:
+                if line.strip():
+                    self._line(line + b"\n")
+        if rest.strip():
+            self._line(rest)  # a last line without its newline goes as it came
+        with self.lock:
+            self.stdin_open = False
+            sock = self.sock
+            self.changed.notify_all()
+        if sock is not None:
+            with self.send_lock, contextlib.suppress(OSError):
+                sock.shutdown(socket.SHUT_WR)
+
+    def pending(self) -> bool:
+        """Whether a request of the agent's still waits for an answer (a stream does not:
+        it ends with the agent's input)."""
+        with self.lock:
+            return self._waiting()
+
+    def _waiting(self) -> bool:
+        return any(key not in self.listens for key in self.inflight)
 
     def _line(self, line: bytes) -> None:
-        try:
-            message = json.loads(line)
-        except ValueError:
-            message = None
-        if not isinstance(message, dict):
-            self.waiting.append(line)
-            return
-        method, ident = message.get("method"), message.get("id")
-        params = message.get("params") or {}
-        if method == "initialize" and ident is not None and self.initialize is None:
-            answers = self.sessions.get(str(params.get("protocolVersion")))
-            if isinstance(answers, dict) and not self.waiting:
-                self.initialize, self.answers = message, answers
-                self._answer(ident, answers["initialize"])
-                return
-        elif self.answers is not None and method == "notifications/initialized":
-            if not self.waiting:
+        with self.lock:
+            target = self._route(line)
+        if target is not None:
+            self._to_service(*target)
+
+    def _route(self, line: bytes) -> tuple[socket.socket, bytes, str | None] | None:
+        """Answer ``line`` here, queue it for the service, or say where to send it now."""
+        message = _load(line)
+        method = message.get("method") if message is not None else None
+        if message is None or not isinstance(method, str):
+            return self._send(line, None)  # an answer to the service's request, or garbage
+        params, ident = _params(message), message.get("id")
+        if "id" not in message:  # a notification
+            if method == "notifications/initialized":
                 self.initialized = line
+                if self.sock is None and self.replay:
+                    return None  # follows the initialize replayed to the service
+            elif (
+                method == "notifications/cancelled"
+                and _key(params.get("requestId")) not in self.inflight
+            ):
+                return None  # answered here already: the service never had it
+            return self._send(line, None)
+        if self.sock is None and self._answered(ident, method, params, line):
+            return None
+        key = _key(ident)
+        if method == "initialize" and self.initialize is None:
+            self.initialize, self.legacy = line, self._session(params)
+        self.inflight[key] = (ident, line)
+        if method in READS or (method == "tools/call" and params.get("name") in self.read_only):
+            self.reads.add(key)
+        if method == LISTEN:
+            self.listens.add(key)
+        self.changed.notify_all()
+        return self._send(line, key)
+
+    def _send(self, line: bytes, key: str | None) -> tuple[socket.socket, bytes, str | None] | None:
+        if self.sock is None:
+            self.queue.append((line, key))
+            return None
+        return self.sock, line, key
+
+    def _to_service(self, sock: socket.socket, line: bytes, key: str | None) -> None:
+        with self.send_lock:
+            self._deliver(sock, [(line, key)])
+
+    def _deliver(self, sock: socket.socket, lines: list[tuple[bytes, str | None]]) -> None:
+        """Send lines to the service (``send_lock`` held). A request it never had (its
+        socket closed under the line) goes to the next one instead, in its turn: only
+        those it had and did not answer get an error when it is gone."""
+        for n, (line, key) in enumerate(lines):
+            with self.lock:
+                if key is not None and key in self.listens and key in self.acked:
+                    self.swallow_acks.add(key)  # the agent has had it from the manifest
+            try:
+                sock.sendall(line)
+            except OSError:
+                with self.lock:
+                    left = [(ln, k) for ln, k in lines[n:] if k is None or k in self.inflight]
+                    if self.sock is sock:
+                        self.sock = None  # gone: what follows waits for the next service
+                    now = self.sock
+                    if now is None:
+                        self.queue.extend(left)
+                if now is not None:  # the next service took over meanwhile
+                    self._deliver(now, left)
                 return
-        elif self.answers is not None and ident is not None and not params.get("cursor"):
-            # A listing does not depend on what else waits: answered now, in any order.
-            if method in self.answers and method != "initialize":
-                self._answer(ident, self.answers[method])
-                return
-            if method == "ping":
-                self._answer(ident, {})
-                return
-        self.waiting.append(line)
+            if key is not None:
+                with self.lock:
+                    if key in self.inflight:
+                        self.delivered.add(key)
+                    if self.sock is not sock and key in self.inflight and key not in self.listens:
+                        self._lost(key)  # it went as the service went: no answer will come
 
-    def _answer(self, ident: Any, result: Any) -> None:
-        reply = json.dumps({"jsonrpc": "2.0", "id": ident, "result": result}).encode()
-        _write_all(self.stdout_fd, reply + b"\n")
+    def _session(self, params: dict[str, Any]) -> dict[str, Any] | None:
+        answers = self.sessions.get(str(params.get("protocolVersion"))) or self.sessions.get("*")
+        return answers if isinstance(answers, dict) and "initialize" in answers else None
 
-    def hand_over(self, sock: socket.socket) -> None:
-        """Replay the agent's opening to the service, keep its reply to the initialize
-        (the agent has had one), then send on what waited."""
-        if self.initialize is not None:
-            replay = dict(self.initialize, id="lexmem-relay-initialize")
-            sock.sendall(json.dumps(replay).encode() + b"\n")
-            _reply_line(sock)  # the agent has had its answer
-            sock.sendall(
-                self.initialized or b'{"jsonrpc":"2.0","method":"notifications/initialized"}\n'
-            )
-        for line in self.waiting:
-            sock.sendall(line)
-        if self.rest:
-            sock.sendall(self.rest)
+    def _answered(self, ident: Any, method: str, params: dict[str, Any], line: bytes) -> bool:
+        """Answer a request from the manifest, if it can be; whether it was."""
+        meta = params.get("_meta")
+        version = meta.get(VERSION_KEY) if isinstance(meta, dict) else None
+        if version is not None and method != "initialize":
+            return self._answered_modern(ident, method, params, version)
+        if method == "initialize":
+            answers = self._session(params)
+            if self.initialize is not None or answers is None:
+                return False
+            self.initialize, self.legacy, self.replay = line, answers, True
+            self._reply(ident, result=answers["initialize"])
+            return True
+        if isinstance(self.refusals.get(method), dict):
+            self._reply(ident, error=self.refusals[method])
+            return True
+        if self.legacy is None or params.get("cursor"):
+            return False
+        if method in self.legacy:
+            self._reply(ident, result=self.legacy[method])
+            return True
+        if method == "ping":
+            self._reply(ident, result={})
+            return True
+        return False
+
+    def _answered_modern(
+        self, ident: Any, method: str, params: dict[str, Any], version: Any
+    ) -> bool:
+        if not self.modern:
+            return False  # nothing recorded: the service answers
+        answers = self.modern.get(str(version))
+        if not isinstance(answers, dict):
+            supported = {"supported": sorted(self.modern), "requested": version}
+            self._reply(ident, error={"code": UNSUPPORTED_VERSION,
+                                      "message": "Unsupported protocol version", "data": supported})  # fmt: skip
+            return True
+        reply = answers.get(method)
+        if not isinstance(reply, dict) or params.get("cursor"):
+            return False
+        if method == LISTEN:
+            # The stream is the service's; the agent waits for its acknowledgement only.
+            ack = _acknowledgement(ident, params, reply.get("ack"))
+            if ack is not None:
+                note = {"jsonrpc": "2.0", "method": ACKNOWLEDGED, "params": ack}
+                self._write(json.dumps(note, separators=(",", ":")).encode() + b"\n")
+                self.acked.add(_key(ident))
+            return False
+        if "result" in reply:
+            self._reply(ident, result=reply["result"])
+        elif isinstance(reply.get("error"), dict):
+            self._reply(ident, error=reply["error"])
+        else:
+            return False
+        return True
+
+    def _reply(self, ident: Any, **outcome: Any) -> None:
+        reply = {"jsonrpc": "2.0", "id": ident, **outcome}
+        self._write(json.dumps(reply, separators=(",", ":")).encode() + b"\n")
+
+    def _write(self, data: bytes) -> None:
+        with self.out_lock, contextlib.suppress(OSError):  # the agent is gone
+            _write_all(self.stdout_fd, data)
+
+    # -- the service's side (a thread of its own) ---------------------------------------
+
+    def serve(self, sock: socket.socket | None) -> None:
+        """Connect, hand over, relay the service's lines; again when it stops, until the
+        agent has closed stdin and nothing waits for an answer."""
+        while True:
+            if sock is None:
+                sock = _session(self.paths, self.where) or _wait_for_service(
+                    self.paths, self.where, self.wait
+                )
+            if sock is None:
+                with self.lock:
+                    self._fail("the lexmem service did not start: see `lexmem doctor`")
+                    self.changed.wait_for(lambda: bool(self.inflight) or not self.stdin_open)
+                    if not self.stdin_open and not self._waiting():
+                        return
+                continue
+            self.connected = True
+            try:
+                with sock, sock.makefile("rb") as stream:
+                    self._hand_over(sock, stream)
+                    for line in iter(stream.readline, b""):
+                        self._from_service(line)
+            except (OSError, ValueError):  # gone, or garbled: a service that is no more
+                pass
+            with self.lock:
+                self.sock = None
+                self._gone()
+                if not self.stdin_open:
+                    self._fail("the lexmem service stopped before it answered")
+                    return
+            time.sleep(RESTART_PAUSE_S)
+            sock = None
+
+    def _hand_over(self, sock: socket.socket, stream: Any) -> None:
+        """Give the service the session: the agent's initialize again if the agent had
+        its answer elsewhere (keeping the service's), then what waited, in order."""
+        with self.send_lock:
+            with self.lock:
+                replay = self.initialize if self.replay else None
+            if replay is not None:
+                message = _load(replay) or {}
+                self.replays += 1
+                message["id"] = rid = f"lexmem-relay-initialize-{self.replays}"
+                sock.sendall(json.dumps(message).encode() + b"\n")
+                while True:  # the agent has had its answer
+                    line = stream.readline()
+                    if not line:
+                        raise OSError("the service closed the connection")
+                    answer = _load(line)
+                    if answer is not None and answer.get("id") == rid and "method" not in answer:
+                        break
+                    self._from_service(line)
+            with self.lock:
+                initialized = self.initialized if replay is not None else None
+                queued, self.queue = self.queue, []
+                self.replay = False
+                self.sock = sock
+                stdin_open = self.stdin_open
+            if initialized is not None:
+                sock.sendall(initialized)
+            self._deliver(sock, queued)
+            if not stdin_open:
+                sock.shutdown(socket.SHUT_WR)
+
+    def _from_service(self, line: bytes) -> None:
+        with self.lock:
+            keep = self._keep(line)
+        if keep:
+            self._write(line)
+
+    def _keep(self, line: bytes) -> bool:
+        """Whether the agent gets ``line``: not when it has had that answer already."""
+        message = _load(line)
+        if message is None:
+            return True
+        method = message.get("method")
+        if method is None and "id" in message:  # an answer
+            key = _key(message["id"])
+            self.inflight.pop(key, None)
+            self.delivered.discard(key)
+            self.reads.discard(key)
+            self.asked_again.discard(key)
+            self.listens.discard(key)
+            self.acked.discard(key)
+            return True
+        if method == ACKNOWLEDGED:
+            meta = _params(message).get("_meta")
+            key = _key(meta.get(SUBSCRIPTION_KEY) if isinstance(meta, dict) else None)
+            if key in self.swallow_acks:
+                self.swallow_acks.discard(key)
+                return False
+            self.acked.add(key)
+        return True
+
+    def _gone(self) -> None:
+        """The service stopped: what it had and did not answer gets an error, but for
+        streams, which the next service carries on (their acknowledgement kept from the
+        agent); what it never had waits for the next."""
+        again = []
+        for key in [k for k in self.inflight if k in self.delivered]:
+            if key in self.listens or (key in self.reads and key not in self.asked_again):
+                again.append((self.inflight[key][1], key))
+                if key not in self.listens:
+                    self.asked_again.add(key)  # once: a read that stops services gets an error
+            else:
+                self._lost(key)
+        self.queue[:0] = again
+        self.delivered.clear()
+        self.swallow_acks.clear()
+        self.replay = self.initialize is not None
+
+    def _lost(self, key: str) -> None:
+        ident, _ = self.inflight.pop(key)
+        self.delivered.discard(key)
+        self.reads.discard(key)
+        self.asked_again.discard(key)
+        self._reply(ident, error={
+            "code": INTERNAL_ERROR,
+            "message": "the lexmem service stopped before it answered; try again",
+        })  # fmt: skip
+
+    def _fail(self, why: str) -> None:
+        """No service to be had: every request waiting for one gets an error."""
+        for ident, _ in self.inflight.values():
+            self._reply(ident, error={"code": INTERNAL_ERROR, "message": why})
+        self.inflight.clear()
+        self.listens.clear()
+        self.delivered.clear()
+        self.reads.clear()
+        self.asked_again.clear()
+        self.queue = [(line, key) for line, key in self.queue if key is None]
 
 
-def _opening(
-    paths: Paths, where: str, manifest: dict[str, Any], stdin_fd: int, stdout_fd: int,
-    wait: float,
-) -> tuple[socket.socket | None, bool]:  # fmt: skip
-    """Wait for the service while answering the agent's opening from ``manifest``: the
-    session handed over to the service, and whether the agent's stdin is still open."""
-    found: list[socket.socket | None] = []
-    ready = threading.Event()
+def _read_only_tools(manifest: dict[str, Any]) -> frozenset[str]:
+    """The tools the service says only read (``readOnlyHint``), from its recorded lists."""
+    lists = [s.get("tools/list") for s in (manifest.get("sessions") or {}).values()
+             if isinstance(s, dict)]  # fmt: skip
+    lists += [(s.get("tools/list") or {}).get("result") for s in
+              (manifest.get("modern") or {}).values() if isinstance(s, dict)]  # fmt: skip
+    tools = [t for listed in lists if isinstance(listed, dict)
+             for t in listed.get("tools") or [] if isinstance(t, dict)]  # fmt: skip
+    return frozenset(
+        t["name"] for t in tools if isinstance(t.get("name"), str)
+        and isinstance(t.get("annotations"), dict) and t["annotations"].get("readOnlyHint") is True
+    )  # fmt: skip
 
-    def connect() -> None:
-        found.append(_session(paths, where) or _wait_for_service(paths, where, wait))
-        ready.set()
 
-    threading.Thread(target=connect, daemon=True).start()
-    opening = _Opening(manifest, stdout_fd)
-    stdin_open = True
-    while not ready.is_set():
-        readable, _, _ = select.select([stdin_fd], [], [], 0.02)
-        if readable:
-            data = os.read(stdin_fd, 65536)
-            if not data:  # the agent said all it will say; it may still wait for answers
-                stdin_open = False
-                ready.wait(wait)
-                break
-            opening.feed(data)
-    sock = found[0] if found else None
-    if sock is None:
-        return None, stdin_open
-    try:
-        opening.hand_over(sock)
-        if not stdin_open:
-            sock.shutdown(socket.SHUT_WR)
-    except OSError:
-        sock.close()
-        return None, stdin_open
-    return sock, stdin_open
+def _acknowledgement(ident: Any, params: dict[str, Any], recorded: Any) -> dict[str, Any] | None:
+    """The acknowledgement of a ``subscriptions/listen``, as the service sends it: what
+    was asked and the service honours, under the stream's id; ``None`` when the stream
+    asks for something the recording did not (the service answers that)."""
+    asked = params.get("notifications")
+    if not isinstance(recorded, dict) or not isinstance(asked, dict):
+        return None
+    honoured, meta = recorded.get("notifications"), recorded.get("_meta")
+    wanted = {k: v for k, v in asked.items() if v}
+    if not isinstance(honoured, dict) or any(k not in honoured for k in wanted):
+        return None
+    return {"_meta": {**(meta if isinstance(meta, dict) else {}), SUBSCRIPTION_KEY: ident},
+            "notifications": wanted}  # fmt: skip
 
 
 def _manifest(paths: Paths) -> dict[str, Any] | None:
@@ -243,19 +556,9 @@ def _write_all(fd: int, data: bytes) -> None:
         view = view[os.write(fd, view) :]
 
 
-def _pump_in(sock: socket.socket, stdin_fd: int) -> None:
-    """The agent's requests to the service, until the agent closes stdin."""
-    try:
-        while True:
-            data = os.read(stdin_fd, 65536)
-            if not data:
-                break
-            sock.sendall(data)
-    except OSError:
-        pass
-    finally:
-        with contextlib.suppress(OSError):
-            sock.shutdown(socket.SHUT_WR)
+def _quietly(signum: int, frame: Any) -> None:
+    """The agent stops its MCP server with SIGINT (or SIGTERM): an exit, not an error."""
+    raise SystemExit(128 + signum)
 
 
 def relay(
@@ -265,28 +568,22 @@ def relay(
     """Relay one MCP session; its exit code, or ``None`` when the caller must serve it."""
     if not wire.available() or not paths.home.is_dir():
         return None  # no socket here, or no data folder yet: a reader never creates one
+    if threading.current_thread() is threading.main_thread():
+        for signum in (signal.SIGINT, signal.SIGTERM):
+            signal.signal(signum, _quietly)
     where = cwd or os.getcwd()
-    manifest = _manifest(paths) if select_works(stdin_fd) else None
-    if manifest is not None:
-        # The agent hears lexmem's tools now, whatever the service is doing (starting,
-        # or busy with the events this very session's hooks just sent it).
-        sock, stdin_open = _opening(paths, where, manifest, stdin_fd, stdout_fd, wait)
-        if sock is None:
-            return 1  # the agent's opening was read: no going back to in-process
-    else:
-        sock, stdin_open = _session(paths, where) or _wait_for_service(paths, where, wait), True
+    manifest = _manifest(paths)
+    sock = None
+    if manifest is None:
+        # Nothing to answer from: the service first, or the caller serves the session.
+        sock = _session(paths, where) or _wait_for_service(paths, where, wait)
         if sock is None:
             return None
-    if stdin_open:
-        threading.Thread(target=_pump_in, args=(sock, stdin_fd), daemon=True).start()
-    try:
-        while True:
-            data = sock.recv(65536)
-            if not data:
-                break
-            _write_all(stdout_fd, data)
-    except OSError:
-        pass
-    finally:
-        sock.close()
-    return 0
+    session = _Relay(paths, where, manifest or {}, stdout_fd, wait)
+    service = threading.Thread(target=session.serve, args=(sock,), daemon=True)
+    service.start()
+    session.read(stdin_fd)
+    if sock is None and not session.connected and not session.pending():
+        return 0  # all the agent asked was answered here: no service needed
+    service.join()
+    return 0 if session.connected else 1

@@ -21,7 +21,17 @@ Three families of rules, most specific first (see :data:`RULES`):
   headers, cookies, command-line password flags;
 * secrets identified by their *name*: ``KEY=value`` / ``"key": "value"`` where the key
   is secret-like (``env_secret``), random-looking values after weaker names such as
-  ``signature`` (``high_entropy``), and passwords stated in English prose.
+  ``signature`` (``high_entropy``), and passwords stated in English prose;
+* secrets named by what *surrounds* them: the second of a (user, password) pair passed
+  to a login call or under ``auth=``, the argument after a caught credential, a
+  base64-encoded private key or a long base64 value under a secret-named key, a value
+  piped into ``--password-stdin``, the items of a YAML list or the cells of a Markdown
+  table column named as secret, and the line a secret-printing command printed
+  (``echo $DB_PASSWORD``, ``kubectl get secret ... | base64 -d``).
+
+Every rule reads the whole text, however long: a person's explicit text is redacted rule
+by rule, never dropped. Only the hook, which must return in tens of milliseconds, asks
+for a work budget (``budget=True``, see :func:`_spend`).
 
 The name-based rules are where false positives live, so they decide with a few
 deliberate heuristics rather than "anything after ``password``":
@@ -36,7 +46,8 @@ deliberate heuristics rather than "anything after ``password``":
   An unquoted identifier after `` = `` (with spaces, as in code) counts only if it has a
   digit (``hunter2``) or looks random; without spaces (``PASSWORD=hunter2``, shell and
   ``.env``) it counts.
-* Values that are file paths or URLs without credentials are left alone.
+* Values that are file paths or URLs without credentials are left alone, and so are
+  templates whose fixed parts are words (``cache_key = f"user:{user_id}:profile:v3"``).
 * UUIDs, git SHAs, checksums and version numbers are not matched by any rule on their
   own; after a *weak* key name (``key``, ``signature``, ``session``, ``salt``) a value
   must look random -- 16+ characters, >= 3.5 bits/char, a digit, and the frequent
@@ -197,7 +208,7 @@ RULES: tuple[str, ...] = (
     "high_entropy",  # random-looking value after a weaker key name
     "app_password",  # Gmail-style app passwords: four groups of four letters
     "prose_password",  # "my password is hunter2", "mein Passwort ist ...", "密码是..."
-    "too_dense_to_check",  # text made of little but candidates: dropped whole (_spend)
+    "too_dense_to_check",  # budget=True only: text of little but candidates, dropped whole
 )
 
 _PRIORITY = {kind: i for i, kind in enumerate(RULES)}
@@ -210,15 +221,19 @@ _TOO_DENSE = "[REDACTED:too_dense_to_check]"
 # Small judgements shared by the rules
 
 
-# --- the work budget ------------------------------------------------------------------------
+# --- the work budget (opt-in: the hook's) ---------------------------------------------------
 # Every rule is linear, but a rule pays a few microseconds of Python for each candidate it
-# judges, and text can be made of nothing but candidates ("token: token: token: ..."). Each
-# call may judge at most _DENSE_BASE + len(text) / _DENSE_EVERY candidates (and keep as
-# many findings, and make as many edits for a view): no real document comes near that
-# (one candidate every 32 characters, all through the text), so past it the text is not
-# read any further and is dropped whole, as "[REDACTED:too_dense_to_check]". Counting
-# work, not time, keeps the outcome the same on a busy machine as on an idle one; the
-# base covers any hook payload (the hook cuts each field to a few KB before redacting).
+# judges, and text can be made of nothing but candidates ("token: token: token: ..."). A
+# call made with ``budget=True`` may judge at most _DENSE_BASE + len(text) / _DENSE_EVERY
+# candidates (and keep as many findings, and make as many edits for a view); past that
+# the text is not read any further and is dropped whole, as
+# "[REDACTED:too_dense_to_check]". Only the hook asks for it: it must return in tens of
+# milliseconds whatever an agent sends it, and it cuts each field to a few KB, which the
+# base covers. Every other caller -- text a person chose to keep (CLI, tray, MCP, import,
+# watched notes) and the service's own second pass -- runs unbounded, rule by rule
+# however long the text: redaction is linear, and dropping a person's explicit text
+# because its prose happens to say "token" often would lose it. Counting work, not
+# time, keeps the outcome the same on a busy machine as on an idle one.
 _DENSE_BASE = 4096
 _DENSE_EVERY = 32
 _BUDGETS: dict[int, list[int]] = {}  # thread id -> [units left] while a call runs
@@ -236,8 +251,10 @@ def _spend(units: int = 1) -> None:
             raise _TooDense
 
 
-def _budgeted_scan(text: str) -> list[_Hit] | None:
-    """:func:`_scan` within the work budget; None when the text spent it."""
+def _budgeted_scan(text: str, budget: bool) -> list[_Hit] | None:
+    """:func:`_scan`, within the work budget when ``budget``; None when the text spent it."""
+    if not budget:
+        return _scan(text)
     me = get_ident()
     nested = me in _BUDGETS
     if not nested:
@@ -482,7 +499,7 @@ def _is_path(value: str) -> bool:
 _STRONG, _WEAK, _NONE = 2, 1, 0
 _STRONG_WORDS = frozenset(
     _words_of(
-        """password passwd passphrase passcode pwd pw pass secret token apikey credential
+        """password passwd passphrase passcode pwd pw pass psk secret token apikey credential
     credentials creds cred authorization auth cookie bearer pat storepass keypass
     srcstorepass deststorepass srckeypass destkeypass"""
     )
@@ -659,7 +676,7 @@ def _basic_ok(value: str) -> bool:
 # matched by one more pattern. The whole key name is recovered by looking back from the
 # stem (at most 64 characters).
 _KV_STEM = _Lazy(
-    r"p(?:ass(?:word|wd|phrase|code)?|wd|w|at)|s(?:ecret|ig(?:nature)?|ession(?:[_-]?id)?|alt)"
+    r"p(?:ass(?:word|wd|phrase|code)?|wd|w|at|sk)|s(?:ecret|ig(?:nature)?|ession(?:[_-]?id)?|alt)"
     r"|token|key|auth(?:orization|token)?|c(?:red(?:ential)?s?|ookie)|bearer"
 )
 _KV_TAIL = _Lazy(
@@ -793,8 +810,17 @@ def _kv_value(
     pos = m.end()
     if text.startswith((_MARK, _PRIVATE_MARK), pos):
         return None, pos, pos
-    span = _quoted_at(text, pos)
+    if strength == _STRONG and text.startswith(("(", "["), pos):
+        pair = _AUTH_PAIR.match(text, pos)
+        if pair is not None:  # auth=("user", "pw"): the user stays
+            kind = _pair_password(pair.group("s"))
+            hit = None if kind is None else (pair.start("s"), pair.end("s"), "basic_auth")
+            return hit, pos, pair.end()
+    prefix = _STRING_PREFIX.match(text, pos)  # f"...", b'...', r"...": a string literal
+    span = _quoted_at(text, prefix.end() if prefix else pos)
     if span is not None:
+        if prefix and "f" in prefix.group().lower() and _template(text[span[0] : span[1]]):
+            return None, span[0], span[1]  # f"user:{user_id}:v3": code that builds a name
         return _kv_quoted(text, span, stem, key, strength), span[0], span[1]
     if k_start > 0 and text[k_start - 1] in "?&":  # a URL query parameter
         vm = _QUERY_RUN.match(text, pos)
@@ -817,7 +843,7 @@ def _kv_quoted(text: str, span: tuple[int, int], stem: str, key: str, strength: 
     if not stem.startswith("p") and _NAME_WORDS.fullmatch(value):
         return None  # "xet-auth", "type_function": a name, not a credential
     if strength == _WEAK:
-        if _looks_random(value) and not _UUID.fullmatch(value):
+        if _looks_random(value) and not _UUID.fullmatch(value) and not _template(value):
             return start, end, "high_entropy"
         return None
     scheme, _, rest = value.partition(" ")
@@ -832,6 +858,24 @@ def _kv_quoted(text: str, span: tuple[int, int], stem: str, key: str, strength: 
 
 _COLOR = _Lazy(r"#[0-9a-fA-F]{3,8}")
 _NAME_WORDS = _Lazy(r"[a-z]+(?:[-_:.]+[a-z]+)+")
+_STRING_PREFIX = _Lazy(r"(?:[fFrRbBuU]|[rR][bBfF]|[bBfF][rR])(?=[\"'])")
+_TEMPLATE_GLUE = _Lazy(r"[\s:;,/@.|#=-]+")
+
+
+def _template(value: str) -> bool:
+    """``user:{user_id}:profile:v3``, ``lock:%s:%d``: a template whose fixed parts are
+    words -- a key being built, not a secret."""
+    if "{" not in value and "%" not in value:
+        return False
+    parts = _TEMPLATE_FIELD.split(value[:_JUDGED])
+    if len(parts) < 2:
+        return False
+    return not any(
+        _looks_random(piece, 12) for part in parts for piece in _TEMPLATE_GLUE.split(part)
+    )
+
+
+_TEMPLATE_FIELD = _Lazy(r"\{[^{}\n]{0,80}\}|%[-+ #0-9.]{0,8}[sdrfxi]|%\([A-Za-z_]\w*\)[sdr]")
 
 
 def _concatenated(text: str, pos: int) -> bool:
@@ -937,7 +981,7 @@ def _kv_unquoted_span(
     if is_ident and sep == ":" and _TYPE_NAME.fullmatch(value):
         return None  # private_key: Ed25519PrivateKey (an annotation)
     if strength == _WEAK:  # weak names need a random-looking value
-        if _looks_random(value) and not _UUID.fullmatch(value):
+        if _looks_random(value) and not _UUID.fullmatch(value) and not _template(value):
             return start, end, "high_entropy"
         return None
     if sep == ":" and not key_quoted and not post and value.isalpha() and value.islower():
@@ -1012,7 +1056,7 @@ def _xml_scan(text: str, lowered: str) -> Iterator[_Hit]:
 _CLI_FLAG_RE = _Lazy(
     r"-(?:(?<=\s-)|(?<=^-))-?(?P<k>(?:[a-z0-9]+-){0,8}(?:pass(?:word|wd|phrase)?|pwd|secret|token|api-?key|key"
     r"|credentials?|[a-z]*storepass|[a-z]*keypass))[ \t]+"
-    r"(?P<v>\"[^\"\n]*\"|'[^'\n]*'|[^\s\"'|;&<>()\-][^\s\"'|;&<>()]*)"
+    r"(?P<v>\"[^\"\n]*\"|'[^'\n]*'|[^\s\"'|;&<>()\-](?:[^\s\"'|;&<>()]|&(?=[^\s&]))*)"
 )
 
 
@@ -1600,6 +1644,406 @@ def _sql_identified_scan(text: str, lowered: str) -> Iterator[_Hit]:
             yield m.start("s"), m.end("s"), "sql_password"
 
 
+# --- secrets named by what surrounds them -----------------------------------------------------
+# The value has no shape of its own and no key right before it; what names it is the call it
+# is passed to, the tuple or list or table column it sits in, the command that reads it from
+# standard input, or the command that printed it on the line before.
+
+
+# A (user, password) pair passed by position: server.login('me@gmail.com', 'abcd efgh ijkl
+# mnop'), HTTPBasicAuth("u", "p"), OAuth("id", "secret"). The user stays; the password goes.
+_LOGIN_ARGS = _Lazy(
+    r"\([ \t\r\n]*+"
+    r"(?:(?P<q1>[\"'])[^\"'\n]{0,256}+(?P=q1)|[a-z_][\w.]{0,64}+(?:\[[^\]\n]{0,64}+\])?+)"
+    r"[ \t\r\n]*+,[ \t\r\n]*+(?P<q>[\"'])(?P<s>[^\"'\n]{1,256}+)(?P=q)"
+)
+# the call's name, matched on the reversed text before "(": login, sign_in, authenticate,
+# HTTPBasicAuth, OAuth, Credentials
+_LOGIN_NAME = _Lazy(r"[ \t]{0,4}+(?:ni_?gol|ni_?ngis|etacitnehtua|htua|s?laitnederc)")
+# The same pair as a tuple or list after an auth-like key: auth=("user", "pw").
+_AUTH_PAIR = _Lazy(
+    r"[(\[][ \t]*+(?:(?P<q1>[\"'])[^\"'\n]{0,256}+(?P=q1)|[A-Za-z_][\w.]{0,64}+)[ \t]*+,[ \t]*+"
+    r"(?P<q>[\"'])(?P<s>[^\"'\n]{1,256}+)(?P=q)[ \t]*+,?[ \t]*+[)\]]"
+)
+
+
+def _pair_password(value: str) -> str | None:
+    """The kind of the second of a (user, password) pair, or None when it is not one."""
+    if _FOUR_GROUPS.fullmatch(value):
+        return "app_password"
+    if len(value) < 4 or any(ch.isspace() for ch in value):
+        return None
+    if _is_placeholder(value) or _is_path(value) or "://" in value or _DATAISH.fullmatch(value):
+        return None
+    return "basic_auth"
+
+
+def _login_call_scan(text: str, lowered: str) -> Iterator[_Hit]:
+    for m in _LOGIN_ARGS.finditer(lowered):
+        _spend()
+        if not _LOGIN_NAME.match(lowered[max(0, m.start() - 16) : m.start()][::-1]):
+            continue
+        start, end = m.span("s")
+        kind = _pair_password(text[start:end])
+        if kind is not None:
+            yield start, end, kind
+
+
+# The second positional argument of a call whose first argument is a credential found by
+# another rule: Client("AC...", "<auth token>"), boto3.client(..., "AKIA...", "<secret>").
+_NEXT_ARG = _Lazy(
+    r"[\"'][ \t]*+(?:\r?\n[ \t]*+)?,[ \t]*+(?:\r?\n[ \t]*+)?(?P<q>[\"'])"
+    r"(?P<s>[A-Za-z0-9+/=_-]{16,256}+)(?P=q)"
+)
+_CALL_OPEN = _Lazy(r"[ \t\r\n]{0,40}+\(")  # matched on the reversed text before the quote
+_SECOND_KIND = {
+    "twilio_account_sid": "twilio_auth_token",
+    "twilio_api_key": "twilio_auth_token",
+    "aws_access_key_id": "aws_secret_access_key",
+}
+
+
+def _second_args(text: str, hits: list[_Hit]) -> Iterator[_Hit]:
+    for start, end, kind in hits:
+        if start < 2 or text[start - 1] not in "\"'" or kind == "private":
+            continue
+        if not _CALL_OPEN.match(text[max(0, start - 42) : start - 1][::-1]):
+            continue  # the credential must be the call's first argument
+        m = _NEXT_ARG.match(text, end)
+        if m is None:
+            continue
+        value = m.group("s")
+        if _looks_random(value) and not _UUID.fullmatch(value):
+            yield m.start("s"), m.end("s"), _SECOND_KIND.get(kind, "high_entropy")
+
+
+# A PEM private key, base64-encoded once more (kubeconfig's client-key-data, a Kubernetes
+# Secret's tls.key): "LS0tLS1CRUdJTi" is "-----BEGIN" in base64.
+def _b64_private_key(value: str) -> bool:
+    import binascii  # only when such a value turns up
+
+    head = value[:80]
+    try:
+        decoded = binascii.a2b_base64(head[: len(head) - len(head) % 4])
+    except (binascii.Error, ValueError):
+        return False
+    return b"PRIVATE KEY" in decoded
+
+
+# A long base64 value under a key whose name says key, secret, token or password anywhere
+# in it (client-key-data, secret_b64_payload), where the key=value rule reads only the
+# name's last word.
+_B64_NAMED_RE = _Lazy(
+    r"[:=][ \t]*+[\"']?(?P<v>[A-Za-z0-9+/_-]{40,}+={0,2})(?![A-Za-z0-9+/=_-])", re.ASCII
+)
+_NAME_BACK = _Lazy(r"[ \t]{0,8}+[\"']?(?P<k>[\w.$-]{1,64})", re.ASCII)  # on the reversed text
+_B64_NAME_WORDS = _words_of(
+    """key keys secret secrets token tokens password passwords passwd pwd psk apikey
+    privatekey secretkey accesskey"""
+)
+_B64_NOT_NAMES = _words_of(
+    """public pub publishable cert certs certificate crt ca fingerprint hash checksum digest
+    integrity id ids sha sha1 sha256 sha512 md5 etag"""
+)
+
+
+def _name_words(key: str) -> list[str]:
+    """``clientKeyData`` / ``client-key-data`` -> ``["client", "key", "data"]``."""
+    split = _CAMEL_B.sub(r"\1_\2", _CAMEL_A.sub(r"\1_\2", key)).lower()
+    return [w for w in _NON_ALNUM.split(split) if w]
+
+
+def _b64_named_scan(text: str, lowered: str) -> Iterator[_Hit]:
+    for m in _B64_NAMED_RE.finditer(text):
+        _spend(2)
+        back = _NAME_BACK.match(text[max(0, m.start() - 74) : m.start()][::-1])
+        if back is None:
+            continue
+        key = back.group("k")[::-1].lstrip("-.$")
+        words = set(_name_words(key))
+        if not words & _B64_NAME_WORDS or words & _B64_NOT_NAMES:
+            continue
+        start, end = m.span("v")
+        if _looks_random(text[start:end].rstrip("=")):
+            yield start, end, "env_secret"
+
+
+# A secret piped into a command that reads it from standard input: echo "pw" | docker
+# login --password-stdin, echo "tok" | gh auth login --with-token, echo "u:pw" | chpasswd.
+_STDIN_RE = _Lazy(
+    r"(?:echo|printf)[ \t]++(?:-[a-z]{1,3}+[ \t]++)*+(?:(?:'%s[^'\n]{0,4}+'|\"%s[^\"\n]{0,4}+\")"
+    r"[ \t]++)?(?P<v>\"[^\"\n]*+\"|'[^'\n]*+'|[^\s|;&\"']++)[ \t]*+\|[^\n|;&]*+"
+)
+_STDIN_READERS = (
+    "--password-stdin",
+    "--with-token",
+    "--token-stdin",
+    "chpasswd",
+    "secret set",
+    "secret put",
+    "secret create",
+)
+
+
+def _stdin_scan(text: str, lowered: str) -> Iterator[_Hit]:
+    """Linear: each reader is found with ``str.find``, and the ``echo`` before it is looked
+    for on its line, at most 400 characters back and never before the previous reader."""
+    for reader in (*_STDIN_READERS, "--stdin"):
+        prev = 0
+        at = lowered.find(reader)
+        while at >= 0:
+            _spend()
+            nl = lowered.rfind("\n", max(prev, at - 400), at)
+            lo = nl + 1 if nl >= 0 else max(prev, at - 400)
+            prev = at + len(reader)
+            if reader != "--stdin" or "passwd" in lowered[lo:at]:
+                yield from _stdin_values(text, lowered, lo, at, reader)
+            at = lowered.find(reader, prev)
+
+
+def _stdin_values(text: str, lowered: str, lo: int, at: int, reader: str) -> Iterator[_Hit]:
+    for m in _STDIN_RE.finditer(lowered, lo, at):
+        if m.end() != at:
+            continue  # another command (|, ;, &) between the echo and the reader
+        start, end = m.span("v")
+        if text[start] in "\"'":
+            start, end = start + 1, end - 1
+        if reader == "chpasswd":  # user:password
+            colon = text.find(":", start, end)
+            start = colon + 1 if colon >= 0 else start
+        value = text[start:end]
+        if len(value) >= 3 and not _is_placeholder(value) and not _is_path(value):
+            yield start, end, "cli_secret"
+
+
+# A YAML list under a secret-like key: each item is a secret ("api_tokens:" then "- tok").
+_YAML_LIST_KEY = _Lazy(r":[ \t]*+(?:#[^\n]{0,200}+)?\r?\n(?=[+-]?[ \t]*+-[ \t])")
+_YAML_ITEM = _Lazy(r"[+-]?[ \t]*+-[ \t]++(?P<v>[^\r\n]*+)\r?(?:\n|\Z)")  # (+/-: a diff's)
+
+
+def _yaml_list_scan(text: str, lowered: str) -> Iterator[_Hit]:
+    """Linear: every item line is read once, by the first list that holds it (a key
+    inside an item already read -- ``- api_tokens:`` -- does not start a list again)."""
+    done = 0
+    for m in _YAML_LIST_KEY.finditer(lowered):
+        _spend(2)
+        if m.start() < done:
+            continue
+        back = _NAME_BACK.match(text[max(0, m.start() - 74) : m.start()][::-1])
+        if back is None or text.endswith(_MARK, 0, m.start() - back.end()):
+            continue
+        key = back.group("k")[::-1].lstrip("-.$")
+        if not key:
+            continue
+        strength = _key_strength(key)
+        if strength == _NONE and key[-1:] in "sS":
+            strength = _key_strength(key[:-1])  # api_tokens, passwords, secrets
+        if strength == _NONE:
+            continue
+        pos = m.end()
+        while (item := _YAML_ITEM.match(text, pos)) is not None:
+            _spend()
+            pos = item.end()
+            hit = _cell_secret(text, *item.span("v"), strength)
+            if hit is not None:
+                yield hit
+        done = pos
+
+
+def _cell_secret(text: str, start: int, end: int, strength: int) -> _Hit | None:
+    """One value of a list or a table column named as secret: a single literal that looks
+    made up (not a word, a name, a reference, a path or a mapping)."""
+    hash_at = text.find(" #", start, end)
+    end = hash_at if hash_at >= 0 else end
+    while start < end and text[start] in " \t":
+        start += 1
+    while end > start and text[end - 1] in " \t\r":
+        end -= 1
+    if end - start >= 2 and text[start] in "\"'`" and text[end - 1] == text[start]:
+        start, end = start + 1, end - 1
+    value = text[start:end]
+    if len(value) < 4 or any(ch.isspace() for ch in value) or value[0] in "{[&*!|>#":
+        return None
+    if value.endswith(":") or _is_placeholder(value) or _is_path(value) or "://" in value:
+        return None
+    if strength == _WEAK:
+        return (start, end, "high_entropy") if _looks_random(value) else None
+    lower, upper, digit, _ = _char_classes(value)
+    symbols = any(not ch.isalnum() and ch not in "-._/'" for ch in value)
+    mixed = lower and upper and any(ch.isupper() for ch in value[1:])
+    if (len(value) >= 6 and (digit or symbols or mixed)) or _looks_random(value):
+        return start, end, "env_secret"
+    return None
+
+
+# A Markdown table whose header names a secret column: | service | api key | owner |.
+_TABLE_RULE = frozenset("|-: \t\r")
+_NOT_TABLE_COLUMNS = frozenset(("auth", "authorization"))
+
+
+def _cells(text: str, lo: int, hi: int) -> list[tuple[int, int]]:
+    """The spans of a table row's cells (outer pipes dropped, whitespace trimmed)."""
+    spans = []
+    pos = lo
+    for piece in text[lo:hi].split("|"):
+        spans.append((pos, pos + len(piece)))
+        pos += len(piece) + 1
+    row = text[lo:hi].strip()
+    if row.startswith("|"):
+        spans = spans[1:]
+    if row.endswith("|"):
+        spans = spans[:-1]
+    out = []
+    for s, e in spans:
+        while s < e and text[s] in " \t":
+            s += 1
+        while e > s and text[e - 1] in " \t\r":
+            e -= 1
+        out.append((s, e))
+    return out
+
+
+def _table_scan(text: str, lowered: str) -> Iterator[_Hit]:
+    """Linear: each line is read as a rule line, a header or a row at most once or twice."""
+    pos, size = 0, len(text)
+    while (at := lowered.find("---", pos)) >= 0:
+        _spend()
+        line_start = lowered.rfind("\n", 0, at) + 1
+        line_end = lowered.find("\n", at)
+        line_end = size if line_end < 0 else line_end
+        pos = line_end + 1
+        rule = lowered[line_start:line_end]
+        if "|" not in rule or not set(rule) <= _TABLE_RULE or line_start == 0:
+            continue
+        h_start = lowered.rfind("\n", 0, line_start - 1) + 1
+        columns: dict[int, int] = {}
+        for i, (s, e) in enumerate(_cells(text, h_start, line_start - 1)):
+            name = text[s:e].strip("`*_ ")
+            if 0 < len(name) <= 40 and name.lower() not in _NOT_TABLE_COLUMNS:
+                strength = _key_strength(name)
+                if strength != _NONE:
+                    columns[i] = strength
+        if not columns:
+            continue
+        row = line_end + 1
+        while row < size:
+            row_end = text.find("\n", row)
+            row_end = size if row_end < 0 else row_end
+            if "|" not in text[row:row_end]:
+                break
+            for i, (s, e) in enumerate(_cells(text, row, row_end)):
+                _spend()
+                if i in columns:
+                    hit = _cell_secret(text, s, e, columns[i])
+                    if hit is not None:
+                        yield hit
+            row = row_end + 1
+        pos = max(pos, row)
+
+
+# The output of a command that prints a secret, on the line after the command:
+# "$ echo $DB_PASSWORD" then the password; "kubectl get secret db -o
+# jsonpath='{.data.password}' | base64 -d" then the password; "gh auth token" then a token.
+_PRINT_COMMAND = (
+    r"[ \t]*+(?:\S{0,64}?[$#%>][ \t]++)?(?:sudo[ \t]++)?"  # a prompt: "$ ", "dev@box:~$ "
+    r"(?P<tool>echo|printf|printenv|kubectl|oc|vault|aws|gcloud|gh|az|op|security|heroku"
+    r"|doppler|pass)(?![\w-])"
+)
+_PRINT_FIRST = _Lazy(_PRINT_COMMAND)
+_PRINT_LINE = _Lazy(r"\n" + _PRINT_COMMAND)  # a literal first: re skips from line to line
+_VAR_REF = _Lazy(r"\$\{?(?P<n>[A-Za-z_][A-Za-z0-9_]{0,63})")
+_JSONPATH_FIELD = _Lazy(r"\.data\.(?P<n>[\w\\.-]{1,64})")
+_FIELD_FLAG = _Lazy(r"-field[ \t=]++(?P<n>[\w.-]{1,64})")
+_SHELL_WORDS = _words_of("done fi esac exit return then else true false")
+
+
+def _names_a_secret(names: Iterable[str]) -> bool:
+    return any(_key_strength(n.replace("\\", "")) != _NONE for n in names)
+
+
+def _prints_a_secret(tool: str, cmd: str) -> bool:
+    """Whether the command ``tool cmd`` prints a secret (``cmd`` as written)."""
+    low = cmd.lower()
+    if tool in ("echo", "printf"):
+        return ">" not in cmd and any(
+            _key_strength(v.group("n")) == _STRONG for v in _VAR_REF.finditer(cmd)
+        )
+    if tool == "printenv":
+        return any(_key_strength(w) == _STRONG for w in cmd.split())
+    if tool in ("kubectl", "oc"):
+        decoded = "base64" in low and ("-d" in low or "--decode" in low)
+        return (
+            "secret" in low
+            and decoded
+            and _names_a_secret(f.group("n") for f in _JSONPATH_FIELD.finditer(cmd))
+        )
+    if tool == "vault":
+        return _names_a_secret(f.group("n") for f in _FIELD_FLAG.finditer(cmd))
+    if tool == "aws":
+        text_out = "--output text" in low or "--output=text" in low
+        return (
+            ("get-secret-value" in low and text_out)
+            or ("get-parameter" in low and "decryption" in low and text_out)
+            or "get-login-password" in low
+        )
+    if tool == "gcloud":
+        return (
+            "secrets versions access" in low
+            or "print-access-token" in low
+            or ("print-identity-token" in low)
+        )
+    if tool == "gh":
+        return low.split()[:2] == ["auth", "token"]
+    if tool == "az":
+        return "get-access-token" in low and "tsv" in low
+    if tool == "op":
+        return low.split()[:1] == ["read"]
+    if tool == "security":
+        return "-password" in low and " -w" in low
+    if tool == "heroku":
+        return "auth:token" in low or (
+            "config:get" in low and any(_key_strength(w) == _STRONG for w in cmd.split())
+        )
+    if tool == "doppler":
+        return "secrets get" in low and "--plain" in low
+    return tool == "pass" and low.split()[:1] == ["show"]
+
+
+def _printed_scan(text: str, lowered: str) -> Iterator[_Hit]:
+    """Linear: a command is looked for only at the start of a line, so each line is read
+    as a command once (and as the output of the line before once)."""
+    size = len(text)
+    first = _PRINT_FIRST.match(lowered)
+    for m in itertools.chain((first,) if first else (), _PRINT_LINE.finditer(lowered)):
+        _spend()
+        nl = text.find("\n", m.end())
+        if nl < 0:
+            continue
+        if not _prints_a_secret(m.group("tool"), text[m.end() : nl]):
+            continue
+        out_end = text.find("\n", nl + 1, nl + 1 + 514)
+        out_end = (size if size - nl - 1 <= 513 else -1) if out_end < 0 else out_end
+        if out_end < 0:
+            continue
+        start, end = nl + 1, out_end
+        while start < end and text[start] in " \t":
+            start += 1
+        while end > start and text[end - 1] in " \t\r":
+            end -= 1
+        value = text[start:end]
+        if (
+            len(value) < 4
+            or any(ch.isspace() for ch in value)
+            or value.lower() in _SHELL_WORDS
+            or _is_placeholder(value)
+            or _is_path(value)
+        ):
+            continue
+        lower, upper, digit, other = _char_classes(value)
+        if digit or other or (lower and upper) or len(value) >= 8:
+            yield start, end, "cli_secret"
+
+
 def _gated(needles: tuple[str, ...], scanner: _Scanner) -> _Scanner:
     """Skip ``scanner`` when none of its lowercase ``needles`` occurs in the text.
 
@@ -1750,8 +2194,11 @@ def _anchored(kind: str, pattern: str, before: str) -> _Scanner:
             if bm is None:
                 continue
             start = m.start() - bm.end()
-            if not _preceded_by(text, start, _WORD) and _vendor_ok(text[start : m.end()]):
-                yield start, m.end(), kind
+            in_path = kind == "telegram_bot_token" and text.endswith("/bot", 0, start)
+            if (in_path or not _preceded_by(text, start, _WORD)) and _vendor_ok(
+                text[start : m.end()]
+            ):
+                yield start, m.end(), kind  # (a bot token also sits in a URL: /bot<token>/)
 
     return scan
 
@@ -2026,6 +2473,7 @@ _SCANNERS: tuple[_Scanner, ...] = (
             "salt",
             "bearer",
             "pat",
+            "psk",
         ),
         _kv_scan,
     ),
@@ -2051,6 +2499,43 @@ _SCANNERS: tuple[_Scanner, ...] = (
     ),
     _gated(('"sensitive"',), _terraform_scan),
     _gated(
+        ("ls0tls1crudjti",),
+        _regex(
+            "private_key",
+            r"LS0tLS1CRUdJTi[A-Za-z0-9+/]{20,}+={0,2}",
+            not_after=_WORD | {"+", "/"},
+            check=_b64_private_key,
+        ),
+    ),
+    _gated(("key", "secret", "token", "passw", "pwd", "psk"), _b64_named_scan),
+    _gated(("login", "signin", "sign_in", "auth", "credential"), _login_call_scan),
+    _gated(
+        ("-stdin", "--with-token", "chpasswd", "secret set", "secret put", "secret create"),
+        _stdin_scan,
+    ),
+    _gated(("pass", "pw", "secret", "token", "key", "auth", "cred", "psk"), _yaml_list_scan),
+    _gated(("---",), _table_scan),
+    _gated(
+        (
+            "echo",
+            "printf",
+            "printenv",
+            "kubectl",
+            "oc ",
+            "vault",
+            "aws",
+            "gcloud",
+            "gh ",
+            "az ",
+            "op ",
+            "security",
+            "heroku",
+            "doppler",
+            "pass ",
+        ),
+        _printed_scan,
+    ),
+    _gated(
         tuple(
             w.split()[0]
             for w in (_INTL_PASSWORDS + " " + _INTL_KEYS).replace("mot de passe", "mot").split()
@@ -2066,7 +2551,8 @@ _SCANNERS: tuple[_Scanner, ...] = (
 # Views: the text as the rules should read it. A secret can hide behind look-alike
 # characters (a fullwidth "＝", a Cyrillic "а" inside "password", a zero-width space, a
 # no-break space), behind one or more levels of JSON string escapes (``\\"password\\":``),
-# or be split across concatenated string literals (``"sk-proj-ab" + "cd..."``). Each view
+# behind terminal colour codes, or be split across concatenated string literals
+# (``"sk-proj-ab" + "cd..."``) or a backslash-continued shell line. Each view
 # is derived by edits -- a span of the source replaced by other text -- and keeps a map
 # from its positions back to the source's, so a finding in a view redacts exactly the
 # source characters it came from (an edited span is redacted whole or not at all) and
@@ -2226,6 +2712,36 @@ def _diff_edits(text: str) -> Iterator[tuple[int, int, str]]:
         yield m.start(), m.end(), ""
 
 
+# Terminal colours around a key or a value: "\x1b[1;32mAPI_SECRET\x1b[0m=\x1b[33m...",
+# also as written in a script ("\e[", "\033[", "\x1b["): dropped in a view, so the key
+# meets its value.
+_ANSI = _Lazy(r"(?:\x1b|\\(?:e|033|x1[bB]|u001[bB]))\[[0-9;]{0,32}+[A-Za-z]")
+_ANSI_WRITTEN = _Lazy(r"\\(?:e|033|x1[bB]|u001[bB])\[")
+
+
+def _ansi_edits(text: str) -> Iterator[tuple[int, int, str]]:
+    for m in _ANSI.finditer(text):
+        yield m.start(), m.end(), ""
+
+
+# A shell line continued with a backslash inside a value ("sk-proj-abc\" then "def" on the
+# next line): the two halves joined in a view. Only a backslash between two characters of
+# a value counts; "docker run \" (a space before it) is a command's layout.
+_CONTINUATION = _Lazy(r"\\\r?\n[ \t]{0,40}+")
+
+
+def _continuation_edits(text: str) -> Iterator[tuple[int, int, str]]:
+    for m in _CONTINUATION.finditer(text):
+        start, end = m.span()
+        if (
+            start > 0
+            and end < len(text)
+            and text[start - 1] in _LITERAL_CHARS
+            and (text[end] in _LITERAL_CHARS)
+        ):
+            yield start, end, ""
+
+
 _MAX_UNESCAPE = 3  # levels of JSON string escaping undone (a transcript of a tool's JSON...)
 
 
@@ -2254,8 +2770,20 @@ def _views(text: str) -> Iterator[tuple[str, list[_Map]]]:
         current = step[0]
         maps = [*maps, step[1]]
         yield current, maps
+    if "\x1b" in current or ("\\" in current and _ANSI_WRITTEN.search(current)):
+        step = _apply(current, _ansi_edits(current))
+        if step is not None:
+            current = step[0]
+            maps = [*maps, step[1]]
+            yield current, maps
     if ("\n+" in current or "\n-" in current) and _two(_DIFF_LINE.finditer(current)):
         step = _apply(current, _diff_edits(current))
+        if step is not None:
+            current = step[0]
+            maps = [*maps, step[1]]
+            yield current, maps
+    if "\\\n" in current or "\\\r\n" in current:
+        step = _apply(current, _continuation_edits(current))
         if step is not None:
             current = step[0]
             maps = [*maps, step[1]]
@@ -2280,6 +2808,8 @@ def _scan_one(text: str) -> list[_Hit]:
     hits: list[_Hit] = []
     for scanner in _SCANNERS:
         hits.extend(scanner(text, lowered))
+    if hits:
+        hits.extend(list(_second_args(text, hits)))
     _spend(len(hits))  # every finding is sorted, merged and replaced: it is work too
     if hits and (_MARK in text or _PRIVATE_MARK in text):
         hits = _outside_markers(text, hits)
@@ -2389,16 +2919,20 @@ def _outside_markers(text: str, hits: list[_Hit]) -> list[_Hit]:
     return kept
 
 
-def redact(text: str) -> Redaction:
+def redact(text: str, *, budget: bool = False) -> Redaction:
     """Replace every secret in ``text`` with ``[REDACTED:<kind>]``.
 
     ``<private>...</private>`` spans (case-insensitive, multi-line; an unclosed tag runs to
     the end) become ``[private]``. Only the secret part is replaced, so keys, schemes and
     user names stay readable. Running it again on its own output changes nothing.
+
+    Every rule reads the whole text, however long. With ``budget`` (the hook's, which must
+    return in tens of milliseconds) the work is bounded: text made of little but
+    candidates is dropped whole as ``[REDACTED:too_dense_to_check]`` (see :func:`_spend`).
     """
     if not text:
         return Redaction(text, ())
-    hits = _budgeted_scan(text)
+    hits = _budgeted_scan(text, budget)
     if hits is None:
         return Redaction(_TOO_DENSE, (Finding("too_dense_to_check", 0, len(text)),))
     if not hits:
@@ -2413,9 +2947,9 @@ def redact(text: str) -> Redaction:
     return Redaction("".join(parts), tuple(Finding(k, s, e) for s, e, k in hits))
 
 
-def contains_secret(text: str) -> bool:
+def contains_secret(text: str, *, budget: bool = False) -> bool:
     """True if :func:`redact` would change ``text`` (a secret or a ``<private>`` span)."""
-    return bool(text) and _budgeted_scan(text) != []
+    return bool(text) and _budgeted_scan(text, budget) != []
 
 
 def _already_redacted(value: str) -> bool:
@@ -2425,10 +2959,10 @@ def _already_redacted(value: str) -> bool:
 _SECRET_MAPS = frozenset(("secrets", "passwords"))
 
 
-def redact_obj(obj: Any) -> tuple[Any, int]:
+def redact_obj(obj: Any, *, budget: bool = False) -> tuple[Any, int]:
     """Redact a JSON-like value (hook payloads) and count the redactions.
 
-    Strings are redacted with :func:`redact`; dicts, lists and tuples are walked (a new
+    Strings are redacted with :func:`redact` (each within the work budget when ``budget``); dicts, lists and tuples are walked (a new
     object is returned, the input is not changed); other scalars pass through. A value
     under a secret-like key (``password``, ``api_key``, ``Authorization``, ``cookie``,
     ``client_secret``, ``DB_PASSWORD``...) that is a non-empty string or a number is
@@ -2442,7 +2976,7 @@ def redact_obj(obj: Any) -> tuple[Any, int]:
     def walk(value: Any) -> Any:
         nonlocal count
         if isinstance(value, str):
-            result = redact(value)
+            result = redact(value, budget=budget)
             count += result.count
             return result.text
         if isinstance(value, dict):

@@ -29,7 +29,7 @@ import uuid
 from collections import Counter
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
-from datetime import datetime, timedelta
+from datetime import UTC, datetime, timedelta
 from typing import TYPE_CHECKING, Any
 
 from lexmem.capture.extract import Candidate, CandidateKind, Extractor, confirmations
@@ -82,6 +82,7 @@ __all__ = [
     "MAINTENANCE",
     "CapturePipeline",
     "DrainReport",
+    "agent_order",
     "environmental",
     "redacted_event",
 ]
@@ -147,6 +148,30 @@ def _first_line(exc: BaseException) -> str:
 # only when they edit or replace text).
 _MODEL_FREE = frozenset({"probe", "show_app", "search_confirmation", "memory_op"})
 _MODEL_OPS = frozenset({"edit", "supersede"})
+
+
+def agent_order(events: Sequence[Any]) -> list[Any]:
+    """A session's events in the order the agent made them: by their time, arrival order
+    among equal times (and for a time that cannot be read).
+
+    Events arrive in the order they were written, which need not be the agent's: a hook
+    the agent does not wait for (Claude Code's ``async`` command hooks) writes its event
+    after a later one's, and hook processes started one after another finish in any
+    order. Each event carries the time it was made (a hook's, or the service's on taking
+    a hook call), which is the agent's order.
+    """
+
+    def when(item: tuple[int, Any]) -> tuple[datetime, int]:
+        i, event = item
+        try:
+            stamp = _parse(str(event.get("timestamp")))
+        except (TypeError, ValueError):
+            stamp = None
+        if stamp is None or stamp.tzinfo is None:
+            return datetime.max.replace(tzinfo=UTC), i
+        return stamp, i
+
+    return [e for _, e in sorted(enumerate(events), key=when)]
 
 
 def _needs_model(event: InboxEvent) -> bool:
@@ -324,17 +349,18 @@ class CapturePipeline:
         return keep, len(gone)
 
     def _audit_opted_out(self, events: Sequence[Mapping[str, Any]]) -> None:
-        by_session: dict[str, list[str]] = {}
-        for e in events:
-            by_session.setdefault(e["session_id"], []).append(e["event_id"])
+        """One audit entry for the events of opted-out repositories let go together: the
+        decision and its reason, how many, and nothing of where they came from (no
+        session, project or path; its id derives from the events' ids alone)."""
+        if not events:
+            return
+        ident = derived_id("optout", *sorted(e["event_id"] for e in events))
         self.journal.audit([
             AuditEntry(
-                id=derived_id("optout", sid, *sorted(ids)), timestamp=utcnow(), session_id=sid,
-                candidate_id=derived_id("optout", sid, *sorted(ids)), decision="skipped",
-                reason="opted out", confidence=0.0, rule="optout", kind="optout",
-                metadata={"events": len(ids)},
+                id=ident, timestamp=utcnow(), session_id=None, candidate_id=ident,
+                decision="skipped", reason="opted out", confidence=0.0, rule="optout",
+                kind="optout", metadata={"events": len(events)},
             )
-            for sid, ids in by_session.items()
         ])  # fmt: skip
         log.info("[MEM:CAPTURE] Dropped %d events of opted-out repositories", len(events))
 
@@ -780,7 +806,7 @@ class CapturePipeline:
             return DrainReport(skipped=len(ids))
 
     def _window(self, session_id: str, *, final: bool) -> DrainReport:
-        events = self.journal.buffered(session_id)
+        events = agent_order(self.journal.buffered(session_id))
         if not events and not final:
             return DrainReport()
         # Taken in before their repository was opted out: let go unread.
@@ -822,11 +848,13 @@ class CapturePipeline:
             # an opted-out repository's candidates leave one audit line, no title, no text.
             dropped = [c for c in candidates if c is not None]
             if dropped:
+                # Its id derives from the session and events, so a retry writes it once;
+                # the entry itself keeps nothing of where they came from.
                 ident = derived_id(
                     "optout", session_id, *sorted(i for c in dropped for i in c.event_ids)
                 )
                 self.journal.audit([AuditEntry(
-                    id=ident, timestamp=utcnow(), session_id=session_id, candidate_id=ident,
+                    id=ident, timestamp=utcnow(), session_id=None, candidate_id=ident,
                     decision="skipped", reason="opted out", confidence=0.0, rule="optout",
                     kind="optout", metadata={"candidates": len(dropped)},
                 )])  # fmt: skip

@@ -21,7 +21,11 @@ One JSON object per line:
 
 Formats are grouped by family: vendor tokens, connection strings, CLI flags, config files,
 prose in eleven languages, look-alike characters (fullwidth, NBSP, Cyrillic, zero-width),
-escaped and split values, values with punctuation; then the look-alikes.
+escaped and split values, values with punctuation; then the look-alikes; then (added
+last, so the rows before them keep their values) secrets named by what surrounds them
+-- a URL path, a call's arguments, a base64 blob's key, a pipe into a command that reads
+stdin, a YAML list, a table column, colour codes, a continued line, the command that
+printed the value -- and their look-alikes.
 """
 
 from __future__ import annotations
@@ -1127,6 +1131,143 @@ def lookalikes(c: Corpus) -> None:
     )
 
 
+# ---------------------------------------------------------------------------------------
+# Secrets named by what surrounds them (issue 30): a URL path, a call's arguments, a
+# base64 blob's key, a pipe into a command that reads stdin, a YAML list, a table column,
+# colour codes, a continued line, the command that printed the value.
+
+
+def _pem_b64(c: Corpus, label: str, lines: int = 6) -> str:
+    body = "\n".join(c.fake(B64, 64) for _ in range(lines))
+    pem = f"-----BEGIN {label}-----\n{body}\n-----END {label}-----\n"
+    return base64.b64encode(pem.encode()).decode()
+
+
+def surroundings(c: Corpus) -> None:
+    f = c.fake
+    for template in (
+        "curl -s https://api.telegram.org/bot{tok}/getUpdates | jq '.result[-1]'",
+        'resp = requests.post(f"https://api.telegram.org/bot{tok}/sendMessage", json={{"chat_id": chat, "text": msg}})',
+        '127.0.0.1 - - [04/Mar/2025:10:12:01 +0000] "POST /bot{tok}/setWebhook HTTP/1.1" 200 63',
+    ):  # fmt: skip
+        tok = f"{c.rng.randrange(10**8, 10**10)}:AA{f(URLSAFE, 33)}"
+        c.secret("telegram_url_path", template.format(tok=tok), tok)
+
+    app = " ".join(f(LOWER, 4) for _ in range(4))
+    c.secret("login_positional", f"server = smtplib.SMTP_SSL('smtp.gmail.com', 465)\nserver.login('me@gmail.com', '{app}')", app)  # fmt: skip
+    pw = c.password(14)
+    c.secret("login_positional", f'imap = imaplib.IMAP4_SSL("imap.acme.dev")\nimap.login("priya@acme.dev", "{pw}")', pw)  # fmt: skip
+    pw = c.password(16)
+    c.secret("login_positional", f"ftp = FTP('ftp.acme.dev')\nftp.login('deploy', '{pw}')\nftp.cwd('/releases')", pw)  # fmt: skip
+    pw = c.password(15)
+    c.secret("auth_tuple", f'r = requests.get("https://jenkins.acme.dev/api/json", auth=("ci-bot", "{pw}"), timeout=10)', pw)  # fmt: skip
+    pw = c.password(13)
+    c.secret("auth_tuple", f"async with httpx.AsyncClient(auth=('svc-reports', '{pw}')) as client:", pw)  # fmt: skip
+    sid, tok = "AC" + f(HEX, 32), f(HEX, 32)
+    c.secret("second_positional", f'client = Client(\n    "{sid}",\n    "{tok}",\n)\nclient.messages.create(to=to, from_=sender, body=body)', sid, tok)  # fmt: skip
+    sk, secret = "SK" + f(HEX, 32), f(ALNUM, 32)
+    c.secret("second_positional", f"client = Client('{sk}', '{secret}', account_sid)", sk, secret)  # fmt: skip
+    key_id, secret = "AK" + "IA" + f(B32, 16), f(B64, 40)
+    c.secret("second_positional", f"session = boto3.session.Session(\n    '{key_id}',\n    '{secret}',\n)", key_id, secret)  # fmt: skip
+
+    for label in ("RSA PRIVATE KEY", "EC PRIVATE KEY"):
+        blob = _pem_b64(c, label)
+        cert = _pem_b64(c, "CERTIFICATE", 4)
+        c.secret("pem_base64", (
+            "apiVersion: v1\nkind: Config\nusers:\n- name: admin@prod\n  user:\n"
+            f"    client-certificate-data: {cert}\n    client-key-data: {blob}\n"
+        ), blob)  # fmt: skip
+    blob = _pem_b64(c, "PRIVATE KEY")
+    c.secret("pem_base64", json.dumps({"apiVersion": "v1", "kind": "Secret", "type": "kubernetes.io/tls", "data": {"tls.key": blob}}, indent=2), blob)  # fmt: skip
+    for name in ("client-key-data", "encryptionKeyData", "secret_b64_payload", "token-blob"):
+        blob = base64.b64encode(c.rng.randbytes(c.rng.randint(32, 64))).decode()
+        c.secret("base64_named", f"  {name}: {blob}\n  rotation_days: 90\n", blob)
+
+    pw = c.password(16)
+    c.secret("password_stdin", f'echo "{pw}" | docker login ghcr.io -u acme-ci --password-stdin', pw)  # fmt: skip
+    pw = c.password(14)
+    c.secret("password_stdin", f"echo -n '{pw}' | helm registry login registry.acme.dev --username ci --password-stdin", pw)  # fmt: skip
+    tok = "gh" + "o_" + f(ALNUM, 36)
+    c.secret("password_stdin", f"echo {tok} | gh auth login --hostname github.acme.dev --with-token", tok)  # fmt: skip
+    pw = c.password(12)
+    c.secret("password_stdin", f'echo "deploy:{pw}" | sudo chpasswd', pw)
+    pw = f(ALNUM, 5) + "&" + f(ALNUM, 5)
+    c.secret("cli_ampersand", f"psql --host db.internal --username app --password {pw} shop", pw)  # fmt: skip
+    key = f(ALNUM, 8) + "&" + f(ALNUM, 8)
+    c.secret("cli_ampersand", f"./sync.sh --api-key {key} --dry-run", key)
+
+    toks = [f(ALNUM, c.rng.randint(24, 40)) for _ in range(2)]
+    c.secret("yaml_secret_list", "gateway:\n  api_tokens:\n" + "".join(f"    - {t}\n" for t in toks) + "  rate_limit: 100\n", *toks)  # fmt: skip
+    pws = [c.password(14) for _ in range(2)]
+    c.secret("yaml_secret_list", "admin_passwords:\n" + "".join(f'- "{p}"\n' for p in pws) + "region: eu-west-1\n", *pws)  # fmt: skip
+    keys = [f(ALNUM, c.rng.randint(24, 36)) for _ in range(3)]
+    c.secret("markdown_secret_column", (
+        "| service | api key | owner |\n|---|---|---|\n"
+        + "".join(f"| {s} | {k} | {o} |\n" for s, k, o in zip(("stripe", "sendgrid", "maps"), keys, ("billing", "growth", "web"), strict=True))
+    ), *keys)  # fmt: skip
+    pws = [c.password(14) for _ in range(2)]
+    c.secret("markdown_secret_column", (
+        "Staging hosts:\n\n| Host | User | Password |\n| :--- | :--- | :--- |\n"
+        f"| db1.staging | app | `{pws[0]}` |\n| db2.staging | app | `{pws[1]}` |\n"
+    ), *pws)  # fmt: skip
+
+    a, b = f(URLSAFE, 40), f(URLSAFE, 40)
+    c.secret("backslash_continuation", f"export OPENAI_API_KEY=sk-proj-{a}\\\n{b}\npython run.py", "sk-proj-" + a, b)  # fmt: skip
+    a, b = c.password(10), f(ALNUM, 12)
+    c.secret("backslash_continuation", f"DB_PASSWORD={a}\\\n    {b} ./migrate.sh --apply", a, b)  # fmt: skip
+    val = f(ALNUM, 32)
+    c.secret("ansi_colour", f"\x1b[1;32mSTRIPE_API_SECRET\x1b[0m=\x1b[33m{val}\x1b[0m\n\x1b[1;32mLOG_LEVEL\x1b[0m=\x1b[33minfo\x1b[0m", val)  # fmt: skip
+    val = c.password(16)
+    c.secret("ansi_colour", f'echo -e "\\e[1;32mDB_PASSWORD\\e[0m=\\e[33m{val}\\e[0m"', val)  # fmt: skip
+    psk = c.password(c.rng.randint(12, 20))
+    c.secret("nmcli_psk", (
+        "$ nmcli --show-secrets connection show home-5G | grep 802-11\n"
+        "802-11-wireless.ssid:                   home-5G\n"
+        "802-11-wireless-security.key-mgmt:      wpa-psk\n"
+        f"802-11-wireless-security.psk:           {psk}\n"
+        "802-11-wireless-security.psk-flags:     0 (none)\n"
+    ), psk)  # fmt: skip
+
+    for command in (
+        "$ echo $DB_PASSWORD",
+        "dev@box:~/api$ echo \"${STRIPE_SECRET_KEY}\"",
+        "$ kubectl get secret db-credentials -o jsonpath='{.data.password}' | base64 -d",
+        "$ vault kv get -field=api_token secret/ci/deploy",
+        "$ gh auth token",
+    ):  # fmt: skip
+        value = c.password(16) if "PASSWORD" in command or "password" in command else f(URLSAFE, 40)
+        c.secret("printed_secret", f"{command}\n{value}\n$ ls\nREADME.md  src  tests\n", value)
+
+
+def surroundings_lookalikes(c: Corpus) -> None:
+    words = ("user", "orders", "tenant", "invoice", "session", "feed", "cart")
+    idents = ("user_id", "order_id", "tenant", "job_id", "day", "region")
+    c.lookalike("template_key", 'cache_key = f"user:{user_id}:profile:v3"', 'f"user:{user_id}:profile:v3"')  # fmt: skip
+    for name in ("lock_key", "redis_key", "cache_key", "session_key"):
+        value = f"{c.pick(words)}:{{{c.pick(idents)}}}:{c.pick(words)}:v{c.rng.randint(2, 40)}"
+        c.lookalike("template_key", f'{name} = f"{value}"', value)
+    value = f"{c.pick(words)}:{{{c.pick(idents)}}}:{{{c.pick(idents)}}}:v{c.rng.randint(2, 40)}"
+    c.lookalike("template_key", f"key = f'{value}'\nredis.set(key, payload, ex=3600)", value)
+    cert = _pem_b64(c, "CERTIFICATE", 4)
+    c.lookalike("kubeconfig_certificate", (
+        "clusters:\n- cluster:\n"
+        f"    certificate-authority-data: {cert}\n    server: https://10.0.0.1:6443\n  name: prod\n"
+    ), cert)  # fmt: skip
+    for text, keep in (
+        ("echo $CR_PAT | docker login ghcr.io -u USERNAME --password-stdin", "$CR_PAT"),
+        ('echo "${{ secrets.REGISTRY_TOKEN }}" | docker login reg.acme.dev -u ci --password-stdin', "${{ secrets.REGISTRY_TOKEN }}"),
+        ("services:\n  db:\n    image: postgres:16\n    secrets:\n      - db_password\n      - api_key\n", "- db_password\n      - api_key"),
+        ("| token | count |\n|---|---|\n| the | 4211 |\n| payment | 17 |\n", "| the | 4211 |\n| payment | 17 |"),
+        ("docker run --rm \\\n  -e LOG_LEVEL=info \\\n  -p 8080:8080 \\\n  ghcr.io/acme/api:1.4.2", "-e LOG_LEVEL=info"),
+        ("\x1b[32mPASSED\x1b[0m tests/test_tokens.py::test_key_rotation \x1b[1m[100%]\x1b[0m", "tests/test_tokens.py::test_key_rotation"),
+        ("$ echo $HOME\n/home/priya\n$ echo $SHELL\n/bin/zsh\n", "/home/priya"),
+        ("$ kubectl get secret db -o jsonpath='{.data.username}' | base64 -d\napp_user7\n", "app_user7"),
+        ("802-11-wireless-security.key-mgmt:      wpa-psk\n802-11-wireless-security.psk-flags:     0 (none)", "0 (none)"),
+        ("server.login(user, password)\nserver.sendmail(sender, [to], msg.as_string())", "server.login(user, password)"),
+    ):  # fmt: skip
+        c.lookalike("surroundings_lookalike", text, keep)
+
+
 def build(seed: int = SEED) -> list[dict[str, Any]]:
     c = Corpus(seed)
     vendor_tokens(c)
@@ -1138,6 +1279,8 @@ def build(seed: int = SEED) -> list[dict[str, Any]]:
     tricks(c)
     punctuation(c)
     lookalikes(c)
+    surroundings(c)
+    surroundings_lookalikes(c)
     ids = [r["id"] for r in c.rows]
     assert len(ids) == len(set(ids))
     return c.rows
