@@ -210,9 +210,9 @@ def main(argv: Sequence[str] | None = None) -> int:
             f"{NAME}: {f['events_sent']} sent, {f['events_stored']} stored, "
             f"{f['events_with_content']} with content, {f['events_duplicated']} duplicated, "
             f"{f['secrets_on_disk']} secrets on disk; per call p50/p95 ms: hook "
-            f"{w['hook']['p50']:.0f}/{w['hook']['p95']:.0f}, python -c pass "
-            f"{w['python -c pass']['p50']:.0f}/{w['python -c pass']['p95']:.0f}, true "
-            f"{w['true']['p50']:.0f}/{w['true']['p95']:.0f}; load {f['load_average_during']} "
+            f"{w['hook']['p50_ms']:.0f}/{w['hook']['p95_ms']:.0f}, python -c pass "
+            f"{w['python -c pass']['p50_ms']:.0f}/{w['python -c pass']['p95_ms']:.0f}, true "
+            f"{w['true']['p50_ms']:.0f}/{w['true']['p95_ms']:.0f}; load {f['load_average_during']} "
             f"on {os.cpu_count()} cores ({f['busy_loops']} busy loops)",
             flush=True,
         )
