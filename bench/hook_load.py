@@ -118,6 +118,15 @@ def handoffs(home: Path) -> int:
     return found
 
 
+def log_reasons(log: Path) -> dict[str, int]:
+    """The hook log's lines by what they say."""
+    lines = log.read_text(encoding="utf-8").splitlines() if log.exists() else []
+    kinds = ("slow hook", "handed to the service", "stdin still open", "too large to check")
+    out = {k: sum(k in line for line in lines) for k in kinds}
+    out["other"] = len(lines) - sum(out.values())
+    return out
+
+
 def measure(opts: argparse.Namespace, tmp: Path) -> dict[str, Any]:
     from diskscan import find_markers
 
@@ -188,7 +197,7 @@ def measure(opts: argparse.Namespace, tmp: Path) -> dict[str, Any]:
         "events_with_content": sum(1 for i in range(sent) if marker(i) in contents),
         "events_duplicated": len(ids) - len(set(ids)),
         "secrets_on_disk": len(find_markers(home, [secret(i) for i in range(0, sent, 5)])),
-        "hook_log_lines": len(log.read_text(encoding="utf-8").splitlines()) if log.exists() else 0,
+        "hook_log": log_reasons(log),
         "wall_ms": {kind: percentiles(times[kind]) for kind in KINDS},
     }
 

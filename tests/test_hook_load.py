@@ -135,6 +135,7 @@ def test_a_thousand_hook_calls_on_a_saturated_machine_are_all_kept(
     log = data_home / "logs" / "hook.log"
     said = log.read_text(encoding="utf-8") if log.exists() else ""
     why = {k: said.count(k) for k in ("stdin still open", "too large to check", "handed to")}
+    print(f"hook.log: {why}, {said.count('slow hook')} slow hook lines")
     assert not missing, f"{len(missing)} of {ROUNDS * AT_ONCE} lost their content; log: {why}"
     assert len(events) == ROUNDS * AT_ONCE
     assert_nowhere(data_home, [secret(i) for i in range(0, ROUNDS * AT_ONCE, 5)])
