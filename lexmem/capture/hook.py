@@ -1226,9 +1226,9 @@ def _hand_over(paths: Paths, adapter: str, raw: bytes, event_id: str, timestamp:
         log.write(f"{adapter}: could not hand the payload to the service ({exc}); "
                   "nothing captured")  # fmt: skip
         return
-    log.write(f"{adapter}: payload handed to the service ({len(raw)} bytes"
-              f"{', and the rest of a stdin still open' if more else ''}): "
-              f"{'more to check than the hook does itself' if not more else 'stdin idle'}")  # fmt: skip
+    why = (f"stdin idle for {STDIN_IDLE_SECONDS:g}s mid-document, the rest is read by the child"
+           if more else "more to check than the hook does itself")  # fmt: skip
+    log.write(f"{adapter}: payload handed to the service ({len(raw)} bytes): {why}")
 
 
 def _handoff_child(paths: Paths, log: _Log, stdin: bytes | None = None) -> None:
