@@ -2081,7 +2081,12 @@ def reader_handlers(lm: Any) -> dict[str, Any]:
 
         serve_connection(lm, request, conn, stream, lock=shared)
 
-    return {"cli": cli_read, "mcp": mcp_session}
+    def event(request: dict[str, Any], conn: Any, stream: Any) -> None:
+        from lexmem.service.intake import serve_event
+
+        serve_event(lm, request, conn, stream)
+
+    return {"cli": cli_read, "mcp": mcp_session, "event": event}
 
 
 def reader_setup(lm: Any) -> tuple[dict[str, Any], Callable[[], None]]:

@@ -11,3 +11,6 @@ from __future__ import annotations
 from lexmem.capture.hook import main
 
 __all__ = ["main"]
+
+if __name__ == "__main__":  # ``python -m lexmem.hook --handoff``: the hook's detached child
+    main()

@@ -11,10 +11,16 @@ A conversation is one connection. The reader sends one JSON line, the request::
     {"v": 1, "kind": "cli", "argv": [...], "cwd": "...", "columns": 120, "tty": [...]}
     {"v": 1, "kind": "mcp", "cwd": "..."}
 
+    {"v": 1, "kind": "event", "adapter": "claude", "cwd": null, "event_id": "...",
+     "timestamp": "...", "size": N}
+
 and the service answers ``cli`` with one JSON line, ``{"exit": N, "stdout": "...",
 "stderr": "..."}``; ``mcp`` with ``{"ok": true}`` (or ``{"error": "..."}``), after
 which the connection carries the MCP stream itself (newline-delimited JSON-RPC) both
-ways until either side closes it.
+ways until either side closes it. ``event`` is followed by ``size`` bytes, an agent's
+hook payload that ``lexmem-hook`` hands over unredacted (memory only, never the disk);
+the service redacts it and writes its events (:mod:`lexmem.service.intake`), then
+answers ``{"ok": true, "events": [ids]}``.
 """
 
 from __future__ import annotations

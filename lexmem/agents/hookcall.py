@@ -6,29 +6,23 @@ command (``"type": "mcp_tool"``): lexmem's MCP server, already connected, gets t
 payload's fields as the tool's arguments (:func:`payload_from_fields` puts the payload
 back together) and :func:`record_payload` does what the hook would: opt-out first (an
 opted-out repository leaves no trace), the capture mode, the allowed paths and pause,
-redaction field by field within the hook's budget, and inbox events with the hook's
-event ids and kinds. Nothing unredacted is written anywhere.
+redaction field by field, and inbox events with the hook's event ids and kinds, all
+through the service's intake (:func:`lexmem.service.intake.accept`, what ``lexmem-hook``
+hands a payload over its budget to). Nothing unredacted is written anywhere.
 
 The event's time is when the call arrived: Claude Code waits for each such call before
 it goes on, so arrival order is the agent's order (the pipeline orders a window's events
 by time, see :func:`lexmem.service.pipeline.agent_order`).
-
-To be replaced by the service's intake (``lexmem.service.intake``) once it is there: same
-semantics, one place.
 """
 
 from __future__ import annotations
 
 import json
 import logging
-import time
 from collections.abc import Mapping
 from typing import Any
 
-from lexmem.capture import hook
-from lexmem.capture.inbox import Inbox
-from lexmem.capture.policy import allowed, capture_mode, is_paused, opted_out
-from lexmem.config import Paths, load_capture_rules
+from lexmem.config import Paths
 
 __all__ = ["FLAG_FIELDS", "JSON_FIELDS", "TEXT_FIELDS", "payload_from_fields", "record_payload"]
 
@@ -92,24 +86,6 @@ def record_payload(paths: Paths, payload: Mapping[str, Any], agent: str = "claud
     A SessionStart payload is recorded too, but nothing is printed and no service is
     started: this runs in the service, or in a ``lexmem mcp`` serving on its own.
     """
-    started = time.monotonic()
-    # The payload's own helpers: where it happened, and the paths its tool call names.
-    cwd, project = hook._where(agent, payload)
-    rules = load_capture_rules(paths)
-    if opted_out(cwd, project, rules, hook._payload_paths(agent, payload, cwd)):
-        return []
-    events, problem = hook._events(
-        agent, payload, project, started + hook.HOOK_BUDGET_SECONDS, rules.user_name or None
-    )
-    if problem:
-        log.warning("[MEM:CAPTURE] hook event: %s", hook._log_line(problem))
-    if not events:
-        return []
-    if not allowed(cwd, project, rules) or capture_mode(project, rules) == "off":
-        return []
-    if is_paused(rules):
-        return []
-    inbox = Inbox(paths.inbox)
-    for event in events:  # stamped as they were made: when the agent handed them over
-        hook._write(inbox, event)
-    return [event["event_id"] for event in events]
+    from lexmem.service.intake import accept
+
+    return accept(paths, agent, payload)

@@ -17,11 +17,14 @@ prints the project's context digest (unless the repository is opted out), and
 starts ``lexmem serve`` when no service is running, so capture works without the
 tray.
 
-It has a hard budget (:data:`HOOK_BUDGET_SECONDS`): stdin is read until a deadline and
-a byte cap, a transcript only when it is a regular file and only its tail, and every
-text is redacted field by field, cut to what is kept before it is checked; what cannot
-be checked in time is dropped, never written unchecked, and the event says so
-(``metadata.dropped``, which the service puts in the audit log).
+Its budget counts work, not time, so a busy machine gets the same result as an idle
+one: stdin is read to its end (or to a whole JSON object, when the writer keeps the pipe
+open), a transcript only when it is a regular file and only its tail, and every text is
+redacted field by field, cut to what is kept before it is checked, up to
+:data:`HOOK_WORK_CHARS` characters and the rules' own budget of candidates. A payload
+that needs more, or a pipe left open mid-document, is handed whole to the service
+(:func:`_hand_over`: a detached child gives it over the reader socket, in memory only),
+which redacts it as the hook would; it is never dropped, and never written unchecked.
 
 Constraint: this module and everything it imports are standard library only and
 import in a few milliseconds (a test checks); the agent waits for it. What only
@@ -42,9 +45,16 @@ import sys
 import time
 from pathlib import Path
 
-from lexmem.capture.inbox import EVENT_VERSION, BadEvent, Inbox, make_event, now_iso, validate_event
+from lexmem.capture.inbox import (
+    EVENT_VERSION,
+    BadEvent,
+    Inbox,
+    make_event,
+    new_event_id,
+    now_iso,
+    validate_event,
+)
 from lexmem.capture.policy import (
-    DROPPED,
     allowed,
     capture_mode,
     is_paused,
@@ -67,6 +77,7 @@ if TYPE_CHECKING:
     from typing import Any
 
     from lexmem.capture.inbox import InboxEvent
+    from lexmem.capture.redact import Redaction
     from lexmem.settings import CaptureSettings
 
     # What the hook applies: the full settings' section, or the rules it reads itself.
@@ -83,15 +94,21 @@ __all__ = [
 ]
 
 ADAPTERS = ("claude", "codex", "event")
-# What one call may take: reading, redacting, all of it (but the inbox's fsync) within
-# HOOK_BUDGET_SECONDS of starting. What could not be redacted by then is dropped, and
-# the event says so. An agent writes its payload at once and closes the pipe; one that
-# does not (or never stops writing) must not hold the hook, and so itself, hostage.
-HOOK_BUDGET_SECONDS = 0.8
-STDIN_BUDGET_SECONDS = 0.5
-LOG_BUDGET_SECONDS = 0.2
-# Agents' payloads are kilobytes (Claude Code cuts tool output at 30,000 characters);
-# the cap is there so that parsing what comes stays a fraction of the budget.
+# What one call may do itself: redact at most HOOK_WORK_CHARS characters (each field cut to
+# what is kept first), each text within the rules' own budget of candidates. Work, not
+# time: a busy machine gets the same result as an idle one. A payload that needs more
+# (or one the rules find too dense) is handed whole to the service, never dropped.
+HOOK_WORK_CHARS = 1_000_000
+# A writer that holds the pipe open mid-document, silent this long: the rest is read by
+# the child the payload is handed to (HANDOFF_IDLE_SECONDS more), not by the agent's hook.
+STDIN_IDLE_SECONDS = 2.0
+HANDOFF_IDLE_SECONDS = 600.0
+# How long a handed-over payload waits for a service (started when none runs, again every
+# HANDOFF_RESTART_SECONDS) before the child captures it itself.
+HANDOFF_WAIT_SECONDS = 120.0
+HANDOFF_RESTART_SECONDS = 30.0
+# Agents' payloads are kilobytes (Claude Code cuts tool output at 30,000 characters); a
+# payload larger than this is not read (and the log says so).
 MAX_INPUT_BYTES = 16 * 1024 * 1024
 # What one event keeps of a field: tool output can be megabytes; memories need the gist.
 MAX_CONTENT_CHARS = 100_000
@@ -161,53 +178,73 @@ def start_service(paths: Paths) -> None:
 # structure turns a newline into the two characters "\n", which glues a value to the
 # next line's words and hides it from the rules. Each text is cut to what the event
 # keeps (plus a margin, so a secret across the cut is still replaced whole) before it
-# is redacted, and the whole redaction has a deadline: checked between fields, and
-# enforced inside one slow call by an alarm. What cannot be checked in time is not
-# written at all; the event says so (``metadata.dropped``).
+# is redacted. The hook's redaction has a budget of work (characters checked, and the
+# rules' candidates): past it nothing of the payload is written here, and the payload
+# goes to the service whole, whose redaction has no budget.
 
 _NESTED = "[not captured: nested too deeply]"
+_TOO_DENSE = "too_dense_to_check"
 
 
 class _TooLarge(BaseException):
-    """Redaction did not finish inside the hook's budget.
+    """Redaction would take more work than the hook's budget (:data:`HOOK_WORK_CHARS`, or
+    the rules' own budget of candidates): the payload is handed to the service whole.
 
-    A BaseException, as KeyboardInterrupt is: the budget's alarm raises it wherever the
-    redaction rules happen to be, and no ``except Exception`` on the way may swallow it.
+    A BaseException, as KeyboardInterrupt is: no ``except Exception`` on the way from the
+    rules to :func:`_events` may swallow it.
     """
 
 
-def _expired(signum: int, frame: Any) -> None:
-    raise _TooLarge
+_BUDGET_ARG: list[bool] = []  # whether the rules take ``budget=`` (asked once)
 
 
-def _arm(seconds: float) -> Any:
-    """An alarm that raises :class:`_TooLarge` in ``seconds``; what :func:`_disarm` needs.
+def _budget_kwargs(budget: bool) -> dict[str, bool]:
+    """``{"budget": True}`` for rules that make their work budget opt-in, ``{}`` for rules
+    that always have it: the hook is correct with either."""
+    if not budget:
+        return {}
+    if not _BUDGET_ARG:
+        from lexmem.capture.redact import redact
 
-    ``re`` matching is C code that the interpreter checks for signals between calls,
-    so a rule that is slow on some text is cut short where it is. None where there is
-    no alarm (Windows; a thread other than the main one): then the checks between
-    fields are the budget.
-    """
-    try:
-        import signal
-
-        previous = signal.signal(signal.SIGALRM, _expired)
-    except (ImportError, AttributeError, ValueError, OSError):
-        return None
-    # A timer someone else set (a test runner's) is put back afterwards, not lost.
-    old = signal.setitimer(signal.ITIMER_REAL, max(seconds, 0.001))
-    return signal, previous, old, time.monotonic()
+        code = redact.__code__
+        names = code.co_varnames[: code.co_argcount + code.co_kwonlyargcount]
+        _BUDGET_ARG.append("budget" in names)
+    return {"budget": True} if _BUDGET_ARG[0] else {}
 
 
-def _disarm(armed: Any) -> None:
-    if armed is None:
-        return
-    signal, previous, (delay, interval), since = armed
-    signal.setitimer(signal.ITIMER_REAL, 0)
-    signal.signal(signal.SIGALRM, previous if previous is not None else signal.SIG_DFL)
-    if delay > 0:
-        signal.setitimer(signal.ITIMER_REAL, max(delay - (time.monotonic() - since), 0.001),
-                         interval)  # fmt: skip
+def _rules(text: str, budget: bool) -> Redaction:
+    """:func:`~lexmem.capture.redact.redact` of ``text``; within the rules' work budget
+    when ``budget`` (the hook's), where text too dense to check raises :class:`_TooLarge`."""
+    from lexmem.capture.redact import redact
+
+    if not budget:
+        return redact(text)
+    result = redact(text, **_budget_kwargs(True))
+    if _TOO_DENSE in result.kinds:
+        raise _TooLarge
+    return result
+
+
+def _rules_obj(value: Any, budget: bool) -> tuple[Any, int]:
+    """:func:`~lexmem.capture.redact.redact_obj`, as :func:`_rules` does :func:`redact`."""
+    from lexmem.capture.redact import redact_obj
+
+    if not budget:
+        return redact_obj(value)
+    done, count = redact_obj(value, **_budget_kwargs(True))
+    if count and _holds_too_dense(done):
+        raise _TooLarge
+    return done, count
+
+
+def _holds_too_dense(value: Any) -> bool:
+    if isinstance(value, str):
+        return _TOO_DENSE in value
+    if isinstance(value, dict):
+        return any(_holds_too_dense(v) for v in value.values())
+    if isinstance(value, (list, tuple)):
+        return any(_holds_too_dense(v) for v in value)
+    return False
 
 
 def _note(text: str, more: int) -> str:
@@ -221,27 +258,32 @@ def _clip(text: str, limit: int) -> str:
 
 
 class _Redactor:
-    """Redacts what one event keeps, within ``deadline`` (``time.monotonic()``; None: no
-    deadline) and ``count``\\ s what it replaced. ``kept`` holds the identifying fields
-    already redacted, for the event that says its content was dropped."""
+    """Redacts what one event keeps and ``count``\\ s what it replaced. With a ``budget``
+    (characters, the hook's: :data:`HOOK_WORK_CHARS`) it raises :class:`_TooLarge` once the
+    texts it was given add up to more, or once the rules find a text too dense to check;
+    without one (the service's), it redacts everything. Work, not time: the outcome is the
+    same on a busy machine as on an idle one. ``kept`` holds the identifying fields already
+    redacted."""
 
-    __slots__ = ("count", "deadline", "kept")
+    __slots__ = ("budget", "count", "kept", "left")
 
-    def __init__(self, deadline: float | None = None) -> None:
+    def __init__(self, budget: int | None = None) -> None:
         self.count = 0
-        self.deadline = deadline
+        self.budget = budget is not None
+        self.left = budget if budget is not None else 0
         self.kept: dict[str, Any] = {}
 
-    def check(self) -> None:
-        if self.deadline is not None and time.monotonic() >= self.deadline:
-            raise _TooLarge
+    def spend(self, chars: int) -> None:
+        if self.budget:
+            self.left -= chars
+            if self.left < 0:
+                raise _TooLarge
 
     def text(self, value: str, limit: int) -> str:
         """``value`` redacted and cut to ``limit`` characters."""
-        from lexmem.capture.redact import redact
-
-        self.check()
-        result = redact(value[: limit + CLIP_MARGIN_CHARS], budget=True)
+        checked = value[: limit + CLIP_MARGIN_CHARS]
+        self.spend(len(checked))
+        result = _rules(checked, self.budget)
         self.count += result.count
         if len(value) <= limit:
             return result.text
@@ -284,8 +326,6 @@ class _Redactor:
 
     def _dict(self, value: dict[Any, Any], room: list[int] | None, leaf: int, depth: int,
               key: str | None, each: int = 0) -> Any:  # fmt: skip
-        from lexmem.capture.redact import redact, redact_obj
-
         order: list[tuple[str, bool]] = []  # (key, is a container)
         scalars: dict[str, Any] = {}
         limits: dict[str, tuple[int, int]] = {}  # a string's limit and original length
@@ -300,8 +340,8 @@ class _Redactor:
             name = str(k)[:MAX_KEY_CHARS]
             cell[0] -= len(name) + 4
             if isinstance(v, (dict, list, tuple)) and depth + 1 < MAX_TEXT_DEPTH:
-                self.check()
-                clean_key = redact(name, budget=True)
+                self.spend(len(name))
+                clean_key = _rules(name, self.budget)
                 self.count += clean_key.count
                 nested[name] = (clean_key.text, self._walk(v, cell, leaf, depth + 1, name))
                 order.append((name, True))
@@ -311,6 +351,7 @@ class _Redactor:
                 cell[0] -= min(len(v), limit)
                 limits[name] = (limit, len(v))
                 v = v[: limit + CLIP_MARGIN_CHARS]
+                self.spend(len(v))
             elif isinstance(v, (dict, list, tuple)):
                 v = _NESTED
             elif not (v is None or isinstance(v, (bool, int, float))):
@@ -321,8 +362,7 @@ class _Redactor:
         if scalars:
             # One call for a mapping's scalars: the rules see each key with its value, and
             # under the key this mapping sits in (a "secrets" mapping is secret throughout).
-            self.check()
-            done, count = redact_obj({key: scalars} if key is not None else scalars, budget=True)
+            done, count = _rules_obj({key: scalars} if key is not None else scalars, self.budget)
             inner = next(iter(done.values())) if key is not None else done
             if not isinstance(inner, dict):
                 return inner  # the rules replaced the mapping whole
@@ -331,8 +371,7 @@ class _Redactor:
                 clean = dict(zip(scalars, inner.items(), strict=True))
             else:  # two keys redacted alike: one by one, so neither value is lost
                 for name, v in scalars.items():
-                    self.check()
-                    one, count = redact_obj({name: v}, budget=True)
+                    one, count = _rules_obj({name: v}, self.budget)
                     self.count += count
                     clean[name] = next(iter(one.items()))
         out: dict[str, Any] = {}
@@ -777,12 +816,13 @@ def _events(
     adapter: str,
     payload: Mapping[str, Any],
     project: str | None = None,
-    deadline: float | None = None,
+    budget: int | None = None,
     user: str | None = None,
 ) -> tuple[list[InboxEvent], str | None]:
-    """The events a payload makes, redacted by ``deadline``, and the problem to log when it
-    makes none it should, or when what it holds could not be checked in time. ``user``:
-    the person's name, the speaker of their prompts (None: their login name)."""
+    """The events a payload makes, redacted, and the problem to log when it makes none it
+    should. ``budget``: the work the redaction may take (:class:`_Redactor`); past it
+    :class:`_TooLarge` is raised, and nothing of the payload is written. ``user``: the
+    person's name, the speaker of their prompts (None: their login name)."""
     name = payload.get("hook_event_name")
     if adapter == "event":
         build: Any = events_from_generic
@@ -800,21 +840,10 @@ def _events(
         def build(payload: Mapping[str, Any], r: _Redactor) -> list[InboxEvent]:
             return events_from_hook(payload, adapter, r, user=user)
 
-    r = _Redactor(deadline)
-    armed = _arm(deadline - time.monotonic()) if deadline is not None else None
+    r = _Redactor(budget)
     try:
-        try:
-            clean_project = r.ident("project", project)
-            events = build(payload, r)
-        finally:
-            _disarm(armed)
-    except _TooLarge:
-        event = _dropped(adapter, payload, r)
-        what = event["event_type"] if event else "event"
-        return ([event] if event else []), (
-            f"{adapter}: {what} too large to check for secrets in "
-            f"{HOOK_BUDGET_SECONDS:g}s; its content was dropped"
-        )
+        clean_project = r.ident("project", project)
+        events = build(payload, r)
     except BadEvent as exc:
         return [], f"event: invalid event, nothing captured: {exc.reason}"
     for event in events:
@@ -829,36 +858,91 @@ def _shown(value: Any) -> str:
     return text if len(text) <= 200 else text[:200] + "…"
 
 
-def _dropped(adapter: str, payload: Mapping[str, Any], r: _Redactor) -> InboxEvent | None:
-    """The event whose content could not be checked in time: only what is known safe (its
-    kind, and the ids already redacted), and ``metadata.dropped``."""
-    kept = r.kept
-    meta: dict[str, Any] = {"dropped": DROPPED}
-    name = payload.get("hook_event_name")
+def _nth_id(first: str, n: int) -> str:
+    """The id of a call's ``n``-th event (from 0): ``first`` itself, then ids derived from
+    it, so the same call's events have the same ids wherever they are made."""
+    if n == 0:
+        return first
+    import hashlib
+
+    h = bytearray(hashlib.sha256(f"{first}/{n}".encode()).digest()[:16])
+    h[6] = (h[6] & 0x0F) | 0x50  # version 5 (a name-based id)
+    h[8] = (h[8] & 0x3F) | 0x80
+    x = h.hex()
+    return f"{x[:8]}-{x[8:12]}-{x[12:16]}-{x[16:20]}-{x[20:]}"
+
+
+def _starting(adapter: str, payload: Mapping[str, Any]) -> bool:
+    """Whether a payload opens a session (the hook then prints the digest)."""
     if adapter == "event":
-        event_type = kept.get("event_type")  # only once validated
-        if event_type is None:
-            return None
-        agent = kept.get("agent") or "generic"
-    elif isinstance(name, str) and name in CLAUDE_EVENTS:
-        event_type, agent = CLAUDE_EVENTS[name], adapter
-        meta["hook_event_name"] = name
-    else:
-        event_type, agent = "response", adapter
-        meta["notify"] = True
-    event = make_event(
-        event_type,
-        "",
-        session_id=kept.get("session_id") or f"{agent}-unknown",
-        agent=agent,
-        cwd=kept.get("cwd"),
-        metadata=meta,
-        event_id=kept.get("event_id"),
-        timestamp=kept.get("timestamp"),
-        speaker=kept.get("speaker"),
-    )
-    event["project"] = kept.get("project")
-    return event
+        return payload.get("event_type") == "session_start"
+    return payload.get("hook_event_name") == "SessionStart"
+
+
+def capture(
+    paths: Paths,
+    adapter: str,
+    payload: Mapping[str, Any],
+    *,
+    budget: int | None,
+    event_id: str,
+    timestamp: str,
+    cwd: str | None = None,
+    log: Any = None,
+) -> list[str]:
+    """Turn one agent payload into redacted inbox events; the ids written (none when the
+    repository is opted out, capture is off or paused, or the payload makes no event).
+
+    The one path from a payload to the inbox, for the hook and for the service
+    (:mod:`lexmem.service.intake`), so both make the same events: opt-out first (nothing
+    written, no log line), then the settings' capture mode, allowed paths and pause.
+    ``event_id`` and ``timestamp`` are the call's (its first event's id, the others'
+    derived from it; an ``event`` adapter's payload names its own): the same payload
+    captured twice writes events with the same ids, which the service stores once.
+    ``cwd``: the working folder when the payload names none. ``budget``: as for
+    :class:`_Redactor`; :class:`_TooLarge` when it is spent, and then nothing is written.
+    ``log``: where problems go (a :class:`_Log`; None: ``logs/hook.log``).
+    """
+    log = log if log is not None else _Log(paths)
+    where, project = _where(adapter, payload, cwd)
+    if where is not None and where == cwd and not _str(payload.get("cwd")):
+        payload = {**payload, "cwd": where}  # the caller's folder is the event's
+    try:
+        rules: CaptureRules | None = load_capture_rules(paths)
+        settings_error = ""
+    except Exception as exc:  # noqa: BLE001 - unreadable settings: we cannot know the opt-outs
+        rules, settings_error = None, f"{type(exc).__name__}: {exc}"
+    # Opt-out comes before anything is written, a log line included: an opted-out
+    # repository leaves no trace at all.
+    if opted_out(where, project, rules or CaptureRules(), _payload_paths(adapter, payload, where)):
+        return []
+    if rules is None:
+        log.write(f"settings unreadable, nothing captured: {settings_error}")
+        return []
+    events, problem = _events(adapter, payload, project, budget, rules.user_name or None)
+    if problem:
+        log.write(problem)
+    if not events:
+        return []
+    if not allowed(where, project, rules) or capture_mode(project, rules) == "off":
+        return []
+    if is_paused(rules):
+        return []
+    for n, event in enumerate(events):
+        if adapter != "event":
+            event["event_id"] = _nth_id(event_id, n)
+            event["timestamp"] = timestamp
+    inbox = Inbox(paths.inbox)
+    written: list[str] = []
+    for event in events:
+        try:
+            _write(inbox, event)
+        except OSError as exc:  # a full or read-only disk: the inbox holds no half event
+            log.write(f"{adapter}: cannot write to the inbox ({exc.strerror or exc}); "
+                      f"{event['event_type']} event not captured")  # fmt: skip
+            break
+        written.append(event["event_id"])
+    return written
 
 
 # -- the command -------------------------------------------------------------------
@@ -893,77 +977,86 @@ class _Log:
 
 def _log_line(message: str) -> str:
     """A problem's one line, redacted: cut first (a line keeps 2,000 characters), and
-    given :data:`LOG_BUDGET_SECONDS`, as events are given theirs."""
-    from lexmem.capture.redact import redact
-
-    armed = _arm(LOG_BUDGET_SECONDS)
+    within the rules' work budget, as events are."""
     try:
-        try:
-            line = redact(message[: LOG_LINE_CHARS + 200], budget=True).text
-        finally:
-            _disarm(armed)
+        line = _rules(message[: LOG_LINE_CHARS + 200], True).text
     except _TooLarge:
-        line = message.split(":", 1)[0][:40] + ": [the rest was too large to check for secrets]"
+        line = message.split(":", 1)[0][:40] + ": [the rest was too dense to check for secrets]"
     return line.replace("\n", " ").replace("\r", " ")[:LOG_LINE_CHARS]
 
 
-def _read_stdin(deadline: float) -> bytes | None:
-    """All of stdin, or None when the writer keeps it open past ``deadline``.
+def _complete(data: bytes) -> bool:
+    """Whether ``data`` is one whole JSON object (what an agent sends)."""
+    try:
+        return isinstance(
+            json.loads(data.decode("utf-8", errors="replace").removeprefix("\ufeff")), dict
+        )
+    except (ValueError, RecursionError):
+        return False
 
-    Past :data:`MAX_INPUT_BYTES` the rest is read and let go (until its end or the
-    deadline, so the agent's write does not fail), and what is returned is longer than
-    the cap: too large. A terminal (a person trying the command) gives nothing rather
-    than a wait.
+
+def _read_stdin() -> tuple[bytes, bool]:
+    """What stdin holds, and whether it is all of it.
+
+    Read to its end; a writer that keeps the pipe open after a whole JSON object has
+    sent its payload (nothing more is waited for). Not all of it (False) only when the
+    pipe stays open with an incomplete document and no new byte for
+    :data:`STDIN_IDLE_SECONDS`: the reader of the rest is then :func:`_hand_over`'s child.
+    Past :data:`MAX_INPUT_BYTES` nothing more is read: too large. A terminal (a person
+    trying the command) gives nothing rather than a wait.
     """
     stream = sys.stdin
     if stream is None:
-        return b""
+        return b"", True
     try:
         if stream.isatty():
-            return b""
+            return b"", True
         fd = stream.fileno()
     except (OSError, ValueError, AttributeError):
-        return b""
+        return b"", True
     if os.name != "posix":  # pragma: no cover - Windows pipes cannot be polled with select
-        return stream.buffer.read(MAX_INPUT_BYTES + 1)
+        return stream.buffer.read(MAX_INPUT_BYTES + 1), True
+    return _read_pipe(fd, b"", STDIN_IDLE_SECONDS)
+
+
+def _read_pipe(fd: int, start: bytes, idle: float) -> tuple[bytes, bool]:
+    """``start`` and what follows on the pipe ``fd``, and whether that is all of it: read
+    to its end, or to a whole JSON object once nothing more is there for now (a writer
+    may keep the pipe open). False when the pipe stays open with an incomplete document
+    and no new byte for ``idle`` seconds; past :data:`MAX_INPUT_BYTES` nothing more is read."""
     import select
 
-    chunks: list[bytes] = []
-    size = 0
-    while True:
-        remaining = deadline - time.monotonic()
-        if remaining <= 0 or not select.select([fd], [], [], remaining)[0]:
-            return b"".join(chunks) if size > MAX_INPUT_BYTES else None
+    chunks: list[bytes] = [start]
+    size = len(start)
+    tried = -1  # how much was there (trailing blanks aside) when it last failed to parse
+    while size <= MAX_INPUT_BYTES:
+        if not select.select([fd], [], [], 0)[0]:
+            # Nothing more for now: a whole object already read is the payload.
+            data = b"".join(chunks)
+            chunks = [data]
+            end = len(data.rstrip())
+            if end != tried and data[end - 1 : end] == b"}":
+                if _complete(data):
+                    return data, True
+                tried = end
+            if not select.select([fd], [], [], idle)[0]:
+                return data, False
         chunk = os.read(fd, 1 << 20)
         if not chunk:
-            break
-        if size <= MAX_INPUT_BYTES:
-            chunks.append(chunk)
+            return b"".join(chunks), True
+        chunks.append(chunk)
         size += len(chunk)
-    return b"".join(chunks)
+    # Past the cap: a whole object followed by blanks is still the payload.
+    return b"".join(chunks).rstrip(), True
 
 
-def _payload(
-    adapter: str,
-    argv: Sequence[str],
-    stdin: bytes | None,
-    started: float,
-    log: _Log,
-    notes: list[str],
+def _parse(
+    adapter: str, raw: bytes, source: str, log: Any, notes: list[str]
 ) -> dict[str, Any] | None:
-    """The payload as a JSON object, or None (and one log line) when there is none."""
-    if adapter == "codex" and len(argv) > 1:
-        # notify: Codex appends the JSON as the last argument.
-        raw: bytes | None = os.fsencode(argv[-1])
-        source = "argument"
-    else:
-        raw = stdin if stdin is not None else _read_stdin(started + STDIN_BUDGET_SECONDS)
-        source = "stdin"
-    if raw is None:
-        log.write(f"{adapter}: stdin still open after {STDIN_BUDGET_SECONDS:g}s, nothing captured")
-        return None
+    """A payload's bytes as a JSON object, or None (and one log line) when there is none."""
     if len(raw) > MAX_INPUT_BYTES:
-        log.write(f"{adapter}: payload larger than {MAX_INPUT_BYTES} bytes, nothing captured")
+        log.write(f"{adapter}: payload larger than {MAX_INPUT_BYTES} bytes (the most one event "
+                  "is read from), nothing captured")  # fmt: skip
         return None
     if not raw.strip():
         log.write(f"{adapter}: empty payload on {source}, nothing captured")
@@ -991,15 +1084,18 @@ def _payload(
     return payload
 
 
-def _where(adapter: str, payload: Mapping[str, Any]) -> tuple[str | None, str | None]:
-    """The session's working folder and project (a wrapper may name its project)."""
+def _where(
+    adapter: str, payload: Mapping[str, Any], cwd: str | None = None
+) -> tuple[str | None, str | None]:
+    """The session's working folder (``cwd`` when the payload names none) and project (a
+    wrapper may name its project)."""
     meta = payload.get("metadata") if adapter == "event" else None
     meta = meta if isinstance(meta, dict) else {}
-    cwd = _str(payload.get("cwd")) or _str(meta.get("cwd"))
+    where = _str(payload.get("cwd")) or _str(meta.get("cwd")) or _str(cwd)
     named = (
         (_str(payload.get("project")) or _str(meta.get("project"))) if adapter == "event" else None
     )
-    return cwd, named or project_root(cwd)
+    return where, named or project_root(where)
 
 
 def run(argv: Sequence[str], stdin: bytes | None = None, out: Any = None) -> int:
@@ -1009,19 +1105,20 @@ def run(argv: Sequence[str], stdin: bytes | None = None, out: Any = None) -> int
     try:
         paths = resolve_paths()
         log = _Log(paths)
-        _run(paths, argv, stdin, out if out is not None else sys.stdout, log, started)
+        if argv and argv[0] == HANDOFF_FLAG:
+            _handoff_child(paths, log, stdin)
+        else:
+            _run(paths, argv, stdin, out if out is not None else sys.stdout, log)
     except (Exception, _TooLarge) as exc:  # noqa: BLE001 - the agent must never see the hook fail
         log.write(f"hook failed: {type(exc).__name__}: {exc}")
     finally:
         elapsed = time.monotonic() - started
-        if elapsed > SLOW_SECONDS and not log.lines:  # a problem already logged says why
-            log.write(f"slow hook: {elapsed:.2f}s")
+        if elapsed > SLOW_SECONDS and not log.lines and not (argv and argv[0] == HANDOFF_FLAG):
+            log.write(f"slow hook: {elapsed:.2f}s")  # a problem already logged says why
     return 0
 
 
-def _run(
-    paths: Paths, argv: Sequence[str], stdin: bytes | None, out: Any, log: _Log, started: float
-) -> None:
+def _run(paths: Paths, argv: Sequence[str], stdin: bytes | None, out: Any, log: _Log) -> None:
     adapter = argv[0] if argv else ""
     if adapter in ("-h", "--help"):
         _emit(out, (__doc__ or "").split("\n\n")[1] + "\n")
@@ -1029,47 +1126,38 @@ def _run(
     if adapter not in ADAPTERS:
         log.write(f"unknown adapter {adapter!r} (use claude, codex or event), nothing captured")
         return
+    event_id, timestamp = new_event_id(), now_iso()  # the call's, wherever it is captured
+    if adapter == "codex" and len(argv) > 1:
+        # notify: Codex appends the JSON as the last argument.
+        raw, whole, source = os.fsencode(argv[-1]), True, "argument"
+    else:
+        raw, whole = (stdin, True) if stdin is not None else _read_stdin()
+        source = "stdin"
+    if not whole:
+        # The writer holds the pipe open mid-document: the child reads the rest.
+        _hand_over(paths, adapter, raw, event_id, timestamp, log, more=True)
+        return
     notes: list[str] = []
-    payload = _payload(adapter, argv, stdin, started, log, notes)
+    payload = _parse(adapter, raw, source, log, notes)
     if payload is None:
         return
+    for note in notes:
+        log.write(note)
     cwd, project = _where(adapter, payload)
+    starting = _starting(adapter, payload)
+    if starting:
+        rules = _rules_or_none(paths)
+        if rules is not None and not opted_out(cwd, project, rules,
+                                               _payload_paths(adapter, payload, cwd)):  # fmt: skip
+            _print_digest(paths, project, out, log)
     try:
-        capture: CaptureRules | None = load_capture_rules(paths)
-        settings_error = ""
-    except Exception as exc:  # noqa: BLE001 - unreadable settings: we cannot know the opt-outs
-        capture, settings_error = None, f"{type(exc).__name__}: {exc}"
-    # Opt-out comes before anything is written, a log line included: an opted-out
-    # repository leaves no trace at all.
-    if opted_out(cwd, project, capture or CaptureRules(), _payload_paths(adapter, payload, cwd)):
+        written = capture(paths, adapter, payload, budget=HOOK_WORK_CHARS, event_id=event_id,
+                          timestamp=timestamp, log=log)  # fmt: skip
+    except _TooLarge:
+        # More to check than the hook's budget: the service checks it, the agent goes on.
+        _hand_over(paths, adapter, raw, event_id, timestamp, log)
         return
-    if capture is None:
-        log.write(f"settings unreadable, nothing captured: {settings_error}")
-        return
-    events, problem = _events(
-        adapter, payload, project, started + HOOK_BUDGET_SECONDS, capture.user_name or None
-    )
-    for note in [*notes, problem]:
-        if note:
-            log.write(note)
-    if not events:
-        return
-    starting = events[0]["event_type"] == "session_start"
-    if starting:
-        _print_digest(paths, project, out, log)
-    if not allowed(cwd, project, capture) or capture_mode(project, capture) == "off":
-        return
-    if is_paused(capture):
-        return
-    inbox = Inbox(paths.inbox)
-    for event in events:
-        try:
-            _write(inbox, event)
-        except OSError as exc:  # a full or read-only disk: the inbox holds no half event
-            log.write(f"{adapter}: cannot write to the inbox ({exc.strerror or exc}); "
-                      f"{event['event_type']} event not captured")  # fmt: skip
-            return
-    if starting:
+    if starting and written:
         from lexmem.locks import service_running  # only SessionStart pays for the lock probe
 
         if not service_running(paths):
@@ -1077,6 +1165,165 @@ def _run(
                 start_service(paths)
             except OSError as exc:
                 log.write(f"could not start `lexmem serve`: {exc}")
+
+
+def _rules_or_none(paths: Paths) -> CaptureRules | None:
+    try:
+        return load_capture_rules(paths)
+    except Exception:  # noqa: BLE001 - capture() says so in the log
+        return None
+
+
+# -- handing a payload to the service ----------------------------------------------
+#
+# What the hook cannot check within its work budget (or cannot read whole) is neither
+# dropped nor written: a detached child (``lexmem-hook --handoff``) is given the bytes
+# on a pipe, holds them in memory only, and sends them to the running service over its
+# reader socket (``{"kind": "event"}``, :mod:`lexmem.service.intake`), which redacts them
+# as the hook would and writes the events. The hook returns as soon as the child has the
+# bytes. With no service, the child starts one and waits for its socket; a service that
+# goes away mid-way is asked again (the call's event ids make a second delivery store
+# nothing twice). When no service answers in HANDOFF_WAIT_SECONDS the child does the
+# service's part itself (redacts in memory, writes the events); only if that fails too
+# is the payload lost, with one log line saying so. Nothing unredacted touches the disk.
+
+HANDOFF_FLAG = "--handoff"
+
+
+def _hand_over(paths: Paths, adapter: str, raw: bytes, event_id: str, timestamp: str,
+               log: _Log, *, more: bool = False) -> None:  # fmt: skip
+    """Give ``raw`` to a detached child that takes it to the service; ``more``: the child
+    also reads the rest of this process's stdin (the writer still holds it open)."""
+    import subprocess
+
+    header: dict[str, Any] = {"adapter": adapter, "event_id": event_id, "timestamp": timestamp}
+    if more:  # a number of its own: the child's stdin (0) is the pipe from here
+        header["more_fd"] = os.dup(sys.stdin.fileno())
+    frozen = getattr(sys, "frozen", False)  # a bundle: sys.executable is lexmem-hook itself
+    cmd = [sys.executable, HANDOFF_FLAG] if frozen else [sys.executable, "-m", "lexmem.hook",
+                                                         HANDOFF_FLAG]  # fmt: skip
+    kwargs: dict[str, Any] = {
+        "stdin": subprocess.PIPE,
+        "stdout": subprocess.DEVNULL,
+        "stderr": subprocess.DEVNULL,
+        "env": dict(os.environ, LEXMEM_HOME=str(paths.home)),
+        "cwd": str(paths.home) if paths.home.is_dir() else "/",
+        "close_fds": True,
+    }
+    if more:
+        kwargs["pass_fds"] = (header["more_fd"],)
+    if os.name == "nt":  # pragma: no cover - Windows only
+        kwargs["creationflags"] = 0x00000008 | 0x00000200  # DETACHED_PROCESS | NEW_PROCESS_GROUP
+    else:
+        kwargs["start_new_session"] = True
+    try:
+        child = subprocess.Popen(cmd, **kwargs)
+        assert child.stdin is not None
+        with child.stdin as pipe:
+            pipe.write(json.dumps(header).encode() + b"\n")
+            pipe.write(raw)
+    except (OSError, ValueError) as exc:
+        log.write(f"{adapter}: could not hand the payload to the service ({exc}); "
+                  "nothing captured")  # fmt: skip
+        return
+    why = (f"stdin idle for {STDIN_IDLE_SECONDS:g}s mid-document, the rest is read by the child"
+           if more else "more to check than the hook does itself")  # fmt: skip
+    log.write(f"{adapter}: payload handed to the service ({len(raw)} bytes): {why}")
+
+
+def _handoff_child(paths: Paths, log: _Log, stdin: bytes | None = None) -> None:
+    """``lexmem-hook --handoff``: read the header and the payload from stdin, and deliver."""
+    data = stdin if stdin is not None else sys.stdin.buffer.read()
+    line, _, raw = data.partition(b"\n")
+    header = json.loads(line)
+    adapter = str(header.get("adapter"))
+    fd = header.get("more_fd")
+    if isinstance(fd, int):  # the rest of the agent's stdin, still open
+        try:
+            raw, _whole = _read_pipe(fd, raw, HANDOFF_IDLE_SECONDS)
+        except OSError as exc:
+            log.write(f"{adapter}: reading the rest of stdin failed ({exc}); kept what came")
+        _close(fd)
+    deliver(paths, adapter, raw, str(header["event_id"]), str(header["timestamp"]), log)
+
+
+def _close(fd: int) -> None:
+    try:  # noqa: SIM105 - not contextlib.suppress: importing contextlib costs every call
+        os.close(fd)
+    except OSError:
+        pass
+
+
+def deliver(paths: Paths, adapter: str, raw: bytes, event_id: str, timestamp: str,
+            log: _Log) -> bool:  # fmt: skip
+    """Send one payload to the service (starting it when none runs) until it says it has
+    written its events; True once it has. After :data:`HANDOFF_WAIT_SECONDS` without an
+    answer, the payload is captured here instead (no work budget: nobody waits)."""
+    from lexmem import wire
+    from lexmem.locks import service_running
+
+    # What is no payload (a pipe that ended mid-document) says so here, as the service
+    # would: there is nothing to hand over, and no service to start for it.
+    notes: list[str] = []
+    payload = _parse(adapter, raw, "stdin", log, notes)
+    if payload is None:
+        return False
+    give_up = time.monotonic() + HANDOFF_WAIT_SECONDS
+    started_at: float | None = None
+    pause = 0.05
+    said = ""
+    while True:
+        sock = wire.connect(paths, timeout=HANDOFF_WAIT_SECONDS)
+        if sock is not None:
+            reply = _send(sock, adapter, raw, event_id, timestamp)
+            if isinstance(reply, dict) and reply.get("ok"):
+                return True
+            if isinstance(reply, dict) and reply.get("error"):
+                said = str(reply["error"])  # an older service: no "event" requests
+                break
+        elif not service_running(paths) and (
+            started_at is None or time.monotonic() - started_at > HANDOFF_RESTART_SECONDS
+        ):
+            started_at = time.monotonic()
+            try:
+                start_service(paths)
+            except OSError as exc:
+                said = f"could not start `lexmem serve`: {exc}"
+        if time.monotonic() >= give_up:
+            said = said or f"no service answered in {HANDOFF_WAIT_SECONDS:g}s"
+            break
+        time.sleep(pause)
+        pause = min(pause * 2, 1.0)
+    # Nobody to give it to: capture it here, as the service would have.
+    for note in notes:
+        log.write(note)
+    try:
+        written = capture(paths, adapter, payload, budget=None, event_id=event_id,
+                          timestamp=timestamp, log=log)  # fmt: skip
+    except Exception as exc:  # noqa: BLE001 - the last resort: say so, once
+        log.write(f"{adapter}: handed-over payload lost ({said}; then {type(exc).__name__}: "
+                  f"{exc}); nothing of it was written")  # fmt: skip
+        return False
+    log.write(f"{adapter}: handed-over payload captured by the hook's child itself ({said}); "
+              f"{len(written)} event(s)")  # fmt: skip
+    return True
+
+
+def _send(sock: Any, adapter: str, raw: bytes, event_id: str, timestamp: str) -> Any:
+    """One delivery over the reader socket; the service's answer, or None (it went away)."""
+    from lexmem import wire
+
+    try:
+        with sock:
+            sock.settimeout(HANDOFF_WAIT_SECONDS)
+            wire.send_json(sock, {"v": wire.PROTOCOL, "kind": "event", "adapter": adapter,
+                                  "cwd": None, "event_id": event_id, "timestamp": timestamp,
+                                  "size": len(raw)})  # fmt: skip
+            sock.sendall(raw)
+            with sock.makefile("rb") as stream:
+                return wire.read_line(stream)
+    except (OSError, ValueError):
+        return None
 
 
 def _write(inbox: Inbox, event: InboxEvent) -> None:
