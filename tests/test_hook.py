@@ -1506,3 +1506,38 @@ def test_lexmems_own_tools_and_the_agents_plumbing_are_not_recorded(
     assert [e["metadata"]["tool_name"] for e in inbox_events(data_home)] == [
         "mcp__github__list_issues"
     ]
+
+
+@pytest.mark.parametrize(
+    ("command", "response"),
+    [
+        ("echo $DB_PASSWORD", {"stdout": "Vq7rLm2Xw9TpK4s\n", "stderr": "", "interrupted": False}),
+        (
+            "kubectl get secret db -o jsonpath='{.data.password}' | base64 -d",
+            {"stdout": "pR3tty-l0ng-pass", "stderr": "", "interrupted": False},
+        ),
+        (["bash", "-lc", "printenv STRIPE_API_KEY"], "Hq3nT8vLx2Wm"),
+    ],
+)
+def test_the_output_of_a_command_that_prints_a_secret_is_withheld(
+    repo: Path, command: Any, response: Any
+) -> None:
+    """The command names the secret; its output, which the agent reports apart from the
+    command, is the value: no rule reading the output alone could tell."""
+    value = (response["stdout"] if isinstance(response, dict) else response).strip()
+    payload = claude_payload(
+        "PostToolUse", repo, tool_name="Bash", tool_input={"command": command},
+        tool_response=response, tool_use_id=TOOL_USE_ID,
+    )  # fmt: skip
+    ok(run_hook("claude", payload=payload, cwd=repo))
+    (event,) = inbox_events(Path(os.environ["LEXMEM_HOME"]))
+    assert value not in json.dumps(event)
+    assert "[REDACTED:cli_secret]" in event["content"]
+    # A command that prints no secret keeps its output.
+    plain = claude_payload(
+        "PostToolUse", repo, tool_name="Bash", tool_input={"command": "echo $HOME"},
+        tool_response={"stdout": "/home/ann\n", "stderr": "", "interrupted": False},
+        tool_use_id=TOOL_USE_ID,
+    )  # fmt: skip
+    ok(run_hook("claude", payload=plain, cwd=repo))
+    assert any("/home/ann" in e["content"] for e in inbox_events(Path(os.environ["LEXMEM_HOME"])))

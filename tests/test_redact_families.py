@@ -403,3 +403,30 @@ def test_a_random_value_with_a_template_piece_is_still_a_secret(seed: int) -> No
     sig = g.fake(ALNUM, 32)
     check(f'signature = f"{sig}:{{nonce}}"', sig)
     check(f'session_key = "{sig}"', sig)
+
+
+# --- a command that prints a secret, its output apart (an agent's Bash tool call) ----------
+
+
+@pytest.mark.parametrize(
+    ("command", "prints"),
+    [
+        ("echo $DB_PASSWORD", True),
+        ('cd app && echo "$STRIPE_SECRET_KEY"', True),
+        ("kubectl get secret db -o jsonpath='{.data.password}' | base64 -d", True),
+        ("git status; printenv OPENAI_API_KEY", True),
+        ("ls\nvault kv get -field=password secret/db", True),
+        ("gh auth token", True),
+        ("echo $HOME", False),
+        ("echo $DB_PASSWORD > .env", False),
+        ("kubectl get pods", False),
+        ("printenv PATH", False),
+        ("", False),
+    ],
+)
+def test_a_command_that_prints_a_secret_is_known_apart_from_its_output(
+    command: str, prints: bool
+) -> None:
+    from lexmem.capture.redact import prints_secret
+
+    assert prints_secret(command) is prints

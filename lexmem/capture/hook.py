@@ -454,6 +454,38 @@ def _str(value: Any) -> str | None:
     return value if isinstance(value, str) and value else None
 
 
+_PRINTED = "[REDACTED:cli_secret]"
+
+
+def _prints_secret(tool_input: Any) -> bool:
+    """Whether a shell tool call's command prints a secret (Claude Code's Bash gives
+    ``command`` as a string, Codex's shell as an argv list)."""
+    command = tool_input.get("command") if isinstance(tool_input, dict) else None
+    # ["bash", "-lc", "printenv KEY"]: the script is one of the words, the words together
+    # the command
+    texts = [str(p) for p in command] if isinstance(command, list) else [command]
+    if isinstance(command, list):
+        texts.append(" ".join(texts))
+    from lexmem.capture.redact import prints_secret
+
+    return any(
+        isinstance(text, str) and text.strip() and prints_secret(text[:MAX_CONTENT_CHARS])
+        for text in texts
+    )
+
+
+def _withheld(value: Any) -> Any:
+    """A tool's output with every text in it replaced: it is the secret a command printed.
+    Numbers and flags (an exit code, ``interrupted``) stay."""
+    if isinstance(value, str):
+        return _PRINTED if value.strip() else value
+    if isinstance(value, dict):
+        return {k: _withheld(v) for k, v in value.items()}
+    if isinstance(value, (list, tuple)):
+        return [_withheld(v) for v in value]
+    return value
+
+
 def describe_tool_call(tool: str, tool_input: Any, redactor: _Redactor | None = None) -> str:
     """One line a person (and the extractor) can read: "Bash: pytest -q", "Edit: src/app.py".
 
@@ -646,12 +678,17 @@ def events_from_hook(
         # Edit, MultiEdit, Write, NotebookEdit: old_string, new_string, content, edits[]
         # are fields like any other, each redacted with its key.
         meta["tool_input"] = r.obj(tool_input, MAX_META_CHARS, each=True, key="tool_input")
+        # "echo $DB_PASSWORD": the command names the secret and its output is the value,
+        # whatever it looks like; the agent keeps the two apart, so no rule reading the
+        # output alone could tell. The output is withheld whole.
+        printed = event_type == "tool_result" and _prints_secret(tool_input)
         if event_type == "tool_call":
             content = describe_tool_call(tool, tool_input, r)
         elif name == "PostToolUseFailure":
             # Claude Code reports failed tool calls here, not in PostToolUse.
+            response = payload.get("tool_response")
             content = _text(r.obj(payload.get("error"), MAX_CONTENT_CHARS)) or _text(
-                r.obj(payload.get("tool_response"), MAX_CONTENT_CHARS)
+                r.obj(_withheld(response) if printed else response, MAX_CONTENT_CHARS)
             )
             meta["is_error"] = True
             if payload.get("is_interrupt") is not None:
@@ -660,7 +697,7 @@ def events_from_hook(
             # A structured response (Edit's structuredPatch, originalFile, filePath...)
             # is redacted field by field; only then is it text.
             response = payload.get("tool_response")
-            content = _text(r.obj(response, MAX_CONTENT_CHARS))
+            content = _text(r.obj(_withheld(response) if printed else response, MAX_CONTENT_CHARS))
             if isinstance(response, dict):
                 for key in _STATUS_KEYS:
                     if key in response and isinstance(response[key], (int, bool)):

@@ -89,7 +89,15 @@ if TYPE_CHECKING:  # annotations only: importing typing would cost ~3 ms in the 
     _Hit = tuple[int, int, str]
     _Scanner = Callable[[str, str], Iterable[_Hit]]
 
-__all__ = ["RULES", "Finding", "Redaction", "contains_secret", "redact", "redact_obj"]
+__all__ = [
+    "RULES",
+    "Finding",
+    "Redaction",
+    "contains_secret",
+    "prints_secret",
+    "redact",
+    "redact_obj",
+]
 
 
 # ---------------------------------------------------------------------------------------
@@ -2007,6 +2015,30 @@ def _prints_a_secret(tool: str, cmd: str) -> bool:
     if tool == "doppler":
         return "secrets get" in low and "--plain" in low
     return tool == "pass" and low.split()[:1] == ["show"]
+
+
+def prints_secret(command: str) -> bool:
+    """Whether a shell command (one or several lines, as an agent's Bash tool runs it)
+    prints a secret: ``echo $DB_PASSWORD``, ``kubectl get secret ... | base64 -d``, ``gh
+    auth token``. Its output is then the secret itself, whatever it looks like: an agent's
+    tool call keeps the command and its output apart, so the caller redacts the output
+    whole. Linear: each line is read as a command once."""
+    if not command:
+        return False
+    lowered = command.lower()
+    first = _PRINT_FIRST.match(lowered)
+    for m in itertools.chain((first,) if first else (), _PRINT_LINE.finditer(lowered)):
+        nl = command.find("\n", m.end())
+        rest = command[m.end() : nl if nl >= 0 else len(command)]
+        # "cd app && echo $DB_PASSWORD": each command of a list, as the shell runs them
+        for part in re.split(r"&&|\|\||;", rest)[:1]:
+            if _prints_a_secret(m.group("tool"), part):
+                return True
+    for piece in re.split(r"&&|\|\||;|\n", command)[1:]:
+        m = _PRINT_FIRST.match(piece.lower().lstrip())
+        if m and _prints_a_secret(m.group("tool"), piece.lstrip()[m.end() :]):
+            return True
+    return False
 
 
 def _printed_scan(text: str, lowered: str) -> Iterator[_Hit]:
