@@ -463,8 +463,9 @@ def _prints_secret(tool_input: Any) -> bool:
     command = tool_input.get("command") if isinstance(tool_input, dict) else None
     # ["bash", "-lc", "printenv KEY"]: the script is one of the words, the words together
     # the command
-    texts = [str(p) for p in command] if isinstance(command, list) else [command]
+    texts: list[Any] = [command]
     if isinstance(command, list):
+        texts = [str(p) for p in command]
         texts.append(" ".join(texts))
     from lexmem.capture.redact import prints_secret
 

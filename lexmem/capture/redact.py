@@ -2035,8 +2035,8 @@ def prints_secret(command: str) -> bool:
             if _prints_a_secret(m.group("tool"), part):
                 return True
     for piece in re.split(r"&&|\|\||;|\n", command)[1:]:
-        m = _PRINT_FIRST.match(piece.lower().lstrip())
-        if m and _prints_a_secret(m.group("tool"), piece.lstrip()[m.end() :]):
+        found = _PRINT_FIRST.match(piece.lower().lstrip())
+        if found and _prints_a_secret(found.group("tool"), piece.lstrip()[found.end() :]):
             return True
     return False
 
