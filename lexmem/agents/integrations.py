@@ -70,9 +70,10 @@ AGENTS = ("claude", "codex")
 SCOPES = ("user", "project")
 BACKUP_SUFFIX = ".lexmem-backup"
 # Files lexmem created (so uninstalling removes them rather than leave an empty one).
-# The hook returns in tens of milliseconds and, whatever it is given, within its own
-# budget of under a second (lexmem.capture.hook.HOOK_BUDGET_SECONDS); 10 s leaves room on a busy
-# machine without letting a stuck hook hold the agent for the agents' default of 60-600 s.
+# The hook returns in tens of milliseconds: what is over its work budget it hands to a
+# detached child (lexmem.capture.hook.HOOK_WORK_CHARS) instead of checking it while the
+# agent waits; 10 s leaves room on a busy machine without letting a stuck hook hold the
+# agent for the agents' default of 60-600 s.
 HOOK_TIMEOUT = 10
 # Codex caps its SessionEnd hook at 3 s and warns at every start about a longer one.
 CODEX_SESSION_END_TIMEOUT = 3
