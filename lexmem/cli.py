@@ -523,7 +523,7 @@ def status(c: Ctx, as_json: bool) -> None:
 
 
 def _remember(c: Ctx, text: tuple[str, ...], mtype: str, project: str | None,
-              title: str | None, pin: bool) -> Any:  # fmt: skip
+              title: str | None, pin: bool, no_wait: bool = False) -> Any:  # fmt: skip
     body = read_text_arg(text, "text to remember")
     if not body.strip():
         raise InvalidInputError("nothing to remember: the text is empty")
@@ -543,6 +543,7 @@ def _remember(c: Ctx, text: tuple[str, ...], mtype: str, project: str | None,
         title=title,
         pin=pin,
         cwd=c.cwd(),
+        wait=0.0 if no_wait else None,
     )
     return done
 
@@ -559,6 +560,11 @@ def _remember(c: Ctx, text: tuple[str, ...], mtype: str, project: str | None,
 @click.option(
     "--pin", is_flag=True, help="Pin it: it never decays and leads its project's context."
 )
+@click.option(
+    "--no-wait",
+    is_flag=True,
+    help="With a service running, hand it over and answer at once with the id it will have.",
+)
 @json_option
 @pass_ctx
 def remember(
@@ -568,6 +574,7 @@ def remember(
     project: str | None,
     title: str | None,
     pin: bool,
+    no_wait: bool,
     as_json: bool,
 ) -> None:
     """Remember TEXT (use - to read it from standard input)."""
@@ -576,7 +583,7 @@ def remember(
 
     watch_sigint()
     try:
-        done = _remember(c, text, mtype, project, title, pin)
+        done = _remember(c, text, mtype, project, title, pin, no_wait)
     except Interrupted:
         raise
     except BaseException as exc:

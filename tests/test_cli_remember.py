@@ -151,6 +151,18 @@ def test_with_a_service_remember_answers_with_the_memory_id_and_ctrl_c_says_whic
         )
         assert answer["queued"] is False and len(answer["ids"]) > 1
         assert json.loads(lexmem(home, "show", answer["ids"][0], "--json").stdout)
+        # --no-wait: handed over, answered at once with the id it will have, then stored
+        handed = json.loads(
+            lexmem(home, "remember", "--no-wait", "--json", "The shop closes at six.").stdout
+        )
+        assert (
+            handed["queued"] is True and handed["reason"] == "handed to the running lexmem service"
+        )
+        wait_for(
+            lambda: subprocess.run([*MODULE, "show", handed["id"][:8]], env=environment(home),
+                                   capture_output=True, check=False).returncode == 0,
+            "the handed-over memory stored by the service", timeout=600,
+        )  # fmt: skip
 
         # Ctrl-C once the service has the event: it says which memory it will be.
         proc = start_remember(home)

@@ -364,8 +364,10 @@ def ch_codex(s: Session, parts: list[str]) -> None:
 
 def ch_remember(s: Session, parts: list[str]) -> None:
     for text in parts:
-        s.run("lexmem remember", [str(LEXMEM), "remember", "-", "--project", str(s.repo)],
-              text.encode())  # fmt: skip
+        # The service here holds its lock and drains only afterwards: handed over, not
+        # waited for (a waiting remember would wait for as long as the service lives).
+        s.run("lexmem remember", [str(LEXMEM), "remember", "--no-wait", "-", "--project",
+                                  str(s.repo)], text.encode())  # fmt: skip
 
 
 def ch_mcp(s: Session, parts: list[str]) -> None:

@@ -567,7 +567,11 @@ def remember_through_inbox(
             now = time.monotonic()
             why = ""
             if deadline is not None and now >= deadline:
-                why = "the running lexmem service has not stored it yet"
+                why = (
+                    "handed to the running lexmem service"
+                    if wait == 0
+                    else "the running lexmem service has not stored it yet"
+                )
             elif deadline is None and service_running(lm.paths):
                 busy = _busy_with(lm)
                 if busy:
