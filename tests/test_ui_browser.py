@@ -284,6 +284,7 @@ def test_edit_in_the_detail_panel_then_forget(
 
     _select(qtbot, page, a, b)
     page.act_forget.trigger()
+    qtbot.waitUntil(lambda: isinstance(page.dialog, QMessageBox))  # asked once read off the loop
     box = page.dialog
     assert isinstance(box, QMessageBox)
     assert "cannot be undone" in box.text()

@@ -350,3 +350,10 @@ def test_reject_all_asks_first_naming_how_many(
     _wait_changed(qtbot, window, ctx.release_held)
     qtbot.waitUntil(lambda: ctx.lm.review_queue() == [], timeout=WAIT)
     assert ctx.lm.get(a).status == MemoryStatus.ACTIVE  # not in the queue: untouched
+
+
+def test_forgetting_a_memory_the_team_shares_says_what_the_server_keeps() -> None:
+    memories = {"a": Memory(id="a", content="a", title="a")}
+    assert "VACUUM FULL" not in forget_question(["a"], memories)
+    shared = forget_question(["a"], memories, shared=True)
+    assert "Shared with your team" in shared and "VACUUM FULL" in shared

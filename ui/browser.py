@@ -394,8 +394,9 @@ def _title(m: Memory | None, memory_id: str, limit: int = 80) -> str:
     return f"“{text if len(text) <= limit else text[: limit - 1] + '…'}”"
 
 
-def forget_question(ids: Sequence[str], known: dict[str, Memory]) -> str:
-    """What Forget asks: the memory by name, or the count and the first few names."""
+def forget_question(ids: Sequence[str], known: dict[str, Memory], shared: bool = False) -> str:
+    """What Forget asks: the memory by name, or the count and the first few names; for a
+    memory the team shares, what the team's server still holds."""
     names = [_title(known.get(i), i) for i in ids[:NAMED]]
     n = len(ids)
     if n == 1:
@@ -407,9 +408,21 @@ def forget_question(ids: Sequence[str], known: dict[str, Memory]) -> str:
         question = f"Forget {n} memories: {', '.join(names)}{more}?"
         what = "They are deleted with their links and history"
         held = "them"
-    return (
+    told = (
         f"{question}\n\n{what}; this cannot be undone.\nBackups made before now still hold {held}."
     )
+    if shared:
+        from lexmem.team.membership import SERVER_KEEPS
+
+        told += f"\n\nShared with your team. {SERVER_KEEPS}"
+    return told
+
+
+def _any_shared(lm: Any, ids: Sequence[str]) -> bool:
+    """Whether any of ``ids`` is a memory the team shares (read off the UI thread)."""
+    if not lm.shared_projects():
+        return False
+    return any(lm.is_shared(m) for m in lm.memories_for(list(ids)))
 
 
 class SelectionActions(QObject):
@@ -697,11 +710,22 @@ class SelectionActions(QObject):
         submit_read(self.ctx.read, lambda: lm.memories_for(named), done, self._failed(target))
 
     def _ask_forget(self, target: MemoryTarget, ids: list[str], known: dict[str, Memory]) -> None:
+        lm = self.ctx.lm
+
+        def asked(shared: bool) -> None:
+            if not isinstance(target, QWidget) or alive(target):
+                self._ask_forget_shared(target, ids, known, shared)
+
+        submit_read(self.ctx.read, lambda: _any_shared(lm, ids), asked, self._failed(target))
+
+    def _ask_forget_shared(
+        self, target: MemoryTarget, ids: list[str], known: dict[str, Memory], shared: bool
+    ) -> None:
         parent = target if isinstance(target, QWidget) else self._home
         box = QMessageBox(
             QMessageBox.Icon.Warning,
             "Forget memories" if len(ids) > 1 else "Forget memory",
-            forget_question(ids, known),
+            forget_question(ids, known, shared),
             QMessageBox.StandardButton.Cancel,
             parent,
         )
