@@ -17,7 +17,8 @@ from typing import Any
 
 import pyarrow as pa
 import pytest
-from click.testing import CliRunner, Result
+from click.testing import CliRunner
+from clirun import run
 from conftest import shared_model
 from faultkit import environment, lexmem_command, wait_for
 
@@ -33,15 +34,6 @@ from lexmem.store.schema import confidence_schema, links_schema, memory_schema
 def _shared_model(embedder: Embedder) -> Iterator[None]:
     with shared_model(embedder):
         yield
-
-
-def run(*args: str, code: int = 0) -> Result:
-    result = CliRunner().invoke(cli, list(args), prog_name="lexmem", catch_exceptions=False)
-    assert result.exit_code == code, (
-        f"lexmem {' '.join(args)} exited {result.exit_code}, not {code}\n"
-        f"stdout: {result.stdout}\nstderr: {result.stderr}"
-    )
-    return result
 
 
 def doctor(*home: str, code: int | None = None) -> dict[str, dict[str, Any]]:

@@ -19,11 +19,10 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from click.testing import CliRunner, Result
+from clirun import error, run
 from conftest import shared_model
 
 from lexmem.api import Lexmem
-from lexmem.cli import cli
 from lexmem.config import Paths
 from lexmem.embedder import Embedder
 
@@ -32,24 +31,6 @@ from lexmem.embedder import Embedder
 def _shared_model(embedder: Embedder) -> Iterator[None]:
     with shared_model(embedder):
         yield
-
-
-def run(*args: str, code: int = 0) -> Result:
-    result = CliRunner().invoke(cli, list(args), prog_name="lexmem", catch_exceptions=False)
-    assert result.exit_code == code, (
-        f"lexmem {' '.join(args)} exited {result.exit_code}, not {code}\n"
-        f"stdout: {result.stdout}\nstderr: {result.stderr}"
-    )
-    return result
-
-
-def error(*args: str, code: int) -> str:
-    """A failing command: one line on stderr, nothing on stdout; the line."""
-    result = run(*args, code=code)
-    lines = result.stderr.splitlines()
-    assert len(lines) == 1 and lines[0].startswith("lexmem: error: "), result.stderr
-    assert result.stdout == ""
-    return lines[0]
 
 
 def count(*home: str) -> int:
