@@ -1429,14 +1429,18 @@ def test_the_hook_redacts_within_the_budget() -> None:
     # work (never time), and a content field of nothing but candidates is dropped whole.
     from lexmem.capture import hook
 
+    # (what is over its budget is handed whole to the service, never dropped or kept raw)
     dense = "token: " * (hook.MAX_CONTENT_CHARS // 7)
-    r = hook._Redactor()
-    assert r.text(dense, hook.MAX_CONTENT_CHARS) == "[REDACTED:too_dense_to_check]"
-    done = r.obj({"prompt": dense}, hook.MAX_CONTENT_CHARS)
-    assert done["prompt"].startswith("[REDACTED:too_dense_to_check]")
+    r = hook._Redactor(hook.HOOK_WORK_CHARS)
+    with pytest.raises(hook._TooLarge):
+        r.text(dense, hook.MAX_CONTENT_CHARS)
+    with pytest.raises(hook._TooLarge):
+        hook._Redactor(hook.HOOK_WORK_CHARS).obj({"prompt": dense}, hook.MAX_CONTENT_CHARS)
+    # the service's redactor (no budget) reads the same text through
+    assert hook._Redactor().text(dense, hook.MAX_CONTENT_CHARS) == redact(dense).text
     # ordinary text of the same length is redacted rule by rule, in the hook too
     prose = _prose(hook.MAX_CONTENT_CHARS, "token", seed=3)[: hook.MAX_CONTENT_CHARS]
-    assert r.text(prose, hook.MAX_CONTENT_CHARS) == prose
+    assert hook._Redactor(hook.HOOK_WORK_CHARS).text(prose, hook.MAX_CONTENT_CHARS) == prose
 
 
 def test_the_budget_counts_work_not_time(monkeypatch: pytest.MonkeyPatch) -> None:
