@@ -208,13 +208,18 @@ class TeamState:
         return int(found[0]) if found else 0
 
     def versions(self, ids: Sequence[str]) -> dict[str, int]:
+        return self._versions_in("versions", ids)
+
+    def _versions_in(self, table: str, ids: Sequence[str]) -> dict[str, int]:
+        """``memory_id -> version`` of ``ids`` in ``table`` (``versions`` or ``mine``),
+        asked 500 at a time (SQLite's limit on parameters)."""
         out: dict[str, int] = {}
         with self._db() as db:
             for i in range(0, len(ids), 500):
                 part = list(ids[i : i + 500])
                 marks = ",".join("?" * len(part))
                 for mid, v in db.execute(
-                    f"SELECT memory_id, version FROM versions WHERE memory_id IN ({marks})", part
+                    f"SELECT memory_id, version FROM {table} WHERE memory_id IN ({marks})", part
                 ):
                     out[str(mid)] = int(v)
         return out
@@ -287,16 +292,7 @@ class TeamState:
     def mine(self, ids: Sequence[str]) -> dict[str, int]:
         """The version this client's own edit of each memory went in at, where the team
         has not yet built on it (a later version) or replaced it."""
-        out: dict[str, int] = {}
-        with self._db() as db:
-            for i in range(0, len(ids), 500):
-                part = list(ids[i : i + 500])
-                marks = ",".join("?" * len(part))
-                for mid, v in db.execute(
-                    f"SELECT memory_id, version FROM mine WHERE memory_id IN ({marks})", part
-                ):
-                    out[str(mid)] = int(v)
-        return out
+        return self._versions_in("mine", ids)
 
     def set_mine(self, versions: Mapping[str, int]) -> None:
         if not versions:
