@@ -173,10 +173,8 @@ def test_a_payload_of_redaction_candidates_is_handed_over_not_dropped(
     (event,) = inbox(data_home)
     assert event["event_type"] == "prompt" and event["session_id"] == SESSION
     assert "dropped" not in event["metadata"]
-    if hook._budget_kwargs(True):  # rules whose budget is the hook's alone: all is checked
-        assert event["content"].startswith("p1 deploy with GITHUB_TOKEN=[REDACTED:github_token]")
-    else:  # rules that always budget give their verdict on the whole text, in the service too
-        assert event["content"].startswith("[REDACTED:too_dense_to_check]")
+    # the budget is the hook's alone: the service checks all of it
+    assert event["content"].startswith("p1 deploy with GITHUB_TOKEN=[REDACTED:github_token]")
     assert "handed to the service" in log(data_home)
     assert "lost" not in log(data_home)
     no_secret_on_disk(data_home, TOKEN)

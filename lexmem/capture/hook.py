@@ -195,23 +195,6 @@ class _TooLarge(BaseException):
     """
 
 
-_BUDGET_ARG: list[bool] = []  # whether the rules take ``budget=`` (asked once)
-
-
-def _budget_kwargs(budget: bool) -> dict[str, bool]:
-    """``{"budget": True}`` for rules that make their work budget opt-in, ``{}`` for rules
-    that always have it: the hook is correct with either."""
-    if not budget:
-        return {}
-    if not _BUDGET_ARG:
-        from lexmem.capture.redact import redact
-
-        code = redact.__code__
-        names = code.co_varnames[: code.co_argcount + code.co_kwonlyargcount]
-        _BUDGET_ARG.append("budget" in names)
-    return {"budget": True} if _BUDGET_ARG[0] else {}
-
-
 def _rules(text: str, budget: bool) -> Redaction:
     """:func:`~lexmem.capture.redact.redact` of ``text``; within the rules' work budget
     when ``budget`` (the hook's), where text too dense to check raises :class:`_TooLarge`."""
@@ -219,7 +202,7 @@ def _rules(text: str, budget: bool) -> Redaction:
 
     if not budget:
         return redact(text)
-    result = redact(text, **_budget_kwargs(True))
+    result = redact(text, budget=True)
     if _TOO_DENSE in result.kinds:
         raise _TooLarge
     return result
@@ -231,7 +214,7 @@ def _rules_obj(value: Any, budget: bool) -> tuple[Any, int]:
 
     if not budget:
         return redact_obj(value)
-    done, count = redact_obj(value, **_budget_kwargs(True))
+    done, count = redact_obj(value, budget=True)
     if count and _holds_too_dense(done):
         raise _TooLarge
     return done, count
