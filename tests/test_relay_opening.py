@@ -1,6 +1,7 @@
 """``lexmem mcp``'s relay: the agent's opening answered while the service starts, of
 every protocol version the MCP SDK knows; the session carried on when the service
-stops; a quiet end when the agent stops it.
+stops; a quiet end when the agent stops it; Claude Code's ``mcp_tool`` hook calls
+answered at once by the relay itself, every event kept, redacted, in the calls' order.
 
 Each test runs the real ``lexmem mcp`` (the console script, so the relay) against a
 data folder whose manifest a real recording wrote, with a real service where one is
@@ -25,8 +26,11 @@ import pytest
 from faultkit import environment, lexmem_command, wait_for
 from mcp_types.version import HANDSHAKE_PROTOCOL_VERSIONS, MODERN_PROTOCOL_VERSIONS
 
+from lexmem.agents.hookcall import HOOK_TOOL
+from lexmem.capture.inbox import Inbox
 from lexmem.config import Paths
 from lexmem.locks import FileLock, service_running
+from lexmem.service.pipeline import agent_order
 from lexmem.service.registry import services
 
 VERSION_KEY = "io.modelcontextprotocol/protocolVersion"
@@ -325,3 +329,96 @@ def test_stopping_it_is_quiet(home: Path, starting: FileLock, how: str) -> None:
         code, expected = agent.proc.wait(ANSWER_TIMEOUT), 128 + getattr(signal, how)
     assert agent.stderr() == ""  # on 60c5e3c: a KeyboardInterrupt's traceback
     assert code == expected
+
+
+# -- Claude Code's hook calls -----------------------------------------------------------------
+
+SECRET = "ghp_" + "Zq8wX1vB4nM7kL2pR9sT6yU3iO5aE0dF1gH2"
+CALLS = 120
+
+
+def inbox_events(home: Path) -> list[dict[str, Any]]:
+    return [json.loads(p.read_text()) for p in Inbox(Paths(home).inbox).pending()]
+
+
+def every_byte(folder: Path) -> bytes:
+    return b"".join(p.read_bytes() for p in folder.rglob("*") if p.is_file())
+
+
+def opened(agent: Agent) -> None:
+    init = agent.ask(0, "initialize", {
+        "protocolVersion": HANDSHAKE_PROTOCOL_VERSIONS[-1], "capabilities": {},
+        "clientInfo": {"name": "claude-code", "version": "2.1.337"},
+    })  # fmt: skip
+    assert init["result"]["serverInfo"]["name"] == "lexmem"
+    agent.send({"jsonrpc": "2.0", "method": "notifications/initialized"})
+
+
+def prompt_call(n: int, cwd: Path, text: str) -> dict[str, Any]:
+    """A UserPromptSubmit as Claude Code's mcp_tool hook calls the tool (strings only)."""
+    return {"name": HOOK_TOOL, "arguments": {
+        "hook_event_name": "UserPromptSubmit", "session_id": "s-relay", "cwd": str(cwd),
+        "transcript_path": "", "permission_mode": "default", "prompt": text,
+    }}  # fmt: skip
+
+
+@pytest.mark.parametrize("how", ["SIGINT", "stdin"])
+def test_hook_calls_are_answered_at_once_and_every_event_is_kept_in_order(
+    home: Path, starting: FileLock, tmp_path: Path, how: str
+) -> None:
+    repo = tmp_path / "repo"
+    (repo / ".git").mkdir(parents=True)
+    secluded = tmp_path / "secluded"
+    (secluded / ".git").mkdir(parents=True)
+    (secluded / ".lexmem-optout").write_text("")
+    agent = Agent(home)
+    try:
+        opened(agent)
+        for n in range(CALLS):
+            text = f"note {n:03d}: the deploy uses token {SECRET}" if n == 7 else f"note {n:03d}"
+            agent.request(n + 1, "tools/call", prompt_call(n, repo, text))
+            if n == 50:  # an opted-out repository's event is answered and leaves no trace
+                agent.request("secluded", "tools/call", prompt_call(n, secluded, "hidden plan"))
+        answers = [agent.reply(n + 1) for n in range(CALLS)] + [agent.reply("secluded")]
+        # Answered by the relay (no service runs: its lock is held), as the tool answers.
+        for answer in answers:
+            result = answer["result"]
+            assert result["content"] == [{"type": "text", "text": "{}"}]
+            assert result["structuredContent"] == {"result": "{}"} and not result["isError"]
+        if how == "SIGINT":  # Claude Code stops its MCP server so, as soon as it is done
+            agent.proc.send_signal(signal.SIGINT)
+            assert agent.proc.wait(ANSWER_TIMEOUT) == 128 + signal.SIGINT
+        else:
+            assert agent.close() == 0
+        assert agent.stderr() == ""
+        agent.answered_once()
+    finally:
+        if agent.proc.poll() is None:
+            agent.stderr()
+    events = inbox_events(home)
+    prompts = [e["content"] for e in agent_order(events)]
+    assert len(prompts) == CALLS, prompts  # each kept once, the opted-out one not at all
+    assert [p[:8] for p in prompts] == [f"note {n:03d}" for n in range(CALLS)]
+    assert [e["content"][:8] for e in events] == [p[:8] for p in prompts]  # written in order
+    assert all(e["session_id"] == "s-relay" and e["event_type"] == "prompt" for e in events)
+    assert SECRET.encode() not in every_byte(home)
+    assert b"hidden plan" not in every_byte(home)
+    assert events[7]["metadata"]["redactions"] >= 1
+
+
+def test_a_call_that_is_not_the_tools_shape_still_goes_to_the_service_which_says_why(
+    home: Path, starting: FileLock, tmp_path: Path
+) -> None:
+    """The relay answers only well-formed hook calls; the rest are the server's (which
+    needs the service: let it start)."""
+    agent = Agent(home)
+    try:
+        opened(agent)
+        agent.request(1, "tools/call", {"name": HOOK_TOOL, "arguments": {"session_id": "s"}})
+        starting.release()
+        answer = agent.reply(1)
+        assert answer.get("error") or answer["result"]["isError"], answer
+        assert agent.close() == 0
+    finally:
+        agent.stderr()
+    assert inbox_events(home) == []

@@ -6,9 +6,11 @@ command (``"type": "mcp_tool"``): lexmem's MCP server, already connected, gets t
 payload's fields as the tool's arguments (:func:`payload_from_fields` puts the payload
 back together) and :func:`record_payload` does what the hook would: opt-out first (an
 opted-out repository leaves no trace), the capture mode, the allowed paths and pause,
-redaction field by field, and inbox events with the hook's event ids and kinds, all
-through the service's intake (:func:`lexmem.service.intake.accept`, what ``lexmem-hook``
-hands a payload over its budget to). Nothing unredacted is written anywhere.
+redaction field by field, and inbox events with the hook's event ids and kinds, all as
+:func:`lexmem.capture.hook.capture` writes them (as the service's intake does with a
+payload ``lexmem-hook`` hands over). Nothing unredacted is written anywhere. The relay
+(:mod:`lexmem.agents.relay`) answers the call itself and records the event so, which is
+why this module imports only the standard library and lexmem's hook.
 
 The event's time is when the call arrived: Claude Code waits for each such call before
 it goes on, so arrival order is the agent's order (the pipeline orders a window's events
@@ -18,15 +20,22 @@ by time, see :func:`lexmem.service.pipeline.agent_order`).
 from __future__ import annotations
 
 import json
-import logging
-from collections.abc import Mapping
-from typing import Any
 
-from lexmem.config import Paths
+TYPE_CHECKING = False
+if TYPE_CHECKING:  # the relay imports this module: no ``typing`` at run time
+    from collections.abc import Mapping
+    from typing import Any
 
-__all__ = ["FLAG_FIELDS", "JSON_FIELDS", "TEXT_FIELDS", "payload_from_fields", "record_payload"]
+    from lexmem.config import Paths
 
-log = logging.getLogger("lexmem.mcp")
+__all__ = [
+    "FLAG_FIELDS", "HOOK_FIELDS", "HOOK_TOOL", "JSON_FIELDS", "TEXT_FIELDS",
+    "payload_from_fields", "record_payload",
+]  # fmt: skip
+
+# The tool Claude Code's hooks call instead of running ``lexmem-hook`` (``"type":
+# "mcp_tool"``).
+HOOK_TOOL = "record_hook_event"
 
 # The fields of Claude Code's hook payloads lexmem reads, as the hook tool takes them. A
 # structured field arrives as JSON text (Claude Code writes an object it interpolates
@@ -39,6 +48,7 @@ TEXT_FIELDS = (
 )  # fmt: skip
 JSON_FIELDS = ("tool_input", "tool_response", "error")
 FLAG_FIELDS = ("stop_hook_active", "is_interrupt")
+HOOK_FIELDS = frozenset((*TEXT_FIELDS, *JSON_FIELDS, *FLAG_FIELDS))
 
 
 def _decoded(value: Any) -> Any:
@@ -84,8 +94,12 @@ def record_payload(paths: Paths, payload: Mapping[str, Any], agent: str = "claud
     their ids (none when opted out, off, paused or outside the allowed paths).
 
     A SessionStart payload is recorded too, but nothing is printed and no service is
-    started: this runs in the service, or in a ``lexmem mcp`` serving on its own.
+    started: this runs in the service, in a ``lexmem mcp`` serving on its own, or in the
+    relay (:mod:`lexmem.agents.relay`, after it answered the call). No work budget: the
+    agent is not waiting, every field is read rule by rule.
     """
-    from lexmem.service.intake import accept
+    from lexmem.capture import hook
+    from lexmem.capture.inbox import new_event_id, now_iso
 
-    return accept(paths, agent, payload)
+    return hook.capture(paths, agent, payload, budget=None, event_id=new_event_id(),
+                        timestamp=now_iso())  # fmt: skip

@@ -45,6 +45,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Literal
 
+from lexmem.agents import hookcall
 from lexmem.base import atomic_write
 from lexmem.capture.policy import capture_mode, is_paused, project_root
 from lexmem.config import CREATED_RECORD, Paths, load_capture_rules
@@ -92,7 +93,7 @@ MCP_TOOL_EVENTS = frozenset(
 )  # fmt: skip
 # An async SessionEnd command gets its payload in 2.1.332; 2.1.197 starts it with none.
 ASYNC_SESSION_END_SINCE = (2, 1, 332)
-HOOK_TOOL = "record_hook_event"
+HOOK_TOOL = hookcall.HOOK_TOOL
 HOOK_TOOL_NAME = f"mcp__lexmem__{HOOK_TOOL}"  # as Claude Code names it (and its rules)
 # Per event, the payload fields beyond the common ones that lexmem records.
 _EVENT_FIELDS = {

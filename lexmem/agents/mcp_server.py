@@ -651,9 +651,10 @@ HOOK = ToolAnnotations(
     idempotent_hint=False, open_world_hint=False,
 )  # fmt: skip
 # The tool Claude Code's hooks call instead of running ``lexmem-hook`` (``"type":
-# "mcp_tool"``), and the payload fields it takes.
-HOOK_TOOL = "record_hook_event"
-HOOK_FIELDS = frozenset((*hookcall.TEXT_FIELDS, *hookcall.JSON_FIELDS, *hookcall.FLAG_FIELDS))
+# "mcp_tool"``), and the payload fields it takes. ``lexmem mcp`` (the relay) answers it
+# itself when it relays; this is the tool for a session served in-process.
+HOOK_TOOL = hookcall.HOOK_TOOL
+HOOK_FIELDS = hookcall.HOOK_FIELDS
 
 
 def build_server(tools: MemoryTools) -> McpMemory:

@@ -22,6 +22,15 @@ Unix-domain sockets, a service of a lexmem too old to listen) and no manifest to
 answer from, :func:`relay` returns ``None`` before reading anything and the caller
 serves MCP in this process instead.
 
+Claude Code's hooks call lexmem's ``record_hook_event`` tool (``"type": "mcp_tool"``)
+and wait for its answer. The relay answers such a call at once (``{}``, what the tool
+answers) and records the event on a thread of its own, as ``lexmem-hook claude`` would
+(:func:`lexmem.capture.hook.capture`: opt-out first, redaction in memory, then the
+inbox), in the order the calls came, each stamped with the time it arrived: the agent
+waits for no service, no store and no round trip, and an event made while no service
+runs yet is kept all the same. The relay does not exit before every event it answered
+is recorded.
+
 Imports: the standard library and lexmem's standard-library modules only (a contract
 in pyproject.toml says so).
 """
@@ -37,7 +46,10 @@ import threading
 import time
 
 from lexmem import wire
+from lexmem.agents.hookcall import HOOK_FIELDS, HOOK_TOOL, TEXT_FIELDS
+from lexmem.capture import hook
 from lexmem.capture.hook import start_service
+from lexmem.capture.inbox import new_event_id, now_iso
 from lexmem.locks import service_running
 
 TYPE_CHECKING = False
@@ -73,6 +85,10 @@ READS = frozenset({
     "ping", "server/discover", "tools/list", "resources/list", "resources/templates/list",
     "resources/read", "prompts/list", "prompts/get", "completion/complete",
 })  # fmt: skip
+# What the hooks' tool answers (its text is the hook's output: a JSON object asking for
+# nothing), with the structured result its output schema declares.
+HOOK_ANSWER = {"content": [{"type": "text", "text": "{}"}], "structuredContent": {"result": "{}"},
+               "isError": False}  # fmt: skip
 # After a service stopped, before the next is started (not in a tight loop, should one
 # stop as soon as it starts).
 RESTART_PAUSE_S = 0.5
@@ -154,6 +170,67 @@ def _params(message: dict[str, Any]) -> dict[str, Any]:
     return params if isinstance(params, dict) else {}
 
 
+def _hook_fields(arguments: Any) -> dict[str, Any] | None:
+    """The hook event's fields from a ``record_hook_event`` call's arguments, or ``None``
+    when they are not what the tool takes (the service's server then says what is wrong)."""
+    if not isinstance(arguments, dict):
+        return None
+    name = arguments.get("hook_event_name")
+    if not isinstance(name, str) or not name:
+        return None
+    if any(not isinstance(arguments[k], str) for k in TEXT_FIELDS if k in arguments):
+        return None
+    return {k: v for k, v in arguments.items() if k in HOOK_FIELDS}
+
+
+class _HookEvents:
+    """The hook events the relay answered, recorded in the order they came on a thread
+    that runs while there are some (not a daemon: the interpreter waits for it at exit,
+    SIGINT included, so an event the agent was told is recorded is)."""
+
+    def __init__(self, paths: Paths) -> None:
+        self.paths = paths
+        self.lock = threading.Lock()
+        self.items: list[tuple[dict[str, Any], str, str]] = []
+        self.running = False
+        self.recorded = 0
+
+    def put(self, fields: dict[str, Any]) -> None:
+        with self.lock:
+            # Stamped as it arrives: the agent waits for each answer, so this is its order.
+            self.items.append((fields, new_event_id(), now_iso()))
+            if self.running:
+                return
+            self.running = True
+        threading.Thread(target=self._run, name="lexmem-hook-events").start()
+
+    def _run(self) -> None:
+        while True:
+            with self.lock:
+                if not self.items:
+                    self.running = False
+                    return
+                fields, event_id, timestamp = self.items.pop(0)
+            self._record(fields, event_id, timestamp)
+
+    def _record(self, fields: dict[str, Any], event_id: str, timestamp: str) -> None:
+        from lexmem.agents.hookcall import payload_from_fields
+
+        log = hook._Log(self.paths)
+        try:
+            payload = payload_from_fields(fields)
+            # No work budget: the agent is not waiting, every field is read rule by rule.
+            hook.capture(self.paths, "claude", payload, budget=None, event_id=event_id,
+                         timestamp=timestamp, log=log)  # fmt: skip
+            self.recorded += 1
+        except Exception as exc:  # noqa: BLE001 - said in the hook's log, the relay goes on
+            log.write(f"relay: a hook event was not recorded: {type(exc).__name__}: {exc}")
+
+    def idle(self) -> bool:
+        with self.lock:
+            return not self.running
+
+
 class _Relay:
     """One agent's session: its lines to the service, the service's lines back, the
     opening answered from the manifest while no service is connected.
@@ -193,6 +270,7 @@ class _Relay:
         self.replays = 0
         self.stdin_open = True
         self.connected = False  # a service took the session at least once
+        self.hooks = _HookEvents(paths)
 
     # -- the agent's side (the main thread) ---------------------------------------------
 
@@ -243,6 +321,12 @@ class _Relay:
         if message is None or not isinstance(method, str):
             return self._send(line, None)  # an answer to the service's request, or garbage
         params, ident = _params(message), message.get("id")
+        if "id" in message and method == "tools/call" and params.get("name") == HOOK_TOOL:
+            fields = _hook_fields(params.get("arguments"))
+            if fields is not None:
+                self.hooks.put(fields)
+                self._reply(ident, result=HOOK_ANSWER)
+                return None
         if "id" not in message:  # a notification
             if method == "notifications/initialized":
                 self.initialized = line
