@@ -37,10 +37,13 @@ __all__ = [
     "CAPTURE_MODES",
     "CREATED_RECORD",
     "DEFAULT_MODEL",
+    "DIGEST_LINKS",
+    "DIGEST_LINK_NAME",
     "SCHEMA_VERSION",
     "CaptureRules",
     "Paths",
     "default_home",
+    "digest_link",
     "digest_path",
     "load_capture_rules",
     "location_file",
@@ -609,3 +612,23 @@ def digest_path(paths: Paths, project: str | None) -> Path:
 
     key = sha256((project or "").encode("utf-8")).hexdigest()[:16]
     return paths.digests / f"{key}.md"
+
+
+# The digests' index by folder: ``digests/at/<project folder>/digest.md``, a link to the
+# project's digest, for Claude Code's SessionStart command, which finds a repository's
+# digest from its working folder with the shell alone (no Python process the agent
+# waits for; see lexmem.agents.integrations.session_start_command).
+DIGEST_LINKS = "at"
+DIGEST_LINK_NAME = "digest.md"
+
+
+def digest_link(paths: Paths, project: str | None) -> Path | None:
+    """Where a project folder's digest is linked from, or ``None`` for a project that is
+    not an absolute folder (a name, the general digest) or on a platform without the
+    POSIX shell the link is for."""
+    if not project or os.name == "nt" or not project.startswith("/") or "\n" in project:
+        return None
+    parts = [p for p in project.split("/") if p]
+    if not parts or any(p in (".", "..") for p in parts):
+        return None
+    return paths.digests.joinpath(DIGEST_LINKS, *parts, DIGEST_LINK_NAME)

@@ -48,7 +48,13 @@ from typing import Any, Literal
 from lexmem.agents import hookcall
 from lexmem.base import atomic_write
 from lexmem.capture.policy import capture_mode, is_paused, project_root
-from lexmem.config import CREATED_RECORD, Paths, load_capture_rules
+from lexmem.config import (
+    CREATED_RECORD,
+    DIGEST_LINK_NAME,
+    DIGEST_LINKS,
+    Paths,
+    load_capture_rules,
+)
 from lexmem.errors import InvalidInputError, LexmemError
 from lexmem.locks import service_running
 
@@ -154,6 +160,61 @@ def _hook_command(adapter: str) -> str:
     return f"{shlex.quote(executable('lexmem-hook'))} {adapter}"
 
 
+# The first words of Claude Code's SessionStart command (``:`` is the shell's command
+# that does nothing): how install, uninstall and doctor know it for lexmem's.
+SESSION_START_MARK = ": lexmem-session-start;"
+
+
+def session_start_command(home: Path) -> str:
+    """Claude Code's SessionStart command: the digest printed by the shell, with no
+    Python process for the agent to wait on, where it can be; ``lexmem-hook claude``
+    where it cannot.
+
+    Claude Code runs a command hook with ``/bin/sh -c`` in the session's folder. The
+    shell prints the project's digest (the service links it from ``digests/at/<folder>/
+    digest.md``, :func:`lexmem.config.digest_link`) when the folder is its own project,
+    the way :func:`lexmem.capture.policy.project_root` sees it (a repository's root, with
+    a ``.git`` folder, or a folder with no repository around it), no ``.lexmem-optout``
+    marker lies in it or above, and the settings have not changed since the digest was
+    written (an opt-out added to them). Then it starts ``lexmem-hook claude --no-digest``
+    in the background, which records the event (stamped with the time the agent started
+    it) and starts the service; the agent goes on at once. Anything else (a subfolder, a
+    worktree, an opted-out repository, no digest yet, settings newer than the digest)
+    runs ``lexmem-hook claude`` as before, which decides it all in Python.
+
+    ``home``: the data folder install writes for; ``LEXMEM_HOME`` in the agent's
+    environment wins, as it does for ``lexmem-hook``. POSIX shells only (dash, bash,
+    zsh: builtins, ``cat``).
+    """
+    hook = _hook_command("claude")
+    default = shlex.quote(str(home.absolute()))
+    return (
+        f'{SESSION_START_MARK} h=$LEXMEM_HOME; [ -n "$h" ] || h={default}; '
+        f'f="$h/digests/{DIGEST_LINKS}$PWD/{DIGEST_LINK_NAME}"; p=$PWD; d=$PWD; '
+        # Up from the folder: a marker anywhere, or a repository above it, decides for Python.
+        'while [ -n "$d" ] && [ ! -e "$d/.lexmem-optout" ] '
+        '&& { [ "$d" = "$p" ] || [ ! -e "$d/.git" ]; }; do d=${d%/*}; done; '
+        'if [ -z "$d" ] && [ ! -e /.lexmem-optout ] && { [ -d "$p/.git" ] || [ ! -e "$p/.git" ]; } '
+        '&& [ -r "$f" ] && [ ! "$f" -ot "$h/settings.toml" ]; then '
+        f'exec 3<&0; {hook} --no-digest <&3 >/dev/null 2>&1 3<&- & cat "$f"; '
+        f"else exec {hook}; fi"
+    )
+
+
+# The first words of a command that records its event in the background.
+BACKGROUND_MARK = ": lexmem-background;"
+
+
+def background_command(adapter: str) -> str:
+    """``lexmem-hook ADAPTER`` started in the background with the event's payload, its
+    output to ``/dev/null``: the agent waits for the shell only (a few milliseconds, as
+    for a command that does nothing). For an event whose hook prints nothing the agent
+    reads, where the agent has no ``async`` that passes the payload (Claude Code's
+    SessionEnd before 2.1.332). The event is stamped with the moment the agent started
+    the process, so it keeps its place among the session's events."""
+    return f"{BACKGROUND_MARK} exec 3<&0; {_hook_command(adapter)} <&3 >/dev/null 2>&1 3<&- &"
+
+
 def parse_version(text: str | None) -> tuple[int, ...] | None:
     """``(2, 1, 197)`` from ``claude --version``'s "2.1.197 (Claude Code)"; None if none."""
     found = re.search(r"(\d+)\.(\d+)\.(\d+)", text or "")
@@ -178,22 +239,30 @@ def claude_version() -> tuple[int, ...] | None:
     return parse_version(done.stdout) if done.returncode == 0 else None
 
 
-def _hook_handler(agent: str, event: str, version: tuple[int, ...] | None) -> dict[str, Any]:
+def _hook_handler(
+    agent: str, event: str, version: tuple[int, ...] | None, home: Path | None = None
+) -> dict[str, Any]:
     """lexmem's handler for ``event``: a call of lexmem's MCP tool where the agent runs
-    one (no process), the command otherwise (see docs/agents.md)."""
+    one (no process), the command otherwise (see docs/agents.md). ``home``: the data
+    folder, for Claude Code's SessionStart command (:func:`session_start_command`; the
+    plain hook command without it, or on Windows)."""
     mcp = agent == "claude" and version is not None and version >= MCP_TOOL_HOOKS_SINCE
     if mcp and event in MCP_TOOL_EVENTS:
         return {"type": "mcp_tool", "server": "lexmem", "tool": HOOK_TOOL,
                 "input": _hook_input(event), "timeout": HOOK_TIMEOUT}  # fmt: skip
-    handler: dict[str, Any] = {"type": "command", "command": _hook_command(agent)}
+    command = _hook_command(agent)
+    native_async = version is not None and version >= ASYNC_SESSION_END_SINCE
+    posix = home is not None and os.name != "nt"
+    if agent == "claude" and event == "SessionStart" and home is not None and posix:
+        command = session_start_command(home)
+    elif agent == "claude" and event == "SessionEnd" and not native_async and posix:
+        command = background_command(agent)
+    handler: dict[str, Any] = {"type": "command", "command": command}
     if agent == "codex" and event == "SessionEnd":
         handler["timeout"] = CODEX_SESSION_END_TIMEOUT
     else:
         handler["timeout"] = HOOK_TIMEOUT
-    if agent == "claude" and (
-        event in _ASYNC_EVENTS
-        or (event == "SessionEnd" and version is not None and version >= ASYNC_SESSION_END_SINCE)
-    ):
+    if agent == "claude" and (event in _ASYNC_EVENTS or (event == "SessionEnd" and native_async)):
         handler["async"] = True
     return handler
 
@@ -207,13 +276,14 @@ def _hook_input(event: str) -> dict[str, str]:
 
 
 def _hook_groups(
-    agent: str, version: tuple[int, ...] | None = None
+    agent: str, version: tuple[int, ...] | None = None, home: Path | None = None
 ) -> list[tuple[str, dict[str, Any]]]:
     """(event, matcher group) for every event lexmem's hook handles for ``agent``
-    (``version``: Claude Code's, which decides the kind of handler)."""
+    (``version``: Claude Code's, which decides the kind of handler; ``home``: the data
+    folder, see :func:`_hook_handler`)."""
     groups = []
     for event in CLAUDE_HOOK_EVENTS if agent == "claude" else CODEX_HOOK_EVENTS:
-        handler = _hook_handler(agent, event, version)
+        handler = _hook_handler(agent, event, version, home)
         group: dict[str, Any] = {}
         # Claude Code matches "*" as every tool; Codex reads the matcher as a regular
         # expression (where "*" is invalid) and matches everything when it is left out.
@@ -247,6 +317,8 @@ def _mcp_entry(agent: str, current: Any = None) -> dict[str, Any]:
 def _is_lexmem_hook(command: Any) -> bool:
     if not isinstance(command, str):
         return False
+    if command.startswith((SESSION_START_MARK, BACKGROUND_MARK)):
+        return True
     try:
         parts = shlex.split(command)
     except ValueError:
@@ -319,12 +391,13 @@ def _section(data: dict[str, Any], key: str, kind: type, path: Path) -> Any:
 
 
 def _add_hooks(
-    data: dict[str, Any], agent: str, path: Path, version: tuple[int, ...] | None = None
-) -> None:
+    data: dict[str, Any], agent: str, path: Path, version: tuple[int, ...] | None = None,
+    home: Path | None = None,
+) -> None:  # fmt: skip
     hooks = _section(data, "hooks", dict, path)
     if hooks is None:
         hooks = data["hooks"] = {}
-    for event, group in _hook_groups(agent, version):
+    for event, group in _hook_groups(agent, version, home):
         groups = _section(hooks, event, list, path)
         if groups is None:
             groups = hooks[event] = []
@@ -900,7 +973,7 @@ def plan(
         backup = hooks_file.with_name(hooks_file.name + BACKUP_SUFFIX)
 
         def add(d: dict[str, Any]) -> None:
-            _add_hooks(d, "claude", hooks_file, known)
+            _add_hooks(d, "claude", hooks_file, known, paths.home)
             _add_deny(d, hooks_file)  # whichever hooks call it, the model never should
 
         _json_change(

@@ -42,6 +42,7 @@ import json
 import os
 import signal
 import socket
+import sys
 import threading
 import time
 
@@ -195,10 +196,15 @@ class _HookEvents:
         self.running = False
         self.recorded = 0
 
-    def put(self, fields: dict[str, Any]) -> None:
+    @staticmethod
+    def stamp(fields: dict[str, Any]) -> tuple[dict[str, Any], str, str]:
+        """The event with its id and time, taken as it arrives: the agent waits for each
+        answer, so arrival is the agent's order."""
+        return fields, new_event_id(), now_iso()
+
+    def put(self, event: tuple[dict[str, Any], str, str]) -> None:
         with self.lock:
-            # Stamped as it arrives: the agent waits for each answer, so this is its order.
-            self.items.append((fields, new_event_id(), now_iso()))
+            self.items.append(event)
             if self.running:
                 return
             self.running = True
@@ -324,8 +330,9 @@ class _Relay:
         if "id" in message and method == "tools/call" and params.get("name") == HOOK_TOOL:
             fields = _hook_fields(params.get("arguments"))
             if fields is not None:
-                self.hooks.put(fields)
+                event = self.hooks.stamp(fields)  # the agent's moment: as it arrives
                 self._reply(ident, result=HOOK_ANSWER)
+                self.hooks.put(event)  # recorded after the agent has its answer
                 return None
         if "id" not in message:  # a notification
             if method == "notifications/initialized":
@@ -655,6 +662,9 @@ def relay(
     if threading.current_thread() is threading.main_thread():
         for signum in (signal.SIGINT, signal.SIGTERM):
             signal.signal(signum, _quietly)
+        # The agent's next line waits for the interpreter: while the hook events' thread
+        # redacts, hand it over every half millisecond, not every five.
+        sys.setswitchinterval(0.0005)
     where = cwd or os.getcwd()
     manifest = _manifest(paths)
     sock = None

@@ -1,6 +1,7 @@
 """``lexmem-hook``: the command agents call on every hook event (standard library only).
 
     lexmem-hook claude            Claude Code hook payload on stdin
+    lexmem-hook claude --no-digest  the same, printing no digest at SessionStart
     lexmem-hook codex [PAYLOAD]   Codex CLI hook payload on stdin, or the older
                                   ``notify`` form with one JSON argument
     lexmem-hook event             seed 003's generic event contract on stdin
@@ -1147,7 +1148,8 @@ def _run(paths: Paths, argv: Sequence[str], stdin: bytes | None, out: Any, log: 
     if adapter not in ADAPTERS:
         log.write(f"unknown adapter {adapter!r} (use claude, codex or event), nothing captured")
         return
-    event_id, timestamp = new_event_id(), now_iso()  # the call's, wherever it is captured
+    # The call's, wherever it is captured: when the agent started this process.
+    event_id, timestamp = new_event_id(), now_iso(_process_started())
     if adapter == "codex" and len(argv) > 1:
         # notify: Codex appends the JSON as the last argument.
         raw, whole, source = os.fsencode(argv[-1]), True, "argument"
@@ -1166,7 +1168,7 @@ def _run(paths: Paths, argv: Sequence[str], stdin: bytes | None, out: Any, log: 
         log.write(note)
     cwd, project = _where(adapter, payload)
     starting = _starting(adapter, payload)
-    if starting:
+    if starting and NO_DIGEST_FLAG not in argv[1:]:
         rules = _rules_or_none(paths)
         if rules is not None and not opted_out(cwd, project, rules,
                                                _payload_paths(adapter, payload, cwd)):  # fmt: skip
@@ -1186,6 +1188,24 @@ def _run(paths: Paths, argv: Sequence[str], stdin: bytes | None, out: Any, log: 
                 start_service(paths)
             except OSError as exc:
                 log.write(f"could not start `lexmem serve`: {exc}")
+
+
+def _process_started() -> float | None:
+    """When the agent started this process (seconds since the epoch; Linux, to the clock
+    tick), or ``None`` (now) where that cannot be read.
+
+    The agent's moment, not the interpreter's, which comes 20 to 100 ms later on a busy
+    machine: an event written late (a hook the agent did not wait for, SessionStart's
+    capture behind the digest) is put back in the agent's order by it.
+    """
+    try:
+        with open("/proc/self/stat", "rb") as f:
+            stat_line = f.read()
+        ticks = int(stat_line[stat_line.rindex(b")") + 2 :].split()[19])
+        age = time.clock_gettime(time.CLOCK_BOOTTIME) - ticks / os.sysconf("SC_CLK_TCK")
+    except (OSError, ValueError, IndexError, AttributeError):
+        return None
+    return time.time() - age if 0 <= age < 60 else None
 
 
 def _rules_or_none(paths: Paths) -> CaptureRules | None:
@@ -1209,6 +1229,10 @@ def _rules_or_none(paths: Paths) -> CaptureRules | None:
 # is the payload lost, with one log line saying so. Nothing unredacted touches the disk.
 
 HANDOFF_FLAG = "--handoff"
+# ``lexmem-hook claude --no-digest``: capture only. Claude Code's SessionStart command
+# prints the digest with the shell when it can, and starts this in the background for
+# the rest (lexmem.agents.integrations.session_start_command).
+NO_DIGEST_FLAG = "--no-digest"
 
 
 def _hand_over(paths: Paths, adapter: str, raw: bytes, event_id: str, timestamp: str,

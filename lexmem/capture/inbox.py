@@ -91,12 +91,14 @@ class BadEvent(InvalidInputError, ValueError):
         self.reason = reason
 
 
-def now_iso() -> str:
-    """The current time as ``datetime.now(UTC).isoformat()`` writes it, without ``datetime``.
+def now_iso(at: float | None = None) -> str:
+    """The current time (or ``at``, seconds since the epoch) as
+    ``datetime.now(UTC).isoformat()`` writes it, without ``datetime``.
 
     ``2025-01-31T09:05:03.123456+00:00``; the fraction is left out when it is zero.
     """
-    seconds, micros = divmod(time.time_ns() // 1000, 1_000_000)
+    micros_total = time.time_ns() // 1000 if at is None else round(at * 1_000_000)
+    seconds, micros = divmod(micros_total, 1_000_000)
     stamp = time.strftime("%Y-%m-%dT%H:%M:%S", time.gmtime(seconds))
     return f"{stamp}.{micros:06d}+00:00" if micros else f"{stamp}+00:00"
 

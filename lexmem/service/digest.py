@@ -36,7 +36,7 @@ from typing import TYPE_CHECKING, Any
 
 from lexmem.base import atomic_write
 from lexmem.capture.policy import optout_rules, project_opted_out
-from lexmem.config import digest_path, secure_umask
+from lexmem.config import DIGEST_LINKS, digest_link, digest_path, secure_umask
 from lexmem.models import MemoryType, utcnow
 
 if TYPE_CHECKING:
@@ -250,11 +250,55 @@ def write_digest(lm: Lexmem, project: str | None) -> Path | None:
     text = render_digest(lm, project)
     if not text:
         path.unlink(missing_ok=True)
+        _unlink(lm.paths.digests, digest_link(lm.paths, project))
         return None
     with secure_umask():
         path.parent.mkdir(parents=True, exist_ok=True)
     atomic_write(path, text)
+    _link(path, digest_link(lm.paths, project))
     return path
+
+
+def _link(target: Path, link: Path | None) -> None:
+    """Link a project folder's digest from the digests' index by folder (relative, so a
+    restored or moved data folder keeps it); never raises: without the link the
+    SessionStart command asks ``lexmem-hook``, which reads the digest itself."""
+    if link is None:
+        return
+    try:
+        relative = os.path.relpath(target, link.parent)
+        if os.path.islink(link) and os.readlink(link) == relative:
+            return
+        with secure_umask():
+            link.parent.mkdir(parents=True, exist_ok=True)
+        spare = link.with_name(f".{link.name}.{os.getpid()}")
+        spare.unlink(missing_ok=True)
+        os.symlink(relative, spare)
+        os.replace(spare, link)
+    except OSError as exc:
+        log.warning("[MEM:DIGEST] could not link %s: %s", link, exc)
+
+
+def _unlink(digests: Path, link: Path | None) -> None:
+    """Remove a project folder's link and the folders left empty above it (the index
+    names the folder: an opted-out or forgotten repository leaves no name behind)."""
+    if link is None:
+        return
+    try:
+        link.unlink(missing_ok=True)
+    except OSError as exc:
+        log.warning("[MEM:DIGEST] could not remove %s: %s", link, exc)
+        return
+    _drop_empty(digests / DIGEST_LINKS, link.parent)
+
+
+def _drop_empty(top: Path, folder: Path) -> None:
+    while folder != top and top in folder.parents:
+        try:
+            folder.rmdir()
+        except OSError:
+            return  # not empty (another project below it), or gone
+        folder = folder.parent
 
 
 class DigestKeeper:
@@ -328,3 +372,16 @@ class DigestKeeper:
         for name in names:
             if name.endswith(".md") and name not in keep:
                 (folder / name).unlink(missing_ok=True)
+        self._prune_links(folder / DIGEST_LINKS)
+
+    @staticmethod
+    def _prune_links(top: Path) -> None:
+        """Remove the index's links to digests that are gone, and folders left empty."""
+        for root, _dirs, files in os.walk(top, topdown=False):
+            here = Path(root)
+            for name in files:
+                link = here / name
+                if os.path.islink(link) and not link.exists():
+                    link.unlink(missing_ok=True)
+            if here != top:
+                _drop_empty(top, here)
