@@ -301,7 +301,7 @@ _SECTIONS: dict[str, dict[str, Any]] = {
     "capture": {
         "mode": "assist", "project_modes": {}, "optout": [], "allow_paths": [],
         "window_turns": 6, "abandon_after_minutes": 120, "watch": [], "paused_until": "",
-        "user_name": "",
+        "user_name": "", "settle_seconds": 1.0,
     },
     "context": {"digest_bytes": 6144},
     "llm": {

@@ -103,6 +103,10 @@ class CaptureSettings:
     paused_until: str = ""
     # Your name as the speaker of your turns in agent sessions ("" = your login name).
     user_name: str = ""
+    # Agents' events wait in the inbox until none has come for this long (seconds; at
+    # most 60), so that the service's work on them does not compete with the agent's
+    # own while it works. What a person gives (remember, edits) is taken in at once.
+    settle_seconds: float = 1.0
 
 
 @dataclass(slots=True)

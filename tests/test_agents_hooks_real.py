@@ -60,7 +60,7 @@ def claude_exe(which: str) -> Path:
 
 def wrap_hook(sb: Sandbox, log: Path) -> None:
     """``lexmem-hook`` that first writes the event that started it to ``log``, then runs
-    the hook on the same payload."""
+    the hook on the same payload, then writes ``EVENT:done``."""
     script = sb.python.parent / "lexmem-hook"
     script.write_text(
         f"#!{sb.python}\nimport json, os, sys\nsys.path.insert(0, {str(REPO)!r})\n"
@@ -69,7 +69,9 @@ def wrap_hook(sb: Sandbox, log: Path) -> None:
         "except ValueError:\n    name = None\n"
         f"with open({str(log)!r}, 'a') as fh:\n    fh.write(f'{{name}}\\n')\n"
         "from lexmem.capture.hook import run\n"
-        "code = run(sys.argv[1:], stdin=data)\nsys.stdout.flush()\nos._exit(code)\n"
+        "code = run(sys.argv[1:], stdin=data)\nsys.stdout.flush()\n"
+        f"with open({str(log)!r}, 'a') as fh:\n    fh.write(f'{{name}}:done\\n')\n"
+        "os._exit(code)\n"
     )
 
 
@@ -126,14 +128,17 @@ def one_session(exe: Path, root: Path, *, tool_hooks: bool) -> Session:
                 sessions = sb.lexmem_json("sessions")
                 ours = [s for s in sessions if s.get("id", s.get("session_id")) == session_id]
                 ended = ours and ours[0].get("status") != "active"
-                if not pending and ended:
+                # SessionEnd's hook runs in the background a moment after the session.
+                last = log.exists() and "SessionEnd:done" in log.read_text().split()
+                if not pending and ended and last:
                     got.events = int(ours[0].get("event_count") or ours[0].get("events") or 0)
                     break
                 assert time.monotonic() < deadline, f"session not drained: {sessions}"
                 time.sleep(0.3)
             memories = sb.lexmem_json("list", "--project", str(sb.project))
             got.memories = sorted(m["content"] for m in memories)
-            got.hook_processes = log.read_text().split() if log.exists() else []
+            started = log.read_text().split() if log.exists() else []
+            got.hook_processes = [e for e in started if not e.endswith(":done")]
             return got
         finally:
             sb.close()

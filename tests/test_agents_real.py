@@ -161,14 +161,26 @@ def trust_codex_hooks(sb: Sandbox) -> list[str]:
         proc.wait()
 
 
+# Claude Code's SessionEnd hook runs in the background a second after the session
+# (integrations.BACKGROUND_DELAY_S): the inbox counts as drained once it stayed empty
+# longer than that.
+QUIET_S = 3.0
+
+
 def _drained(sb: Sandbox, predicate: Any, seconds: float = 60) -> bool:
-    """Wait until the inbox is empty and ``predicate()`` holds (the service, started by
-    the SessionStart hook, drains the inbox on its own)."""
+    """Wait until the inbox is empty and ``predicate()`` holds, and both stay so for
+    :data:`QUIET_S` (the service, started by the SessionStart hook, drains the inbox on
+    its own)."""
     deadline = time.monotonic() + seconds
+    since: float | None = None
     while time.monotonic() < deadline:
         pending = list((sb.lexmem_home / "inbox").glob("*.json"))
         if not pending and predicate():
-            return True
+            since = since if since is not None else time.monotonic()
+            if time.monotonic() - since >= QUIET_S:
+                return True
+        else:
+            since = None
         time.sleep(0.5)
     return False
 

@@ -739,3 +739,56 @@ def test_the_service_unloads_an_idle_model_and_loads_it_again_for_the_next_captu
     finally:
         svc.release()
         lm.close()
+
+
+def test_agent_events_settle_while_the_agent_works_and_a_persons_own_go_in_at_once(
+    service: CaptureService, repo: Path
+) -> None:
+    """The running loop leaves an agent's events in the inbox while they keep coming (so
+    its work does not compete with the agent's), takes them in once none has come for
+    ``[capture] settle_seconds``, and takes in what a person gives at once, whatever
+    waits beside it."""
+    import threading
+    import time
+
+    from lexmem.service.client import remember_through_inbox
+
+    service.settings.settle_seconds = 0.8
+    inbox = Inbox(service.lm.paths.inbox)
+    stop = threading.Event()
+    runner = threading.Thread(target=service.run, args=(stop,), kwargs={"poll": 0.05}, daemon=True)
+    runner.start()
+    try:
+        session = str(uuid.uuid4())
+        for n in range(6):  # an agent at work: an event every 0.2 s
+            inbox.write(make_event("prompt", f"We deploy the shop with make ship, step {n}",
+                                   session_id=session, agent="claude", cwd=str(repo)))  # fmt: skip
+            service.wake()
+            time.sleep(0.2)
+            assert len(inbox.pending()) == n + 1  # none taken in while they keep coming
+        other = Lexmem.open(service.lm.paths.home, embedder=service.lm.embedder)
+        done = remember_through_inbox(other, "The staging host is stage-3", project="ops")
+        assert not done.queued and len(done.memories) == 1  # a person's: at once
+        deadline = time.monotonic() + 30
+        while inbox.pending() and time.monotonic() < deadline:
+            time.sleep(0.05)
+        assert inbox.pending() == []  # the agent's, once they settled
+    finally:
+        stop.set()
+        service.wake()
+        runner.join(30)
+
+
+def test_an_agents_events_do_not_wait_past_the_settling_limit(service: CaptureService) -> None:
+
+    from lexmem.service import writer
+
+    inbox = Inbox(service.lm.paths.inbox)
+    service.settings.settle_seconds = 1000.0  # beyond the cap
+    inbox.write(make_event("prompt", "a prompt", session_id="s", agent="claude"))
+    assert 0 < service.settling() <= writer.SETTLE_MAX_S
+    service.settings.settle_seconds = 0.0
+    assert service.settling() == 0
+    service.settings.settle_seconds = 5.0
+    inbox.write(make_event("probe", "doctor's probe"))  # anything not an agent's: at once
+    assert service.settling() == 0

@@ -237,22 +237,17 @@ def test_a_background_command_records_the_event_and_the_agent_waits_for_the_shel
     assert event["event_type"] == "session_end" and event["session_id"] == "5e55-10n"
 
 
-@pytest.mark.parametrize(
-    ("version", "shape"), [((2, 1, 197), "background"), ((2, 1, 337), "async")]
-)
+@pytest.mark.parametrize("version", [(2, 1, 197), (2, 1, 337), None])
 def test_session_end_is_never_waited_for(
-    version: tuple[int, ...], shape: str, monkeypatch: pytest.MonkeyPatch
+    version: tuple[int, ...] | None, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     monkeypatch.setattr(integrations, "claude_version", lambda: version)
     settings = Path(os.environ["HOME"]) / ".claude" / "settings.json"
     assert CliRunner().invoke(cli, ["install", "claude"]).exit_code == 0
     (group,) = json.loads(settings.read_text())["hooks"]["SessionEnd"]
     (handler,) = group["hooks"]
-    if shape == "async":
-        assert handler["async"] is True and "lexmem-hook" in handler["command"]
-    else:
-        assert "async" not in handler
-        assert handler["command"].startswith(integrations.BACKGROUND_MARK)
+    assert "async" not in handler  # Claude Code's async starts Python at its exit
+    assert handler["command"].startswith(integrations.BACKGROUND_MARK)
     assert CliRunner().invoke(cli, ["uninstall", "claude"]).exit_code == 0
     after = json.loads(settings.read_text()) if settings.exists() else {}
     assert "SessionEnd" not in after.get("hooks", {})

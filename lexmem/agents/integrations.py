@@ -163,6 +163,12 @@ def _hook_command(adapter: str) -> str:
 # The first words of Claude Code's SessionStart command (``:`` is the shell's command
 # that does nothing): how install, uninstall and doctor know it for lexmem's.
 SESSION_START_MARK = ": lexmem-session-start;"
+# The first words of a command that records its event in the background.
+BACKGROUND_MARK = ": lexmem-background;"
+# SessionEnd's hook, started in the background, waits this long (seconds) before Python
+# starts, so that its work does not compete with the agent's exit (the payload waits in
+# the pipe, in memory; the event keeps the time the agent started it).
+BACKGROUND_DELAY_S = 1
 
 
 def session_start_command(home: Path) -> str:
@@ -177,8 +183,9 @@ def session_start_command(home: Path) -> str:
     a ``.git`` folder, or a folder with no repository around it), no ``.lexmem-optout``
     marker lies in it or above, and the settings have not changed since the digest was
     written (an opt-out added to them). Then it starts ``lexmem-hook claude --no-digest``
-    in the background, which records the event (stamped with the time the agent started
-    it) and starts the service; the agent goes on at once. Anything else (a subfolder, a
+    in the background, which records the event at once (stamped with the time the agent
+    started it; the session's first, it must not come after a short session's end) and
+    starts the service; the agent goes on at once. Anything else (a subfolder, a
     worktree, an opted-out repository, no digest yet, settings newer than the digest)
     runs ``lexmem-hook claude`` as before, which decides it all in Python.
 
@@ -201,18 +208,19 @@ def session_start_command(home: Path) -> str:
     )
 
 
-# The first words of a command that records its event in the background.
-BACKGROUND_MARK = ": lexmem-background;"
-
-
 def background_command(adapter: str) -> str:
     """``lexmem-hook ADAPTER`` started in the background with the event's payload, its
     output to ``/dev/null``: the agent waits for the shell only (a few milliseconds, as
     for a command that does nothing). For an event whose hook prints nothing the agent
     reads, where the agent has no ``async`` that passes the payload (Claude Code's
-    SessionEnd before 2.1.332). The event is stamped with the moment the agent started
-    the process, so it keeps its place among the session's events."""
-    return f"{BACKGROUND_MARK} exec 3<&0; {_hook_command(adapter)} <&3 >/dev/null 2>&1 3<&- &"
+    SessionEnd before 2.1.332), :data:`BACKGROUND_DELAY_S` later. The event is stamped
+    with the moment the agent started the process, so it keeps its place among the
+    session's events."""
+    hook = _hook_command(adapter)
+    return (
+        f"{BACKGROUND_MARK} exec 3<&0; (sleep {BACKGROUND_DELAY_S}; exec {hook}) <&3 >/dev/null "
+        "2>&1 3<&- &"
+    )
 
 
 def parse_version(text: str | None) -> tuple[int, ...] | None:
@@ -255,8 +263,11 @@ def _hook_handler(
     posix = home is not None and os.name != "nt"
     if agent == "claude" and event == "SessionStart" and home is not None and posix:
         command = session_start_command(home)
-    elif agent == "claude" and event == "SessionEnd" and not native_async and posix:
+    elif agent == "claude" and event == "SessionEnd" and posix:
+        # In the background, a moment later: not at the agent's exit (native async starts
+        # Python at once; before 2.1.332 it passes no payload).
         command = background_command(agent)
+        native_async = False
     handler: dict[str, Any] = {"type": "command", "command": command}
     if agent == "codex" and event == "SessionEnd":
         handler["timeout"] = CODEX_SESSION_END_TIMEOUT

@@ -88,6 +88,15 @@ FOLDER_CHECK_S = 5.0
 # compaction, and every search scans them flat: so batches are few, and each is folded
 # into the indices at once (a fraction of a second at 10,000 memories).
 ACCESS_EVERY_S = 10.0
+# Agents' events settle before they are taken in (``[capture] settle_seconds``, at most
+# SETTLE_MAX_S), unless this many are waiting.
+SETTLE_MAX_S = 60.0
+SETTLE_MAX_EVENTS = 500
+# What an agent's hooks write (lexmem.capture.hook): the events that settle.
+AGENT_EVENTS = frozenset({
+    "prompt", "response", "tool_call", "tool_result", "session_start", "session_end", "stop",
+    "compact",
+})  # fmt: skip
 
 # A maintenance job's progress: (phase, done, total); the phase is the job's name, or
 # "reembed" for an import's re-embedding.
@@ -214,6 +223,7 @@ class CaptureService(CapturePipeline):
         self._exclusive = threading.RLock()
         self._loop_thread: threading.Thread | None = None
         self._access_at = -1e9
+        self._kinds: dict[str, str] = {}  # inbox file name -> event type (see settling)
         # What the reader socket answers while the loop runs, by request kind (the
         # entry point that runs the service provides them: the CLI's reads, MCP).
         self.readers: Mapping[str, Handler] | None = None
@@ -323,6 +333,43 @@ class CaptureService(CapturePipeline):
         self.release()
 
     # -- draining -------------------------------------------------------------------
+
+    def settling(self) -> float:
+        """Seconds the inbox's agent events are left alone yet: while an agent works, its
+        events keep coming, and the service takes them in once none has come for
+        ``[capture] settle_seconds`` (the agent then waits for the model, or is done), so
+        its extraction and embedding do not compete with the agent for the machine. 0
+        when anything else waits (what a person gave: a remember, an edit, a probe), when
+        :data:`SETTLE_MAX_EVENTS` are waiting, or when the last came long enough ago.
+        Nothing is dropped or held longer than that: the events are on disk, redacted."""
+        settle = min(SETTLE_MAX_S, max(0.0, float(self.settings.settle_seconds or 0)))
+        if settle <= 0:
+            return 0.0
+        files = self.inbox.pending()
+        if not files or len(files) >= SETTLE_MAX_EVENTS:
+            return 0.0
+        try:  # names start with the time they were written, in nanoseconds
+            newest = max(int(p.name.split("-", 1)[0]) for p in files) / 1e9
+        except ValueError:
+            return 0.0
+        left = settle - (time.time() - newest)
+        if left <= 0:
+            return 0.0
+        kinds = self._kinds
+        for p in files:
+            kind = kinds.get(p.name)
+            if kind is None:
+                try:
+                    kind = str(json.loads(p.read_bytes()).get("event_type"))
+                except (OSError, ValueError, AttributeError):
+                    return 0.0  # the drain says what is wrong with it
+                kinds[p.name] = kind
+            if kind not in AGENT_EVENTS:
+                return 0.0
+        if len(kinds) > 4 * SETTLE_MAX_EVENTS:  # names of events taken in since
+            live = {p.name for p in files}
+            self._kinds = {n: k for n, k in kinds.items() if n in live}
+        return left
 
     def drain(self, *, batch: int = 200, max_events: int | None = None) -> DrainReport:
         """Process every event waiting (or up to ``max_events``), in batches.
@@ -650,7 +697,8 @@ class CaptureService(CapturePipeline):
                             notes = MarkdownWatcher(self, watching) if watching else None
                             if notes is not None:
                                 notes.start()
-                        report = self.drain()
+                        settling = self.settling()
+                        report = self.drain() if settling <= 0 else DrainReport()
                         if on_report and (report.events or report.quarantined):
                             on_report(report)
                         if (
@@ -689,7 +737,8 @@ class CaptureService(CapturePipeline):
                     log.info("[MEM:CAPTURE] Capture works again after %d failed tries", failures)
                     failures, said = 0, ""
                 if not self._jobs:
-                    self._wake.wait(0.25 if busy or (notes and notes._pending) else poll)
+                    pause = 0.25 if busy or (notes and notes._pending) else poll
+                    self._wake.wait(min(pause, settling) if settling > 0 else pause)
                 self._wake.clear()
         finally:
             self._team_stop()
