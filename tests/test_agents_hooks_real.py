@@ -128,12 +128,15 @@ def one_session(exe: Path, root: Path, *, tool_hooks: bool) -> Session:
                 sessions = sb.lexmem_json("sessions")
                 ours = [s for s in sessions if s.get("id", s.get("session_id")) == session_id]
                 ended = ours and ours[0].get("status") != "active"
-                # SessionEnd's hook runs in the background a moment after the session.
+                # SessionEnd's hook may run in the background after the session.
                 last = log.exists() and "SessionEnd:done" in log.read_text().split()
                 if not pending and ended and last:
                     got.events = int(ours[0].get("event_count") or ours[0].get("events") or 0)
                     break
-                assert time.monotonic() < deadline, f"session not drained: {sessions}"
+                assert time.monotonic() < deadline, (
+                    f"session not drained: {sessions}; hooks: "
+                    f"{log.read_text().split() if log.exists() else None}; pending: {pending}"
+                )
                 time.sleep(0.3)
             memories = sb.lexmem_json("list", "--project", str(sb.project))
             got.memories = sorted(m["content"] for m in memories)

@@ -161,9 +161,9 @@ def trust_codex_hooks(sb: Sandbox) -> list[str]:
         proc.wait()
 
 
-# Claude Code's SessionEnd hook runs in the background a second after the session
-# (integrations.BACKGROUND_DELAY_S): the inbox counts as drained once it stayed empty
-# longer than that.
+# Claude Code's SessionEnd hook may run in the background after the session, and the
+# service takes events in once they settle: the inbox counts as drained once it stayed
+# empty this long.
 QUIET_S = 3.0
 
 

@@ -79,12 +79,31 @@ def start(lm: Lexmem, cwd: Path, lock: FileLock, **env: str) -> tuple[str, float
     payload = {"session_id": "5e55-10n", "transcript_path": "", "cwd": str(cwd),
                "hook_event_name": "SessionStart", "source": "startup"}  # fmt: skip
     before = time.time()
-    done = subprocess.run(
-        ["/bin/sh", "-c", command], input=json.dumps(payload).encode(), capture_output=True,
-        cwd=cwd, env={**os.environ, **env}, timeout=SLOW, check=False,
+    out, after = run_shell(command, payload, cwd, {**os.environ, **env})
+    return out.decode("utf-8"), before, after
+
+
+def run_shell(
+    command: str, payload: dict[str, Any], cwd: Path, env: dict[str, str]
+) -> tuple[bytes, float]:
+    """``/bin/sh -c COMMAND`` as Claude Code runs it; its output, and the time it was
+    done. What it left running in the background (with the test's service lock held, so
+    it starts no service) is waited for, so that no hook outlives the test."""
+    proc = subprocess.Popen(
+        ["/bin/sh", "-c", command], cwd=cwd, env=env, start_new_session=True,
+        stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
     )  # fmt: skip
-    assert done.returncode == 0 and done.stderr == b"", done.stderr
-    return done.stdout.decode("utf-8"), before, time.time()
+    out, err = proc.communicate(json.dumps(payload).encode(), timeout=SLOW)
+    after = time.time()
+    assert proc.returncode == 0 and err == b"", err
+    deadline = time.monotonic() + SLOW
+    while time.monotonic() < deadline:
+        try:
+            os.killpg(proc.pid, 0)
+        except ProcessLookupError:
+            break
+        time.sleep(0.02)
+    return out, after
 
 
 def how_called(calls: Path) -> list[str]:
@@ -156,7 +175,13 @@ def test_what_the_shell_cannot_decide_goes_to_the_hook_which_prints_what_it_alwa
     assert start(lm, fresh, lock)[0] == ""
     # Another data folder for this agent (LEXMEM_HOME wins over the one installed for).
     other = tmp_path / "other-home"
-    assert start(lm, repo, lock, LEXMEM_HOME=str(other))[0] == ""
+    other.mkdir(mode=0o700)
+    theirs = FileLock(other / "service.lock", timeout=0)  # a service there too: none started
+    theirs.acquire()
+    try:
+        assert start(lm, repo, lock, LEXMEM_HOME=str(other))[0] == ""
+    finally:
+        theirs.release()
     assert how_called(recorder) == ["claude"] * 6
 
 
@@ -228,11 +253,8 @@ def test_a_background_command_records_the_event_and_the_agent_waits_for_the_shel
     command = integrations.background_command("claude")
     payload = {"session_id": "5e55-10n", "transcript_path": "", "cwd": str(repo),
                "hook_event_name": "SessionEnd", "reason": "other"}  # fmt: skip
-    done = subprocess.run(
-        ["/bin/sh", "-c", command], input=json.dumps(payload).encode(), capture_output=True,
-        cwd=repo, env=os.environ, timeout=SLOW, check=False,
-    )  # fmt: skip
-    assert done.returncode == 0 and done.stdout == b"" and done.stderr == b""
+    out, _ = run_shell(command, payload, repo, dict(os.environ))
+    assert out == b""
     (event,) = written_events(lm)
     assert event["event_type"] == "session_end" and event["session_id"] == "5e55-10n"
 
@@ -246,8 +268,11 @@ def test_session_end_is_never_waited_for(
     assert CliRunner().invoke(cli, ["install", "claude"]).exit_code == 0
     (group,) = json.loads(settings.read_text())["hooks"]["SessionEnd"]
     (handler,) = group["hooks"]
-    assert "async" not in handler  # Claude Code's async starts Python at its exit
-    assert handler["command"].startswith(integrations.BACKGROUND_MARK)
+    if version is not None and version >= (2, 1, 332):
+        assert handler["async"] is True and "lexmem-hook" in handler["command"]
+    else:  # an async one gets no payload before 2.1.332
+        assert "async" not in handler
+        assert handler["command"].startswith(integrations.BACKGROUND_MARK)
     assert CliRunner().invoke(cli, ["uninstall", "claude"]).exit_code == 0
     after = json.loads(settings.read_text()) if settings.exists() else {}
     assert "SessionEnd" not in after.get("hooks", {})

@@ -165,10 +165,6 @@ def _hook_command(adapter: str) -> str:
 SESSION_START_MARK = ": lexmem-session-start;"
 # The first words of a command that records its event in the background.
 BACKGROUND_MARK = ": lexmem-background;"
-# SessionEnd's hook, started in the background, waits this long (seconds) before Python
-# starts, so that its work does not compete with the agent's exit (the payload waits in
-# the pipe, in memory; the event keeps the time the agent started it).
-BACKGROUND_DELAY_S = 1
 
 
 def session_start_command(home: Path) -> str:
@@ -213,14 +209,11 @@ def background_command(adapter: str) -> str:
     output to ``/dev/null``: the agent waits for the shell only (a few milliseconds, as
     for a command that does nothing). For an event whose hook prints nothing the agent
     reads, where the agent has no ``async`` that passes the payload (Claude Code's
-    SessionEnd before 2.1.332), :data:`BACKGROUND_DELAY_S` later. The event is stamped
-    with the moment the agent started the process, so it keeps its place among the
-    session's events."""
-    hook = _hook_command(adapter)
-    return (
-        f"{BACKGROUND_MARK} exec 3<&0; (sleep {BACKGROUND_DELAY_S}; exec {hook}) <&3 >/dev/null "
-        "2>&1 3<&- &"
-    )
+    SessionEnd before 2.1.332). It starts at once: Claude Code may end what its hooks
+    left running when it exits, so the hook must be under way by then. The event is
+    stamped with the moment the agent started the process, so it keeps its place among
+    the session's events."""
+    return f"{BACKGROUND_MARK} exec 3<&0; {_hook_command(adapter)} <&3 >/dev/null 2>&1 3<&- &"
 
 
 def parse_version(text: str | None) -> tuple[int, ...] | None:
@@ -263,11 +256,8 @@ def _hook_handler(
     posix = home is not None and os.name != "nt"
     if agent == "claude" and event == "SessionStart" and home is not None and posix:
         command = session_start_command(home)
-    elif agent == "claude" and event == "SessionEnd" and posix:
-        # In the background, a moment later: not at the agent's exit (native async starts
-        # Python at once; before 2.1.332 it passes no payload).
-        command = background_command(agent)
-        native_async = False
+    elif agent == "claude" and event == "SessionEnd" and not native_async and posix:
+        command = background_command(agent)  # an async one gets no payload before 2.1.332
     handler: dict[str, Any] = {"type": "command", "command": command}
     if agent == "codex" and event == "SessionEnd":
         handler["timeout"] = CODEX_SESSION_END_TIMEOUT

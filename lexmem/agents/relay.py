@@ -24,9 +24,12 @@ serves MCP in this process instead.
 
 Claude Code's hooks call lexmem's ``record_hook_event`` tool (``"type": "mcp_tool"``)
 and wait for its answer. The relay answers such a call at once (``{}``, what the tool
-answers) and records the event on a thread of its own, as ``lexmem-hook claude`` would
-(:func:`lexmem.capture.hook.capture`: opt-out first, redaction in memory, then the
-inbox), in the order the calls came, each stamped with the time it arrived: the agent
+answers) and records the event on a thread of its own, as ``lexmem-hook claude`` would: it hands
+the payload to the running service over the reader socket (an ``event`` request, in
+memory, which the service redacts with its rules already compiled), or with no service
+to take it records it itself (:func:`lexmem.capture.hook.capture`: opt-out first,
+redaction in memory, then the inbox), in the order the calls came, each stamped with the
+time it arrived: the agent
 waits for no service, no store and no round trip, and an event made while no service
 runs yet is kept all the same. The relay does not exit before every event it answered
 is recorded.
@@ -220,11 +223,20 @@ class _HookEvents:
             self._record(fields, event_id, timestamp)
 
     def _record(self, fields: dict[str, Any], event_id: str, timestamp: str) -> None:
+        """Hand the event to the running service (over the reader socket, in memory: its
+        redaction rules are compiled already), or, with none to take it, record it here."""
         from lexmem.agents.hookcall import payload_from_fields
 
         log = hook._Log(self.paths)
         try:
             payload = payload_from_fields(fields)
+            sock = wire.connect(self.paths)
+            if sock is not None:
+                raw = json.dumps(payload).encode("utf-8")
+                reply = hook._send(sock, "claude", raw, event_id, timestamp)
+                if isinstance(reply, dict) and reply.get("ok") is True:
+                    self.recorded += 1
+                    return
             # No work budget: the agent is not waiting, every field is read rule by rule.
             hook.capture(self.paths, "claude", payload, budget=None, event_id=event_id,
                          timestamp=timestamp, log=log)  # fmt: skip
@@ -304,6 +316,14 @@ class _Relay:
         if sock is not None:
             with self.send_lock, contextlib.suppress(OSError):
                 sock.shutdown(socket.SHUT_WR)
+
+    def _needs_service(self) -> bool:
+        """Whether a line waits that only the service can answer (``lock`` held): a
+        request, but for a stream whose acknowledgement the agent has had from here."""
+        return any(
+            key is not None and not (key in self.listens and key in self.acked)
+            for _, key in self.queue
+        )
 
     def pending(self) -> bool:
         """Whether a request of the agent's still waits for an answer (a stream does not:
@@ -468,7 +488,22 @@ class _Relay:
 
     def serve(self, sock: socket.socket | None) -> None:
         """Connect, hand over, relay the service's lines; again when it stops, until the
-        agent has closed stdin and nothing waits for an answer."""
+        agent has closed stdin and nothing waits for an answer.
+
+        With no connection yet, the session is handed to the service only when the agent
+        asks something the relay cannot answer (its opening, its hook calls and a stream
+        the manifest acknowledged are answered here): a session that asks nothing more
+        costs the service no session of its own while the agent works. A service that
+        is not running is started at once all the same, so it is warm for that question.
+        """
+        if sock is None:
+            if not service_running(self.paths):
+                with contextlib.suppress(OSError):
+                    start_service(self.paths)
+            with self.lock:
+                self.changed.wait_for(lambda: self._needs_service() or not self.stdin_open)
+                if not self._needs_service():
+                    return  # the agent is gone and never needed the service
         while True:
             if sock is None:
                 sock = _session(self.paths, self.where) or _wait_for_service(
