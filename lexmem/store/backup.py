@@ -52,6 +52,7 @@ from lexmem.errors import (
 )
 from lexmem.files import link_tree, tree_files
 from lexmem.locks import FileLock, LockTimeout
+from lexmem.store.lancedb_import import import_lancedb
 
 __all__ = [
     "BackupInfo",
@@ -157,6 +158,7 @@ def _stamp(now: datetime | None = None) -> str:
 
 def _read_tables(store: Path) -> dict[str, dict[str, int]]:
     """Each table's version and row count, every table read in full (a damaged one raises)."""
+    import_lancedb()
     import lancedb
 
     from lexmem.store.repair import scan_table

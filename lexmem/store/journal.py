@@ -28,6 +28,7 @@ from typing import TYPE_CHECKING, Any
 
 from lexmem.models import utcnow
 from lexmem.store.lance import MemoryStore, q, store_boundary
+from lexmem.store.lancedb_import import import_lancedb
 from lexmem.store.protocol import (
     AuditEntry,
     JournalBackend,
@@ -137,6 +138,7 @@ class Journal:
     def ensure(self) -> None:
         if self._ensured:
             return
+        import_lancedb()
         from lancedb.index import BTree
 
         # Reads need no lock once the tables exist (the common case after the first run).

@@ -80,6 +80,7 @@ from lexmem.store.flat import (
     arrow_rows,
     filter_columns,
 )
+from lexmem.store.lancedb_import import import_lancedb
 from lexmem.store.protocol import DigestColumns, MemoryBackend, MemoryFilter, Neighbour, members
 from lexmem.store.schema import (
     CONFIDENCE,
@@ -185,6 +186,7 @@ _SCALAR_INDICES = (
 def _index_memories(table: Any, *, only_missing: bool = False) -> None:
     """The full-text indices on content and context and the scalar indices, on a
     memories table."""
+    import_lancedb()
     from lancedb.index import FTS, Bitmap, BTree
 
     existing = {tuple(i.columns) for i in table.list_indices()} if only_missing else set()
@@ -459,6 +461,7 @@ class MemoryStore:
             self._opening = False
 
     def _open(self) -> MemoryStore:
+        import_lancedb()
         import lancedb
 
         with secure_umask():
@@ -1568,6 +1571,7 @@ class MemoryStore:
             return
         if self.has_vector_index():
             return
+        import_lancedb()
         from lancedb.index import IvfPq
 
         self._index_cache.clear()

@@ -23,6 +23,7 @@ from typing import Any
 
 from lexmem.config import Paths, secure_umask
 from lexmem.locks import FileLock, LockTimeout
+from lexmem.store.lancedb_import import import_lancedb
 
 __all__ = [
     "REPAIR_HINT",
@@ -83,6 +84,7 @@ def _cause(exc: BaseException) -> str:
 
 
 def _connect(paths: Paths) -> Any:
+    import_lancedb()
     import lancedb
 
     return lancedb.connect(str(paths.store))

@@ -46,6 +46,7 @@ from lexmem.store.fusion import (
     stem,
 )
 from lexmem.store.lance import ROW_ID, MemoryStore, filter_where
+from lexmem.store.lancedb_import import import_lancedb
 from lexmem.store.protocol import MemoryFilter
 from lexmem.store.schema import ROW_COLUMNS, memory_from_row
 
@@ -206,6 +207,7 @@ class Searcher:
     def _bm25(
         self, query: str, flt: MemoryFilter, depth: int, columns: list[str] = _RANK_COLUMNS
     ) -> list[dict[str, Any]]:
+        import_lancedb()
         from lancedb.query import FullTextOperator, MultiMatchQuery
 
         # Fielded BM25: a memory matches on its own words and, weighted down, on those
