@@ -200,6 +200,7 @@ MOVES = {
     ("lexmem/store/lens.py", "export_store"),  # the export's staging folder into place
     ("lexmem/desktop.py", "_copy_and_switch"),  # the copied data folder into place
     ("lexmem/capture/hook.py", "write"),  # hook.log rotated to hook.log.1
+    ("lexmem/service/digest.py", "_link"),  # a digest's link by folder (a symlink) swapped in
 }
 
 
