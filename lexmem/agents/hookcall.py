@@ -89,17 +89,21 @@ def payload_from_fields(fields: Mapping[str, Any]) -> dict[str, Any]:
     return payload
 
 
-def record_payload(paths: Paths, payload: Mapping[str, Any], agent: str = "claude") -> list[str]:
+def record_payload(
+    paths: Paths, payload: Mapping[str, Any], agent: str = "claude", *,
+    event_id: str | None = None, timestamp: str | None = None, log: Any = None,
+) -> list[str]:  # fmt: skip
     """Write the inbox events a hook payload makes, as ``lexmem-hook AGENT`` would; returns
     their ids (none when opted out, off, paused or outside the allowed paths).
 
     A SessionStart payload is recorded too, but nothing is printed and no service is
     started: this runs in the service, in a ``lexmem mcp`` serving on its own, or in the
-    relay (:mod:`lexmem.agents.relay`, after it answered the call). No work budget: the
-    agent is not waiting, every field is read rule by rule.
+    relay (:mod:`lexmem.agents.relay`, after it answered the call, with the id and time
+    it stamped the call with; None: a fresh id, now). No work budget: the agent is not
+    waiting, every field is read rule by rule. ``log``: as for the hook's ``capture``.
     """
     from lexmem.capture import hook
     from lexmem.capture.inbox import new_event_id, now_iso
 
-    return hook.capture(paths, agent, payload, budget=None, event_id=new_event_id(),
-                        timestamp=now_iso())  # fmt: skip
+    return hook.capture(paths, agent, payload, budget=None, event_id=event_id or new_event_id(),
+                        timestamp=timestamp or now_iso(), log=log)  # fmt: skip

@@ -253,11 +253,11 @@ def _hook_handler(
                 "input": _hook_input(event), "timeout": HOOK_TIMEOUT}  # fmt: skip
     command = _hook_command(agent)
     native_async = version is not None and version >= ASYNC_SESSION_END_SINCE
-    posix = home is not None and os.name != "nt"
-    if agent == "claude" and event == "SessionStart" and home is not None and posix:
-        command = session_start_command(home)
-    elif agent == "claude" and event == "SessionEnd" and not native_async and posix:
-        command = background_command(agent)  # an async one gets no payload before 2.1.332
+    if agent == "claude" and home is not None and os.name != "nt":  # a POSIX shell runs it
+        if event == "SessionStart":
+            command = session_start_command(home)
+        elif event == "SessionEnd" and not native_async:
+            command = background_command(agent)  # an async one gets no payload before 2.1.332
     handler: dict[str, Any] = {"type": "command", "command": command}
     if agent == "codex" and event == "SessionEnd":
         handler["timeout"] = CODEX_SESSION_END_TIMEOUT

@@ -24,15 +24,14 @@ serves MCP in this process instead.
 
 Claude Code's hooks call lexmem's ``record_hook_event`` tool (``"type": "mcp_tool"``)
 and wait for its answer. The relay answers such a call at once (``{}``, what the tool
-answers) and records the event on a thread of its own, as ``lexmem-hook claude`` would: it hands
-the payload to the running service over the reader socket (an ``event`` request, in
-memory, which the service redacts with its rules already compiled), or with no service
-to take it records it itself (:func:`lexmem.capture.hook.capture`: opt-out first,
-redaction in memory, then the inbox), in the order the calls came, each stamped with the
-time it arrived: the agent
-waits for no service, no store and no round trip, and an event made while no service
-runs yet is kept all the same. The relay does not exit before every event it answered
-is recorded.
+answers) and records the event on a thread of its own, as ``lexmem-hook claude`` would:
+it hands the payload to the running service over the reader socket (an ``event``
+request, in memory, which the service redacts with its rules already compiled), or with
+no service to take it records it itself (:func:`lexmem.agents.hookcall.record_payload`:
+opt-out first, redaction in memory, then the inbox), in the order the calls came, each
+stamped with the time it arrived. The agent waits for no service, no store and no round
+trip, and an event made while no service runs yet is kept all the same. The relay does
+not exit before every event it answered is recorded.
 
 Imports: the standard library and lexmem's standard-library modules only (a contract
 in pyproject.toml says so).
@@ -50,7 +49,13 @@ import threading
 import time
 
 from lexmem import wire
-from lexmem.agents.hookcall import HOOK_FIELDS, HOOK_TOOL, TEXT_FIELDS
+from lexmem.agents.hookcall import (
+    HOOK_FIELDS,
+    HOOK_TOOL,
+    TEXT_FIELDS,
+    payload_from_fields,
+    record_payload,
+)
 from lexmem.capture import hook
 from lexmem.capture.hook import start_service
 from lexmem.capture.inbox import new_event_id, now_iso
@@ -197,7 +202,6 @@ class _HookEvents:
         self.lock = threading.Lock()
         self.items: list[tuple[dict[str, Any], str, str]] = []
         self.running = False
-        self.recorded = 0
 
     @staticmethod
     def stamp(fields: dict[str, Any]) -> tuple[dict[str, Any], str, str]:
@@ -225,8 +229,6 @@ class _HookEvents:
     def _record(self, fields: dict[str, Any], event_id: str, timestamp: str) -> None:
         """Hand the event to the running service (over the reader socket, in memory: its
         redaction rules are compiled already), or, with none to take it, record it here."""
-        from lexmem.agents.hookcall import payload_from_fields
-
         log = hook._Log(self.paths)
         try:
             payload = payload_from_fields(fields)
@@ -235,18 +237,10 @@ class _HookEvents:
                 raw = json.dumps(payload).encode("utf-8")
                 reply = hook._send(sock, "claude", raw, event_id, timestamp)
                 if isinstance(reply, dict) and reply.get("ok") is True:
-                    self.recorded += 1
                     return
-            # No work budget: the agent is not waiting, every field is read rule by rule.
-            hook.capture(self.paths, "claude", payload, budget=None, event_id=event_id,
-                         timestamp=timestamp, log=log)  # fmt: skip
-            self.recorded += 1
+            record_payload(self.paths, payload, event_id=event_id, timestamp=timestamp, log=log)
         except Exception as exc:  # noqa: BLE001 - said in the hook's log, the relay goes on
             log.write(f"relay: a hook event was not recorded: {type(exc).__name__}: {exc}")
-
-    def idle(self) -> bool:
-        with self.lock:
-            return not self.running
 
 
 class _Relay:
