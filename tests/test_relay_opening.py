@@ -422,3 +422,23 @@ def test_a_call_that_is_not_the_tools_shape_still_goes_to_the_service_which_says
     finally:
         agent.stderr()
     assert inbox_events(home) == []
+
+
+def test_a_stop_signal_right_after_the_last_answer_loses_no_event(
+    home: Path, starting: FileLock, tmp_path: Path
+) -> None:
+    """Claude Code 2.1.197 sends SIGINT a millisecond after the session's Stop hook call
+    is answered: each answered event is kept."""
+    repo = tmp_path / "repo"
+    (repo / ".git").mkdir(parents=True)
+    for n in range(12):
+        agent = Agent(home)
+        try:
+            opened(agent)
+            agent.request(1, "tools/call", prompt_call(n, repo, f"note {n:03d}"))
+            assert agent.reply(1)["result"]["content"][0]["text"] == "{}"
+            agent.proc.send_signal(signal.SIGINT)
+            assert agent.proc.wait(ANSWER_TIMEOUT) == 128 + signal.SIGINT, agent.stderr()
+        finally:
+            agent.stderr()
+    assert sorted(e["content"] for e in inbox_events(home)) == [f"note {n:03d}" for n in range(12)]

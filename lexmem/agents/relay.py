@@ -344,9 +344,10 @@ class _Relay:
         if "id" in message and method == "tools/call" and params.get("name") == HOOK_TOOL:
             fields = _hook_fields(params.get("arguments"))
             if fields is not None:
-                event = self.hooks.stamp(fields)  # the agent's moment: as it arrives
+                # Queued (its thread running) before the agent has its answer: Claude Code
+                # stops the relay a millisecond after the session's last one.
+                self.hooks.put(self.hooks.stamp(fields))
                 self._reply(ident, result=HOOK_ANSWER)
-                self.hooks.put(event)  # recorded after the agent has its answer
                 return None
         if "id" not in message:  # a notification
             if method == "notifications/initialized":
