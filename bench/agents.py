@@ -18,8 +18,9 @@ set-ups, run in turn (A, B, C, A, B, C, ...) so drift in the machine's load hits
   empty one (``tests/agents/noopmcp.py`` under ``python -S``) whose hook tool answers
   ``{}`` at once.
 
-Each session starts once lexmem's work from the sessions before it is done (every
-sandbox's inbox empty and its service idle): no set-up's session pays for another's, and
+Each session starts once lexmem's work from the sessions before it is done (no process
+of any sandbox left running but its service, every inbox empty and every service idle):
+no set-up's session pays for another's, and
 what is measured is what lexmem costs the agent while the agent works. (lexmem's service
 takes an agent's events in once they have settled, ``[capture] settle_seconds``.)
 
@@ -141,29 +142,71 @@ def _setup(root: Path, model_url: str, setup: str, exe: Path) -> Any:
 
 
 def _service_cpu(sb: Any) -> float | None:
-    """CPU seconds the sandbox's lexmem service has used (None: no service)."""
+    """CPU seconds the sandbox's lexmem service and its own processes (the model's) have
+    used (None: no service)."""
+    pid = _service_pid(sb)
+    if pid is None or not os.path.exists(f"/proc/{pid}"):
+        return None
+    ticks = 0
+    for name in os.listdir("/proc"):
+        if not name.isdigit():
+            continue
+        try:
+            with open(f"/proc/{name}/stat", "rb") as f:
+                fields = f.read().rsplit(b")", 1)[1].split()
+        except OSError:
+            continue
+        if int(name) == pid or int(fields[1]) == pid:
+            ticks += int(fields[11]) + int(fields[12])
+    return ticks / os.sysconf("SC_CLK_TCK")
+
+
+def _service_pid(sb: Any) -> int | None:
     try:
-        pid = int((sb.lexmem_home / "service.lock").read_text().split()[0])
-        with open(f"/proc/{pid}/stat", "rb") as f:
-            fields = f.read().rsplit(b")", 1)[1].split()
+        return int((sb.lexmem_home / "service.lock").read_text().split()[0])
     except (OSError, ValueError, IndexError):
         return None
-    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
+def _sandbox_processes(sb: Any) -> list[int]:
+    """The processes of the sandbox still running but its service: a hook a session left
+    in the background (SessionStart's starts half a second late, by design), a relay
+    still recording. Known by the sandbox's data folder in their environment."""
+    mark = f"LEXMEM_HOME={sb.lexmem_home}".encode() + b"\0"
+    service = _service_pid(sb)
+    found = []
+    for name in os.listdir("/proc"):
+        if not name.isdigit() or int(name) in (os.getpid(), service):
+            continue
+        try:
+            with open(f"/proc/{name}/environ", "rb") as f:
+                if mark not in f.read():
+                    continue
+            with open(f"/proc/{name}/stat", "rb") as f:
+                parent = int(f.read().rsplit(b")", 1)[1].split()[1])
+        except (OSError, ValueError, IndexError):
+            continue
+        if parent != service:  # the service's own (its model's process) are the service
+            found.append(int(name))
+    return found
 
 
 def _settled(sb: Any, limit: float = 120.0) -> None:
-    """Wait until lexmem's work from the sandbox's last session is done (its inbox empty,
-    its service idle for a moment): each session starts on a machine no other session's
-    work still occupies, whichever set-up it is."""
+    """Wait until lexmem's work from the sandbox's last session is done (no process of
+    it left but the service, its inbox empty, its service idle for a moment): each
+    session starts on a machine no other session's work still occupies, whichever set-up
+    it is."""
     inbox = sb.lexmem_home / "inbox"
     deadline = time.monotonic() + limit
     last: float | None = -1.0
+    quiet = 0  # polls in a row with nothing waiting and no CPU used (ticks are 10 ms)
     while time.monotonic() < deadline:
-        waiting = inbox.is_dir() and any(
+        waiting = bool(_sandbox_processes(sb)) or (inbox.is_dir() and any(
             n.endswith(".json") and not n.startswith(".") for n in os.listdir(inbox)
-        )
+        ))  # fmt: skip
         cpu = _service_cpu(sb)
-        if not waiting and cpu == last:
+        quiet = quiet + 1 if not waiting and cpu == last else 0
+        if quiet >= 2:
             return
         last = cpu
         time.sleep(0.25)

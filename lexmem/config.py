@@ -21,6 +21,7 @@ import stat
 import sys
 from pathlib import Path
 
+from lexmem import places
 from lexmem.base import Frozen, atomic_write
 from lexmem.errors import ConfigError, DataFolderError
 
@@ -154,26 +155,13 @@ def default_home(environ: Mapping[str, str] | None = None, platform: str | None 
 
     Constraint: the hook command resolves this too, so it stays standard-library only.
     """
-    env = os.environ if environ is None else environ
-    plat = platform or sys.platform
-    if plat.startswith("win"):
-        base = env.get("LOCALAPPDATA") or str(Path.home() / "AppData" / "Local")
-        return Path(base) / "lexmem"
-    if plat == "darwin":
-        return Path.home() / "Library" / "Application Support" / "lexmem"
-    xdg = env.get("XDG_DATA_HOME", "").strip()
-    base_path = Path(xdg) if xdg and Path(xdg).is_absolute() else Path.home() / ".local" / "share"
-    return base_path / "lexmem"
+    return Path(places.default_home(environ, platform))
 
 
 def resolve_paths(environ: Mapping[str, str] | None = None) -> Paths:
     """``LEXMEM_HOME`` if set, else the folder the location pointer names, else the
     platform's per-user data folder."""
-    env = os.environ if environ is None else environ
-    home = env.get("LEXMEM_HOME", "").strip()
-    if home:
-        return Paths(Path(home).expanduser().absolute())
-    return Paths(read_location(env) or default_home(env))
+    return Paths(Path(places.data_home(environ)))
 
 
 def state_dir(environ: Mapping[str, str] | None = None, platform: str | None = None) -> Path:
@@ -204,16 +192,7 @@ def location_file(environ: Mapping[str, str] | None = None, platform: str | None
     macOS and Windows it is not the data folder's parent: ``~/Library/Preferences`` and
     the roaming ``APPDATA`` rather than ``Application Support`` and ``LOCALAPPDATA``.
     """
-    env = os.environ if environ is None else environ
-    plat = platform or sys.platform
-    if plat.startswith("win"):
-        base = env.get("APPDATA") or str(Path.home() / "AppData" / "Roaming")
-        return Path(base) / "lexmem" / "location"
-    if plat == "darwin":
-        return Path.home() / "Library" / "Preferences" / "lexmem" / "location"
-    xdg = env.get("XDG_CONFIG_HOME", "").strip()
-    base_path = Path(xdg) if xdg and Path(xdg).is_absolute() else Path.home() / ".config"
-    return base_path / "lexmem" / "location"
+    return Path(places.location_file(environ, platform))
 
 
 def read_location(environ: Mapping[str, str] | None = None) -> Path | None:
@@ -223,14 +202,8 @@ def read_location(environ: Mapping[str, str] | None = None) -> Path | None:
     is no pointer. A pointer must hold one absolute path; anything else is ignored, so a
     damaged pointer falls back to the platform folder rather than to a relative one.
     """
-    try:
-        text = location_file(environ).read_text(encoding="utf-8").strip()
-    except (OSError, UnicodeDecodeError):
-        return None
-    if not text or "\n" in text:
-        return None
-    home = Path(text).expanduser()
-    return home if home.is_absolute() else None
+    home = places.read_location(environ)
+    return None if home is None else Path(home)
 
 
 def write_location(home: Path | None, environ: Mapping[str, str] | None = None) -> None:

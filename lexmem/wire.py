@@ -32,11 +32,13 @@ import os
 import socket
 import stat
 import sys
-from pathlib import Path
+
+from lexmem.places import SOCKET_NAME
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
     from collections.abc import Iterator, Sequence
+    from pathlib import Path
     from typing import Any, TextIO
 
     from lexmem.config import Paths
@@ -52,14 +54,15 @@ __all__ = [
     "available",
     "closed_pipe",
     "connect",
+    "connect_path",
     "peer_uid",
     "read_line",
+    "send_event",
     "send_json",
     "socket_path",
 ]
 
 PROTOCOL = 1
-SOCKET_NAME = "reader.sock"
 MAX_REQUEST = 1 << 20  # a request line longer than 1 MiB is refused
 
 # The CLI commands the service answers for a reader: they only read.
@@ -80,7 +83,7 @@ def socket_path(paths: Paths) -> Path:
 
 
 @contextlib.contextmanager
-def address(path: Path) -> Iterator[str]:
+def address(path: str | os.PathLike[str]) -> Iterator[str]:
     """An address for ``path`` that fits in ``sun_path``.
 
     A deep data folder (a test's temporary folder, a long home path) gives a path too
@@ -94,9 +97,10 @@ def address(path: Path) -> Iterator[str]:
     o_path = getattr(os, "O_PATH", 0)
     if not (o_path and sys.platform.startswith("linux")):
         raise OSError(errno.ENAMETOOLONG, "the data folder's path is too long for a socket")
-    fd = os.open(path.parent, o_path | os.O_DIRECTORY)
+    folder, name = os.path.split(text)
+    fd = os.open(folder, o_path | os.O_DIRECTORY)
     try:
-        yield f"/proc/self/fd/{fd}/{path.name}"
+        yield f"/proc/self/fd/{fd}/{name}"
     finally:
         os.close(fd)
 
@@ -106,9 +110,14 @@ def connect(paths: Paths, timeout: float = 2.0) -> socket.socket | None:
 
     Only a socket owned by this user is trusted (the data folder is 0700 anyway).
     """
+    return connect_path(socket_path(paths), timeout)
+
+
+def connect_path(path: str | os.PathLike[str], timeout: float = 2.0) -> socket.socket | None:
+    """:func:`connect` to the reader socket at ``path`` (``pathlib`` not needed: the relay
+    hands its hook events over with this)."""
     if not available():
         return None
-    path = socket_path(paths)
     try:
         st = os.lstat(path)
     except OSError:
@@ -138,6 +147,24 @@ def peer_uid(sock: socket.socket) -> int | None:
         raw = sock.getsockopt(0, 0x001, struct.calcsize("2I") + 16 * 4 + 4)
         return int(struct.unpack_from("2I", raw)[1])
     return None
+
+
+def send_event(
+    sock: socket.socket, adapter: str, raw: bytes, event_id: str, timestamp: str, wait: float
+) -> Any:
+    """Hand one agent payload to the service (``{"kind": "event"}``, see
+    :mod:`lexmem.service.intake`) over ``sock``, which this closes; the service's answer
+    (``{"ok": true, ...}`` once the events are written), or None (it went away)."""
+    try:
+        with sock:
+            sock.settimeout(wait)
+            send_json(sock, {"v": PROTOCOL, "kind": "event", "adapter": adapter, "cwd": None,
+                             "event_id": event_id, "timestamp": timestamp, "size": len(raw)})  # fmt: skip
+            sock.sendall(raw)
+            with sock.makefile("rb") as stream:
+                return read_line(stream)
+    except (OSError, ValueError):
+        return None
 
 
 def send_json(sock: socket.socket, value: Any) -> None:

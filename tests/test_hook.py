@@ -47,9 +47,11 @@ LIGHT_LEXMEM_MODULES = {
     "lexmem.capture.inbox",
     "lexmem.capture.policy",  # opt-out, pause, capture mode: asked before anything is written
     "lexmem.capture.redact",
+    "lexmem.capture.stamps",  # an event's id and time (os and time only)
     "lexmem.config",
     "lexmem.errors",
     "lexmem.locks",  # the lock probe (SessionStart)
+    "lexmem.places",  # where the data folder is (os and sys only)
 }
 HEAVY = ("lancedb", "pyarrow", "numpy", "fastembed", "duckdb", "onnxruntime", "click", "PySide6")
 

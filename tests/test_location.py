@@ -209,3 +209,32 @@ def test_a_move_that_fails_half_way_leaves_everything_as_it_was(
     with pytest.raises(DataFolderError, match="special file"):
         move_data_folder(Paths(home), target)
     assert not target.exists() and read_location() == home
+
+
+@pytest.mark.parametrize("platform", ["linux", "darwin", "win32"])
+def test_the_data_folder_without_pathlib_is_the_same_folder(
+    tmp_path: Path, no_env_home: None, monkeypatch: pytest.MonkeyPatch, platform: str
+) -> None:
+    """``lexmem mcp`` finds the data folder with :mod:`lexmem.places` (os and sys only)
+    before it imports ``pathlib``; the configuration's answers are built on the same
+    functions, so the two never disagree."""
+    from lexmem import places
+
+    env = dict(os.environ)
+    assert places.default_home(env, platform) == str(default_home(env, platform))
+    assert places.location_file(env, platform) == str(location_file(env, platform))
+    for xdg in ("", "relative/data", str(tmp_path / "xdg")):
+        env["XDG_DATA_HOME"] = xdg
+        assert Path(places.default_home(env, platform)) == default_home(env, platform)
+    env["XDG_DATA_HOME"] = os.environ["XDG_DATA_HOME"]
+    assert Path(places.data_home(env)) == resolve_paths(env).home == default_home(env)
+    write_location(tmp_path / "moved")
+    assert Path(places.data_home(env)) == resolve_paths(env).home == tmp_path / "moved"
+    location_file().write_text("~/moved-again\n")
+    expected = Path.home() / "moved-again"
+    assert Path(places.data_home(env)) == resolve_paths(env).home == expected
+    monkeypatch.chdir(tmp_path)
+    for given in ("relative/home", "~/home", str(tmp_path / "a" / ".." / "b"), " spaced "):
+        env["LEXMEM_HOME"] = given
+        assert Path(places.data_home(env)) == resolve_paths(env).home
+        assert places.absolute(given.strip()) == places.data_home(env)

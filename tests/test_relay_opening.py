@@ -442,3 +442,58 @@ def test_a_stop_signal_right_after_the_last_answer_loses_no_event(
         finally:
             agent.stderr()
     assert sorted(e["content"] for e in inbox_events(home)) == [f"note {n:03d}" for n in range(12)]
+
+
+# -- what the agent's opening waits for ---------------------------------------------------
+
+OPENING_PROBE = """
+import os, sys
+sys.path.insert(0, os.environ["LEXMEM_TEST_REPO"])
+seen = []
+real = os.write
+def write(fd, data):
+    if fd == 1 and not seen:
+        seen.append(sorted(sys.modules))
+    return real(fd, data)
+os.write = write
+sys.argv = ["lexmem", "mcp"]
+from ui.front import main
+try:
+    main()
+except SystemExit:
+    pass
+late = ("pathlib", "socket", "subprocess", "lexmem.config", "lexmem.wire", "lexmem.capture.hook",
+        "lexmem.capture.inbox", "lexmem.locks", "urllib.parse")
+print("BEFORE-FIRST-ANSWER", [m for m in late if m in seen[0]], file=sys.stderr)
+"""
+
+
+def test_the_opening_is_answered_before_the_relay_imports_what_it_needs_later(
+    home: Path, starting: FileLock
+) -> None:
+    """The agent waits for the relay's first answer as its session starts (Claude Code
+    2.1.337 sends its first request only once its MCP servers have answered): the data
+    folder is found without ``pathlib`` (:mod:`lexmem.places`), and the socket, the
+    configuration and the hook are imported once the opening has its answers, when a
+    hook call or the service needs them."""
+    # No site (``-S``): a development install's finder imports pathlib as Python starts,
+    # which an installed lexmem does not; the relay needs nothing from site-packages.
+    env = {**environment(home), "LEXMEM_TEST_REPO": str(Path(__file__).resolve().parents[1])}
+    proc = subprocess.Popen(
+        [sys.executable, "-S", "-c", OPENING_PROBE], env=env, cwd=home,
+        stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+    )  # fmt: skip
+    meta = {"_meta": envelope(NEWEST_MODERN)}
+    lines = [{"jsonrpc": "2.0", "id": "probe", "method": "server/discover", "params": meta},
+             {"jsonrpc": "2.0", "id": 1, "method": "tools/list", "params": meta}]  # fmt: skip
+    assert proc.stdin is not None and proc.stdout is not None
+    proc.stdin.write(json.dumps(lines[0]).encode() + b"\n")
+    proc.stdin.flush()
+    first = json.loads(proc.stdout.readline())
+    assert first["id"] == "probe" and "result" in first
+    proc.stdin.write(json.dumps(lines[1]).encode() + b"\n")
+    proc.stdin.flush()
+    assert "search_memory" in tool_names(json.loads(proc.stdout.readline()))
+    _, err = proc.communicate(timeout=ANSWER_TIMEOUT)
+    assert proc.returncode == 0, err
+    assert "BEFORE-FIRST-ANSWER []" in err.decode(), err.decode()

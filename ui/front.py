@@ -18,7 +18,6 @@ from __future__ import annotations
 
 import os
 import sys
-from pathlib import Path
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
@@ -47,6 +46,8 @@ def split(argv: Sequence[str]) -> tuple[str | None, list[str]] | None:
 
 
 def _paths(home: str | None) -> Paths:
+    from pathlib import Path
+
     from lexmem.config import Paths, resolve_paths
 
     if home:
@@ -60,12 +61,15 @@ def _answered(argv: Sequence[str]) -> int | None:
     if parts is None:
         return None
     home, args = parts
-    from lexmem import wire
-
     if args == ["mcp"]:
+        # The agent waits for the relay's first answer as its session starts: the data
+        # folder without pathlib, and the relay imports the rest once it has answered.
+        from lexmem import places
         from lexmem.agents.relay import relay
 
-        return relay(_paths(home))
+        return relay(places.absolute(home) if home else places.data_home())
+    from lexmem import wire
+
     if args[0] in wire.READ_COMMANDS:
         return wire.ask_cli(_paths(home), args)
     return None

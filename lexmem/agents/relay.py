@@ -34,35 +34,26 @@ trip, and an event made while no service runs yet is kept all the same. The rela
 not exit before every event it answered is recorded.
 
 Imports: the standard library and lexmem's standard-library modules only (a contract
-in pyproject.toml says so).
+in pyproject.toml says so), and before the agent's opening has its answers only
+``json``, ``threading`` and ``signal``: the data folder is found without ``pathlib``
+(:mod:`lexmem.places`), the rest is imported when it is first needed (a test checks).
 """
 
 from __future__ import annotations
 
-import contextlib
 import json
 import os
 import signal
-import socket
 import sys
 import threading
 import time
 
-from lexmem import wire
-from lexmem.agents.hookcall import (
-    HOOK_FIELDS,
-    HOOK_TOOL,
-    TEXT_FIELDS,
-    payload_from_fields,
-    record_payload,
-)
-from lexmem.capture import hook
-from lexmem.capture.hook import start_service
-from lexmem.capture.inbox import new_event_id, now_iso
-from lexmem.locks import service_running
+from lexmem.agents.hookcall import HOOK_FIELDS, HOOK_TOOL, TEXT_FIELDS
+from lexmem.places import SOCKET_NAME
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
+    import socket
     from typing import Any
 
     from lexmem.config import Paths
@@ -98,6 +89,10 @@ READS = frozenset({
 # nothing), with the structured result its output schema declares.
 HOOK_ANSWER = {"content": [{"type": "text", "text": "{}"}], "structuredContent": {"result": "{}"},
                "isError": False}  # fmt: skip
+# How long a hand-over of a hook event waits for the service's answer (it writes the
+# events in milliseconds; a guard for a service that hangs, after which the relay
+# records the event itself: the same event id stores it once).
+HANDOVER_WAIT_S = 30.0
 # After a service stopped, before the next is started (not in a tight loop, should one
 # stop as soon as it starts).
 RESTART_PAUSE_S = 0.5
@@ -115,8 +110,20 @@ def _reply_line(sock: socket.socket, limit: int | None = None) -> bytes:
     return line
 
 
+def _paths(home: str) -> Paths:
+    """The data folder's places (``pathlib`` and lexmem's configuration are imported here,
+    once the agent's opening has its answers)."""
+    from pathlib import Path
+
+    from lexmem.config import Paths
+
+    return Paths(Path(home))
+
+
 def _session(paths: Paths, cwd: str) -> socket.socket | None:
     """A connection with an MCP session accepted by the service, or ``None``."""
+    from lexmem import wire
+
     sock = wire.connect(paths)
     if sock is None:
         return None
@@ -135,6 +142,9 @@ def _session(paths: Paths, cwd: str) -> socket.socket | None:
 
 def _wait_for_service(paths: Paths, cwd: str, wait: float) -> socket.socket | None:
     """A session with the service, starting one if none runs (again if it stopped)."""
+    from lexmem.capture.hook import start_service
+    from lexmem.locks import service_running
+
     begun = time.monotonic()
     started: float | None = None
     lock_seen: float | None = None
@@ -197,8 +207,8 @@ class _HookEvents:
     that runs while there are some (not a daemon: the interpreter waits for it at exit,
     SIGINT included, so an event the agent was told is recorded is)."""
 
-    def __init__(self, paths: Paths) -> None:
-        self.paths = paths
+    def __init__(self, home: str) -> None:
+        self.home = home
         self.lock = threading.Lock()
         self.items: list[tuple[dict[str, Any], str, str]] = []
         self.running = False
@@ -207,6 +217,8 @@ class _HookEvents:
     def stamp(fields: dict[str, Any]) -> tuple[dict[str, Any], str, str]:
         """The event with its id and time, taken as it arrives: the agent waits for each
         answer, so arrival is the agent's order."""
+        from lexmem.capture.stamps import new_event_id, now_iso
+
         return fields, new_event_id(), now_iso()
 
     def put(self, event: tuple[dict[str, Any], str, str]) -> None:
@@ -228,17 +240,44 @@ class _HookEvents:
 
     def _record(self, fields: dict[str, Any], event_id: str, timestamp: str) -> None:
         """Hand the event to the running service (over the reader socket, in memory: its
-        redaction rules are compiled already), or, with none to take it, record it here."""
-        log = hook._Log(self.paths)
+        redaction rules are compiled already), or, with none to take it, record it here.
+
+        The hand-over needs the socket and :mod:`lexmem.wire` only; the hook's own
+        machinery (``pathlib``, the configuration, the redaction rules) is imported only
+        to record here, so a relay of a running service adds no more to the agent's
+        machine than that."""
+        from lexmem import wire
+        from lexmem.agents.hookcall import payload_from_fields
+
         try:
             payload = payload_from_fields(fields)
-            sock = wire.connect(self.paths)
+            raw = json.dumps(payload).encode("utf-8")
+            sock = wire.connect_path(os.path.join(self.home, SOCKET_NAME))
             if sock is not None:
-                raw = json.dumps(payload).encode("utf-8")
-                reply = hook._send(sock, "claude", raw, event_id, timestamp)
+                reply = wire.send_event(sock, "claude", raw, event_id, timestamp, HANDOVER_WAIT_S)
                 if isinstance(reply, dict) and reply.get("ok") is True:
                     return
-            record_payload(self.paths, payload, event_id=event_id, timestamp=timestamp, log=log)
+        except Exception as exc:  # noqa: BLE001 - said in the hook's log below
+            self._here(fields, event_id, timestamp, exc)
+            return
+        self._here(fields, event_id, timestamp, None)
+
+    def _here(
+        self, fields: dict[str, Any], event_id: str, timestamp: str, failed: Exception | None
+    ) -> None:
+        """Record the event in this process, as ``lexmem-hook claude`` would."""
+        from lexmem.agents.hookcall import payload_from_fields, record_payload
+        from lexmem.capture import hook
+
+        paths = _paths(self.home)
+        log = hook._Log(paths)
+        if failed is not None:
+            log.write(
+                f"relay: the service did not take a hook event: {type(failed).__name__}: {failed}"
+            )
+        try:
+            payload = payload_from_fields(fields)
+            record_payload(paths, payload, event_id=event_id, timestamp=timestamp, log=log)
         except Exception as exc:  # noqa: BLE001 - said in the hook's log, the relay goes on
             log.write(f"relay: a hook event was not recorded: {type(exc).__name__}: {exc}")
 
@@ -254,9 +293,9 @@ class _Relay:
     whole."""
 
     def __init__(
-        self, paths: Paths, where: str, manifest: dict[str, Any], stdout_fd: int, wait: float
+        self, home: str, where: str, manifest: dict[str, Any], stdout_fd: int, wait: float
     ) -> None:
-        self.paths, self.where, self.wait, self.stdout_fd = paths, where, wait, stdout_fd
+        self.home, self.where, self.wait, self.stdout_fd = home, where, wait, stdout_fd
         sessions, refusals, modern = (manifest.get(k) for k in ("sessions", "refusals", "modern"))
         self.sessions: dict[str, Any] = sessions if isinstance(sessions, dict) else {}
         self.refusals: dict[str, Any] = refusals if isinstance(refusals, dict) else {}
@@ -282,7 +321,25 @@ class _Relay:
         self.replays = 0
         self.stdin_open = True
         self.connected = False  # a service took the session at least once
-        self.hooks = _HookEvents(paths)
+        self.hooks = _HookEvents(home)
+        self.service: threading.Thread | None = None  # the service's side, once started
+        self._paths: Paths | None = None
+
+    @property
+    def paths(self) -> Paths:
+        if self._paths is None:
+            self._paths = _paths(self.home)
+        return self._paths
+
+    def begin(self, sock: socket.socket | None) -> None:
+        """Start the service's side (the main thread, once): at once with a session in
+        hand, else once the agent's first lines have their answers, so that what it
+        imports does not hold up the agent's opening."""
+        if self.service is None:
+            self.service = threading.Thread(
+                target=self.serve, args=(sock,), daemon=True, name="lexmem-service"
+            )
+            self.service.start()
 
     # -- the agent's side (the main thread) ---------------------------------------------
 
@@ -301,6 +358,8 @@ class _Relay:
             for line in lines:
                 if line.strip():
                     self._line(line + b"\n")
+            self.begin(None)
+        self.begin(None)
         if rest.strip():
             self._line(rest)  # a last line without its newline goes as it came
         with self.lock:
@@ -308,8 +367,8 @@ class _Relay:
             sock = self.sock
             self.changed.notify_all()
         if sock is not None:
-            with self.send_lock, contextlib.suppress(OSError):
-                sock.shutdown(socket.SHUT_WR)
+            with self.send_lock:
+                _shut_wr(sock)
 
     def _needs_service(self) -> bool:
         """Whether a line waits that only the service can answer (``lock`` held): a
@@ -476,8 +535,11 @@ class _Relay:
         self._write(json.dumps(reply, separators=(",", ":")).encode() + b"\n")
 
     def _write(self, data: bytes) -> None:
-        with self.out_lock, contextlib.suppress(OSError):  # the agent is gone
-            _write_all(self.stdout_fd, data)
+        with self.out_lock:
+            try:  # noqa: SIM105 - no contextlib import on the opening's path
+                _write_all(self.stdout_fd, data)
+            except OSError:
+                pass  # the agent is gone
 
     # -- the service's side (a thread of its own) ---------------------------------------
 
@@ -491,10 +553,20 @@ class _Relay:
         costs the service no session of its own while the agent works. A service that
         is not running is started at once all the same, so it is warm for that question.
         """
-        if sock is None:
+        if sock is None and not os.path.exists(os.path.join(self.home, SOCKET_NAME)):
+            # No service listening: start one now, so it is warm should the agent ask
+            # what only it answers. (A socket there is taken for a running service
+            # without importing the lock's machinery; one left by a service that died
+            # is found out when it is needed, and a service started then.)
+            from lexmem.capture.hook import start_service
+            from lexmem.locks import service_running
+
             if not service_running(self.paths):
-                with contextlib.suppress(OSError):
+                try:  # noqa: SIM105
                     start_service(self.paths)
+                except OSError:
+                    pass
+        if sock is None:
             with self.lock:
                 self.changed.wait_for(lambda: self._needs_service() or not self.stdin_open)
                 if not self._needs_service():
@@ -557,7 +629,7 @@ class _Relay:
                 sock.sendall(initialized)
             self._deliver(sock, queued)
             if not stdin_open:
-                sock.shutdown(socket.SHUT_WR)
+                _shut_wr(sock)
 
     def _from_service(self, line: bytes) -> None:
         with self.lock:
@@ -657,18 +729,27 @@ def _acknowledgement(ident: Any, params: dict[str, Any], recorded: Any) -> dict[
             "notifications": wanted}  # fmt: skip
 
 
-def _manifest(paths: Paths) -> dict[str, Any] | None:
+def _manifest(home: str) -> dict[str, Any] | None:
     """The service's recorded answers, if a service of this very lexmem wrote them."""
     from lexmem import __version__
 
     try:
-        with open(paths.home / MANIFEST, encoding="utf-8") as f:
+        with open(os.path.join(home, MANIFEST), encoding="utf-8") as f:
             data = json.load(f)
     except (OSError, ValueError):
         return None
     if not isinstance(data, dict) or data.get("lexmem") != __version__:
         return None
     return data if isinstance(data.get("sessions"), dict) else None
+
+
+def _shut_wr(sock: socket.socket) -> None:
+    import socket
+
+    try:  # noqa: SIM105
+        sock.shutdown(socket.SHUT_WR)
+    except OSError:
+        pass
 
 
 def _write_all(fd: int, data: bytes) -> None:
@@ -683,12 +764,21 @@ def _quietly(signum: int, frame: Any) -> None:
 
 
 def relay(
-    paths: Paths, cwd: str | None = None, *, stdin_fd: int = 0, stdout_fd: int = 1,
+    home: str, cwd: str | None = None, *, stdin_fd: int = 0, stdout_fd: int = 1,
     wait: float = START_WAIT_S,
 ) -> int | None:  # fmt: skip
-    """Relay one MCP session; its exit code, or ``None`` when the caller must serve it."""
-    if not wire.available() or not paths.home.is_dir():
-        return None  # no socket here, or no data folder yet: a reader never creates one
+    """Relay one MCP session for the data folder ``home`` (an absolute path, see
+    :func:`lexmem.places.data_home`); its exit code, or ``None`` when the caller must
+    serve it.
+
+    What the agent's opening waits for is only the interpreter, ``json`` and the
+    manifest: the socket is imported when a hook call is handed to the service, and
+    ``pathlib``, lexmem's configuration and the hook only when the relay must start the
+    service or record an event itself."""
+    if os.name != "posix" or not os.path.isdir(home):
+        # No Unix-domain sockets (lexmem.wire.available: Windows), or no data folder
+        # yet (a reader never creates one).
+        return None
     if threading.current_thread() is threading.main_thread():
         for signum in (signal.SIGINT, signal.SIGTERM):
             signal.signal(signum, _quietly)
@@ -696,18 +786,24 @@ def relay(
         # redacts, hand it over every half millisecond, not every five.
         sys.setswitchinterval(0.0005)
     where = cwd or os.getcwd()
-    manifest = _manifest(paths)
+    manifest = _manifest(home)
     sock = None
     if manifest is None:
         # Nothing to answer from: the service first, or the caller serves the session.
+        from lexmem import wire
+
+        if not wire.available():
+            return None
+        paths = _paths(home)
         sock = _session(paths, where) or _wait_for_service(paths, where, wait)
         if sock is None:
             return None
-    session = _Relay(paths, where, manifest or {}, stdout_fd, wait)
-    service = threading.Thread(target=session.serve, args=(sock,), daemon=True)
-    service.start()
+    session = _Relay(home, where, manifest or {}, stdout_fd, wait)
+    if sock is not None:
+        session.begin(sock)
     session.read(stdin_fd)
     if sock is None and not session.connected and not session.pending():
         return 0  # all the agent asked was answered here: no service needed
-    service.join()
+    if session.service is not None:
+        session.service.join()
     return 0 if session.connected else 1

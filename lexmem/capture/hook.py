@@ -1358,17 +1358,7 @@ def _send(sock: Any, adapter: str, raw: bytes, event_id: str, timestamp: str) ->
     """One delivery over the reader socket; the service's answer, or None (it went away)."""
     from lexmem import wire
 
-    try:
-        with sock:
-            sock.settimeout(HANDOFF_WAIT_SECONDS)
-            wire.send_json(sock, {"v": wire.PROTOCOL, "kind": "event", "adapter": adapter,
-                                  "cwd": None, "event_id": event_id, "timestamp": timestamp,
-                                  "size": len(raw)})  # fmt: skip
-            sock.sendall(raw)
-            with sock.makefile("rb") as stream:
-                return wire.read_line(stream)
-    except (OSError, ValueError):
-        return None
+    return wire.send_event(sock, adapter, raw, event_id, timestamp, HANDOFF_WAIT_SECONDS)
 
 
 def _write(inbox: Inbox, event: InboxEvent) -> None:

@@ -23,6 +23,7 @@ from pathlib import Path
 
 from ..base import Frozen, atomic_write
 from ..errors import InvalidInputError
+from .stamps import new_event_id, now_iso
 
 # The hook imports this module: no ``typing``, ``uuid`` (it pulls in ``platform``),
 # ``datetime``, ``contextlib`` or ``dataclasses`` at import time, and no pattern compiled
@@ -89,27 +90,6 @@ class BadEvent(InvalidInputError, ValueError):
     def __init__(self, reason: str) -> None:
         super().__init__(reason)
         self.reason = reason
-
-
-def now_iso(at: float | None = None) -> str:
-    """The current time (or ``at``, seconds since the epoch) as
-    ``datetime.now(UTC).isoformat()`` writes it, without ``datetime``.
-
-    ``2025-01-31T09:05:03.123456+00:00``; the fraction is left out when it is zero.
-    """
-    micros_total = time.time_ns() // 1000 if at is None else round(at * 1_000_000)
-    seconds, micros = divmod(micros_total, 1_000_000)
-    stamp = time.strftime("%Y-%m-%dT%H:%M:%S", time.gmtime(seconds))
-    return f"{stamp}.{micros:06d}+00:00" if micros else f"{stamp}+00:00"
-
-
-def new_event_id() -> str:
-    """A random (version 4) UUID in canonical form, as ``str(uuid.uuid4())`` makes it."""
-    b = bytearray(os.urandom(16))
-    b[6] = (b[6] & 0x0F) | 0x40  # version 4
-    b[8] = (b[8] & 0x3F) | 0x80  # RFC 4122 variant
-    h = b.hex()
-    return f"{h[:8]}-{h[8:12]}-{h[12:16]}-{h[16:20]}-{h[20:]}"
 
 
 def make_event(

@@ -106,9 +106,15 @@ class Sandbox:
         site = next(
             Path(p) for p in sys.path if p.endswith("site-packages") and p.startswith(sys.prefix)
         )
+        # The shared packages by a path line, so their own ``.pth`` files are not run: the
+        # shared environment's editable install of lexmem imports a finder (pathlib and
+        # more, ~9 ms) in every process, which an installed lexmem (a wheel, the bundle)
+        # does not. This checkout's lexmem comes first on the path (the scripts below,
+        # PYTHONPATH), and its resources under their installed name.
         lib = venv / site.relative_to(sys.prefix)
-        lib.parent.mkdir(parents=True)
-        lib.symlink_to(site)
+        lib.mkdir(parents=True)
+        (lib / "shared.pth").write_text(f"{site}\n")
+        (lib / "lexmem_resources").symlink_to(REPO / "resources", target_is_directory=True)
         scripts = tomllib.loads((REPO / "pyproject.toml").read_text())["project"]["scripts"]
         for name, target in scripts.items():
             module, func = target.split(":")
