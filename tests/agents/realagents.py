@@ -109,11 +109,12 @@ class Sandbox:
         # The shared packages by a path line, so their own ``.pth`` files are not run: the
         # shared environment's editable install of lexmem imports a finder (pathlib and
         # more, ~9 ms) in every process, which an installed lexmem (a wheel, the bundle)
-        # does not. This checkout's lexmem comes first on the path (the scripts below,
-        # PYTHONPATH), and its resources under their installed name.
+        # does not. This checkout's lexmem is on the path by a line of its own too (an
+        # agent may pass on no PYTHONPATH, and the service's model process is started
+        # with ``python -m``), and its resources are there under their installed name.
         lib = venv / site.relative_to(sys.prefix)
         lib.mkdir(parents=True)
-        (lib / "shared.pth").write_text(f"{site}\n")
+        (lib / "shared.pth").write_text(f"{REPO}\n{site}\n")
         (lib / "lexmem_resources").symlink_to(REPO / "resources", target_is_directory=True)
         scripts = tomllib.loads((REPO / "pyproject.toml").read_text())["project"]["scripts"]
         for name, target in scripts.items():
