@@ -2,13 +2,13 @@
 
 The console-script wrapper pip generated for an existing install says ``from lexmem.hook
 import main``; agents' configurations name that wrapper, so it must keep working until
-the next ``pip install`` regenerates it for :mod:`lexmem.capture.hook`. Standard library
+the next ``pip install`` regenerates it for :mod:`lexmem.capture.entry`. Standard library
 only, like the hook: this adds one small module to each call through an old wrapper.
 """
 
 from __future__ import annotations
 
-from lexmem.capture.hook import main
+from lexmem.capture.entry import main
 
 __all__ = ["main"]
 

@@ -48,6 +48,7 @@ LIGHT_LEXMEM_MODULES = {
     "lexmem.capture.policy",  # opt-out, pause, capture mode: asked before anything is written
     "lexmem.capture.redact",
     "lexmem.capture.stamps",  # an event's id and time (os and time only)
+    "lexmem.capture.entry",  # the console script's entry: --background calls to the service
     "lexmem.config",
     "lexmem.errors",
     "lexmem.locks",  # the lock probe (SessionStart)

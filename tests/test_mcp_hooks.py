@@ -117,6 +117,8 @@ def test_an_older_or_unknown_claude_code_gets_todays_command_hooks(
             assert handler["command"].startswith(integrations.SESSION_START_MARK)
         elif event == "SessionEnd":  # no async that passes the payload: in the background
             assert handler["command"].startswith(integrations.BACKGROUND_MARK)
+        elif event in ("PostToolUse", "PostToolUseFailure"):  # nobody waits: to the service
+            assert handler["command"].endswith("lexmem-hook claude --background")
         else:
             assert handler["command"].endswith("lexmem-hook claude")
         assert handler.get("async", False) is (event in ("PostToolUse", "PostToolUseFailure"))

@@ -327,7 +327,7 @@ def test_wheel_and_sdist_build_install_into_a_fresh_venv_and_run(tmp_path: Path)
     for module in ROOT.joinpath("lexmem").rglob("*.py"):  # every subpackage's modules too
         assert module.relative_to(ROOT).as_posix() in inside, module
     assert (
-        "lexmem = ui.front:main" in scripts and "lexmem-hook = lexmem.capture.hook:main" in scripts
+        "lexmem = ui.front:main" in scripts and "lexmem-hook = lexmem.capture.entry:main" in scripts
     )
 
     venv = tmp_path / "venv"

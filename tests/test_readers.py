@@ -492,7 +492,14 @@ def test_install_records_the_answers_for_the_first_session(tmp_path: Path) -> No
     manifest = json.loads((home / "mcp-manifest.json").read_text())
     opening = manifest["sessions"]["2025-06-18"]
     assert opening["initialize"]["serverInfo"]["name"] == "lexmem"
-    assert "search_memory" in [t["name"] for t in opening["tools/list"]["tools"]]
+    assert opening["initialize"]["protocolVersion"] == "2025-06-18"
+    # The tool list is the first version's, written once and named by the others.
+    first = next(iter(manifest["sessions"]))
+    assert opening["tools/list"] == first != "2025-06-18"
+    assert "search_memory" in [
+        t["name"] for t in manifest["sessions"][first]["tools/list"]["tools"]
+    ]
+    assert len((home / "mcp-manifest.json").read_bytes()) < 60_000
     assert stat.S_IMODE(os.stat(home / "mcp-manifest.json").st_mode) == 0o600
 
 

@@ -456,6 +456,9 @@ def write(fd, data):
         seen.append(sorted(sys.modules))
     return real(fd, data)
 os.write = write
+def leave(code):  # the relay's process ends with os._exit: here, the probe reports first
+    raise SystemExit(code)
+os._exit = leave
 sys.argv = ["lexmem", "mcp"]
 from ui.front import main
 try:

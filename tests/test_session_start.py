@@ -5,7 +5,7 @@ print, and ``lexmem-hook claude`` everywhere else.
 Each test runs the command ``lexmem install claude`` writes, with ``/bin/sh -c`` in the
 session's folder and the event's payload on stdin, as Claude Code runs it, against a
 data folder whose digests a real core wrote. The hook is reached through a recorder
-that notes how it was called (``claude --no-digest`` in the background: the shell
+that notes how it was called (``claude --no-digest --background`` in the background: the shell
 printed the digest; ``claude``: the hook decided) and then runs the real one.
 """
 
@@ -139,7 +139,7 @@ def test_the_shell_prints_the_digest_and_the_hook_records_the_event_in_the_backg
     out, before, after = start(lm, repo, lock)
     assert out == digest_path(lm.paths, str(repo)).read_text(encoding="utf-8")
     assert f"[{mid[:8]}]" in out
-    assert how_called(recorder) == ["claude --no-digest"]
+    assert how_called(recorder) == ["claude --no-digest --background"]
     (event,) = written_events(lm)
     assert event["event_type"] == "session_start" and event["session_id"] == "5e55-10n"
     # Stamped when the agent started it (before the shell was done), not when Python got

@@ -67,7 +67,12 @@ def _answered(argv: Sequence[str]) -> int | None:
         from lexmem import places
         from lexmem.agents.relay import relay
 
-        return relay(places.absolute(home) if home else places.data_home())
+        code = relay(places.absolute(home) if home else places.data_home())
+        if code is not None:
+            # Every event recorded, every answer written (unbuffered): the agent is
+            # waiting for the process to end, not for the interpreter to tidy up.
+            os._exit(code)
+        return None
     from lexmem import wire
 
     if args[0] in wire.READ_COMMANDS:

@@ -47,6 +47,7 @@ from typing import Any, Literal
 
 from lexmem.agents import hookcall
 from lexmem.base import atomic_write
+from lexmem.capture.entry import BACKGROUND_FLAG
 from lexmem.capture.policy import capture_mode, is_paused, project_root
 from lexmem.config import (
     CREATED_RECORD,
@@ -199,7 +200,7 @@ def session_start_command(home: Path) -> str:
         '&& { [ "$d" = "$p" ] || [ ! -e "$d/.git" ]; }; do d=${d%/*}; done; '
         'if [ -z "$d" ] && [ ! -e /.lexmem-optout ] && { [ -d "$p/.git" ] || [ ! -e "$p/.git" ]; } '
         '&& [ -r "$f" ] && [ ! "$f" -ot "$h/settings.toml" ]; then '
-        f'exec 3<&0; {hook} --no-digest <&3 >/dev/null 2>&1 3<&- & cat "$f"; '
+        f'exec 3<&0; {hook} --no-digest {BACKGROUND_FLAG} <&3 >/dev/null 2>&1 3<&- & cat "$f"; '
         f"else exec {hook}; fi"
     )
 
@@ -213,7 +214,10 @@ def background_command(adapter: str) -> str:
     left running when it exits, so the hook must be under way by then. The event is
     stamped with the moment the agent started the process, so it keeps its place among
     the session's events."""
-    return f"{BACKGROUND_MARK} exec 3<&0; {_hook_command(adapter)} <&3 >/dev/null 2>&1 3<&- &"
+    return (
+        f"{BACKGROUND_MARK} exec 3<&0; {_hook_command(adapter)} {BACKGROUND_FLAG} "
+        "<&3 >/dev/null 2>&1 3<&- &"
+    )
 
 
 def parse_version(text: str | None) -> tuple[int, ...] | None:
@@ -265,6 +269,8 @@ def _hook_handler(
         handler["timeout"] = HOOK_TIMEOUT
     if agent == "claude" and (event in _ASYNC_EVENTS or (event == "SessionEnd" and native_async)):
         handler["async"] = True
+        if command == _hook_command(agent):  # nobody waits: the warm service takes it whole
+            handler["command"] = f"{command} {BACKGROUND_FLAG}"
     return handler
 
 

@@ -892,7 +892,8 @@ def serve_connection(
 # of the session then runs in the service, which gets the agent's own ``initialize``.
 #
 # Two eras of the protocol are recorded. A handshake session (``initialize``, then
-# requests) per version in ``sessions``; ``"*"`` is a session opened at a version the
+# requests) per version in ``sessions`` (an answer the same as an earlier version's is
+# that version's name); ``"*"`` is a session opened at a version the
 # SDK does not know (it answers with its own), and ``refusals`` the errors such a
 # session gives to requests it does not serve. Per-request sessions (2026-07-28 on:
 # ``server/discover``, then requests that each carry the protocol version in
@@ -974,6 +975,15 @@ def record_manifest(paths: Paths, core: Lexmem | None = None) -> Path:
             "tools/list", {}
         ):
             modern[version] = replies
+    # An answer the same as an earlier version's is written as that version's name (an
+    # answer is never a string): the relay reads the file as the agent's session starts,
+    # and the versions' tool lists are one list (~20 KB each).
+    first: dict[str, tuple[str, Any]] = {}
+    for version, answers in sessions.items():
+        for method, result in answers.items():
+            seen = first.setdefault(method, (version, result))
+            if seen[0] != version and seen[1] == result:
+                answers[method] = seen[0]
     target = manifest_path(paths)
     text = json.dumps(
         {"lexmem": __version__, "sessions": sessions, "refusals": refusals, "modern": modern},

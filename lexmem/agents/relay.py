@@ -212,6 +212,7 @@ class _HookEvents:
         self.lock = threading.Lock()
         self.items: list[tuple[dict[str, Any], str, str]] = []
         self.running = False
+        self.thread: threading.Thread | None = None
 
     @staticmethod
     def stamp(fields: dict[str, Any]) -> tuple[dict[str, Any], str, str]:
@@ -222,12 +223,36 @@ class _HookEvents:
         return fields, new_event_id(), now_iso()
 
     def put(self, event: tuple[dict[str, Any], str, str]) -> None:
+        """Queue an event; :meth:`start` records it (after the agent has its answer: a
+        thread starting beside the answer holds the interpreter from writing it)."""
         with self.lock:
             self.items.append(event)
-            if self.running:
+
+    def start(self) -> None:
+        """Record what is queued, on the thread (started if it is not running)."""
+        with self.lock:
+            if self.running or not self.items:
                 return
             self.running = True
-        threading.Thread(target=self._run, name="lexmem-hook-events").start()
+            self.thread = threading.Thread(target=self._run, name="lexmem-hook-events")
+            self.thread.start()
+
+    def wait(self) -> None:
+        """Until every event put is recorded (started here if it was not yet)."""
+        self.start()
+        while True:
+            with self.lock:
+                thread = self.thread if self.running else None
+            if thread is None:
+                return
+            thread.join()
+
+    @staticmethod
+    def warm() -> None:
+        """Import what a hand-over needs (the socket, the wire, the stamps) before the
+        first hook call comes: the agent's first turn waits for its answer."""
+        from lexmem import wire  # noqa: F401
+        from lexmem.capture import stamps  # noqa: F401
 
     def _run(self) -> None:
         while True:
@@ -403,10 +428,18 @@ class _Relay:
         if "id" in message and method == "tools/call" and params.get("name") == HOOK_TOOL:
             fields = _hook_fields(params.get("arguments"))
             if fields is not None:
-                # Queued (its thread running) before the agent has its answer: Claude Code
-                # stops the relay a millisecond after the session's last one.
-                self.hooks.put(self.hooks.stamp(fields))
-                self._reply(ident, result=HOOK_ANSWER)
+                # Queued before the agent has its answer (Claude Code stops the relay a
+                # millisecond after the session's last one: the relay records what is
+                # queued before it exits, a stop signal included), recorded after it.
+                _HELD[0] += 1  # a stop signal waits until the event's thread runs
+                try:
+                    self.hooks.put(self.hooks.stamp(fields))
+                    self._reply(ident, result=HOOK_ANSWER)
+                    self.hooks.start()
+                finally:
+                    _HELD[0] -= 1
+                    if not _HELD[0] and _STOPPED:
+                        raise SystemExit(128 + _STOPPED[0])
                 return None
         if "id" not in message:  # a notification
             if method == "notifications/initialized":
@@ -471,8 +504,19 @@ class _Relay:
                         self._lost(key)  # it went as the service went: no answer will come
 
     def _session(self, params: dict[str, Any]) -> dict[str, Any] | None:
+        """The recorded session of the agent's protocol version (of ``"*"``, one the SDK
+        does not know), an answer named by the version it is the same as looked up."""
         answers = self.sessions.get(str(params.get("protocolVersion"))) or self.sessions.get("*")
-        return answers if isinstance(answers, dict) and "initialize" in answers else None
+        if not isinstance(answers, dict) or "initialize" not in answers:
+            return None
+        found = {}
+        for method, answer in answers.items():
+            if isinstance(answer, str):
+                same = self.sessions.get(answer)
+                answer = same.get(method) if isinstance(same, dict) else None
+            if isinstance(answer, dict):
+                found[method] = answer
+        return found if "initialize" in found else None
 
     def _answered(self, ident: Any, method: str, params: dict[str, Any], line: bytes) -> bool:
         """Answer a request from the manifest, if it can be; whether it was."""
@@ -553,6 +597,7 @@ class _Relay:
         costs the service no session of its own while the agent works. A service that
         is not running is started at once all the same, so it is warm for that question.
         """
+        self.hooks.warm()
         if sock is None and not os.path.exists(os.path.join(self.home, SOCKET_NAME)):
             # No service listening: start one now, so it is warm should the agent ask
             # what only it answers. (A socket there is taken for a running service
@@ -758,8 +803,18 @@ def _write_all(fd: int, data: bytes) -> None:
         view = view[os.write(fd, view) :]
 
 
+# While a hook call is queued, answered and its recording started, a stop signal is held
+# (a count, not contextlib: nothing more to import) and acted on right after: raised in
+# the middle, it could leave an answered event with no thread to record it.
+_HELD = [0]
+_STOPPED: list[int] = []
+
+
 def _quietly(signum: int, frame: Any) -> None:
     """The agent stops its MCP server with SIGINT (or SIGTERM): an exit, not an error."""
+    if _HELD[0]:
+        _STOPPED.append(signum)
+        return
     raise SystemExit(128 + signum)
 
 
@@ -768,7 +823,8 @@ def relay(
     wait: float = START_WAIT_S,
 ) -> int | None:  # fmt: skip
     """Relay one MCP session for the data folder ``home`` (an absolute path, see
-    :func:`lexmem.places.data_home`); its exit code, or ``None`` when the caller must
+    :func:`lexmem.places.data_home`); its exit code, once every hook event it answered is
+    recorded (the caller may end the process at once), or ``None`` when the caller must
     serve it.
 
     What the agent's opening waits for is only the interpreter, ``json`` and the
@@ -801,9 +857,14 @@ def relay(
     session = _Relay(home, where, manifest or {}, stdout_fd, wait)
     if sock is not None:
         session.begin(sock)
-    session.read(stdin_fd)
+    try:
+        session.read(stdin_fd)
+    finally:  # a stop signal included: what the agent was answered is recorded
+        session.hooks.start()
     if sock is None and not session.connected and not session.pending():
+        session.hooks.wait()
         return 0  # all the agent asked was answered here: no service needed
     if session.service is not None:
         session.service.join()
+    session.hooks.wait()
     return 0 if session.connected else 1

@@ -2,6 +2,8 @@
 
     lexmem-hook claude            Claude Code hook payload on stdin
     lexmem-hook claude --no-digest  the same, printing no digest at SessionStart
+    lexmem-hook ADAPTER --background  a call the agent does not wait for: handed whole
+                                  to the running service (:mod:`lexmem.capture.entry`)
     lexmem-hook codex [PAYLOAD]   Codex CLI hook payload on stdin, or the older
                                   ``notify`` form with one JSON argument
     lexmem-hook event             seed 003's generic event contract on stdin
@@ -63,6 +65,7 @@ from lexmem.capture.policy import (
     project_root,
     tool_paths,
 )
+from lexmem.capture.stamps import process_started
 from lexmem.config import (
     CaptureRules,
     Paths,
@@ -1120,8 +1123,15 @@ def _where(
     return where, named or project_root(where)
 
 
-def run(argv: Sequence[str], stdin: bytes | None = None, out: Any = None) -> int:
-    """The hook's work; returns the exit code (always 0) — separate from main() for tests."""
+def run(
+    argv: Sequence[str], stdin: bytes | None = None, out: Any = None, *, whole: bool = True,
+    event_id: str | None = None, timestamp: str | None = None,
+) -> int:  # fmt: skip
+    """The hook's work; returns the exit code (always 0) — separate from main() for tests.
+
+    ``stdin``: the payload, read already (``whole``: all of it; else the rest is still on
+    stdin); ``event_id``, ``timestamp``: the call's, when it has them already
+    (:mod:`lexmem.capture.entry`)."""
     started = time.monotonic()
     log = _Log(None)
     try:
@@ -1130,7 +1140,8 @@ def run(argv: Sequence[str], stdin: bytes | None = None, out: Any = None) -> int
         if argv and argv[0] == HANDOFF_FLAG:
             _handoff_child(paths, log, stdin)
         else:
-            _run(paths, argv, stdin, out if out is not None else sys.stdout, log)
+            out = out if out is not None else sys.stdout
+            _run(paths, argv, stdin, out, log, whole=whole, stamp=(event_id, timestamp))
     except (Exception, _TooLarge) as exc:  # noqa: BLE001 - the agent must never see the hook fail
         log.write(f"hook failed: {type(exc).__name__}: {exc}")
     finally:
@@ -1140,7 +1151,10 @@ def run(argv: Sequence[str], stdin: bytes | None = None, out: Any = None) -> int
     return 0
 
 
-def _run(paths: Paths, argv: Sequence[str], stdin: bytes | None, out: Any, log: _Log) -> None:
+def _run(
+    paths: Paths, argv: Sequence[str], stdin: bytes | None, out: Any, log: _Log, *,
+    whole: bool = True, stamp: tuple[str | None, str | None] = (None, None),
+) -> None:  # fmt: skip
     adapter = argv[0] if argv else ""
     if adapter in ("-h", "--help"):
         _emit(out, (__doc__ or "").split("\n\n")[1] + "\n")
@@ -1149,12 +1163,13 @@ def _run(paths: Paths, argv: Sequence[str], stdin: bytes | None, out: Any, log: 
         log.write(f"unknown adapter {adapter!r} (use claude, codex or event), nothing captured")
         return
     # The call's, wherever it is captured: when the agent started this process.
-    event_id, timestamp = new_event_id(), now_iso(_process_started())
-    if adapter == "codex" and len(argv) > 1:
+    event_id = stamp[0] or new_event_id()
+    timestamp = stamp[1] or now_iso(process_started())
+    if adapter == "codex" and len(argv) > 1 and not argv[-1].startswith("--"):
         # notify: Codex appends the JSON as the last argument.
         raw, whole, source = os.fsencode(argv[-1]), True, "argument"
     else:
-        raw, whole = (stdin, True) if stdin is not None else _read_stdin()
+        raw, whole = (stdin, whole) if stdin is not None else _read_stdin()
         source = "stdin"
     if not whole:
         # The writer holds the pipe open mid-document: the child reads the rest.
@@ -1188,24 +1203,6 @@ def _run(paths: Paths, argv: Sequence[str], stdin: bytes | None, out: Any, log: 
                 start_service(paths)
             except OSError as exc:
                 log.write(f"could not start `lexmem serve`: {exc}")
-
-
-def _process_started() -> float | None:
-    """When the agent started this process (seconds since the epoch; Linux, to the clock
-    tick), or ``None`` (now) where that cannot be read.
-
-    The agent's moment, not the interpreter's, which comes 20 to 100 ms later on a busy
-    machine: an event written late (a hook the agent did not wait for, SessionStart's
-    capture behind the digest) is put back in the agent's order by it.
-    """
-    try:
-        with open("/proc/self/stat", "rb") as f:
-            stat_line = f.read()
-        ticks = int(stat_line[stat_line.rindex(b")") + 2 :].split()[19])
-        age = time.clock_gettime(time.CLOCK_BOOTTIME) - ticks / os.sysconf("SC_CLK_TCK")
-    except (OSError, ValueError, IndexError, AttributeError):
-        return None
-    return time.time() - age if 0 <= age < 60 else None
 
 
 def _rules_or_none(paths: Paths) -> CaptureRules | None:
