@@ -7,9 +7,9 @@ libraries (LanceDB, fastembed, DuckDB) load when first used, so importing
 
 from __future__ import annotations
 
-TYPE_CHECKING = False  # not ``typing``: importing it would cost the hook ~3 ms
+from lexmem.version import __version__
 
-__version__ = "0.1.0"
+TYPE_CHECKING = False  # not ``typing``: importing it would cost the hook ~3 ms
 
 __all__ = [
     "Changes",

@@ -12,6 +12,7 @@ from __future__ import annotations
 import ast
 import subprocess
 import sys
+import tomllib
 from pathlib import Path
 
 import lexmem
@@ -192,3 +193,20 @@ def test_every_public_exception_of_the_core_is_a_lexmem_error() -> None:
             ):
                 outside.append(f"{info.name}.{name}")
     assert not outside, outside
+
+
+def test_the_store_takes_lexmems_version_from_a_module_below_it() -> None:
+    """Nothing under lexmem/store takes a name from the package itself (``from lexmem
+    import __version__``: the package's ``__init__`` is the facade's door); a submodule
+    named that way is another matter. The version is the wheel's."""
+    for path in sorted((ROOT / "lexmem" / "store").rglob("*.py")):
+        tree = ast.parse(path.read_text(encoding="utf-8"))
+        for node in ast.walk(tree):
+            if isinstance(node, ast.ImportFrom) and node.module == "lexmem" and not node.level:
+                for alias in node.names:
+                    module = ROOT / "lexmem" / alias.name
+                    assert module.is_dir() or module.with_suffix(".py").exists(), (
+                        f"{path.relative_to(ROOT)}:{node.lineno} takes {alias.name} from lexmem"
+                    )
+    project = tomllib.loads((ROOT / "pyproject.toml").read_text(encoding="utf-8"))["project"]
+    assert lexmem.__version__ == project["version"]

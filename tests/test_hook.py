@@ -53,6 +53,7 @@ LIGHT_LEXMEM_MODULES = {
     "lexmem.errors",
     "lexmem.locks",  # the lock probe (SessionStart)
     "lexmem.places",  # where the data folder is (os and sys only)
+    "lexmem.version",  # lexmem's version, which the package re-exports (imports nothing)
 }
 HEAVY = ("lancedb", "pyarrow", "numpy", "fastembed", "duckdb", "onnxruntime", "click", "PySide6")
 

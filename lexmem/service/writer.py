@@ -92,6 +92,9 @@ ACCESS_EVERY_S = 10.0
 # SETTLE_MAX_S), unless this many are waiting.
 SETTLE_MAX_S = 60.0
 SETTLE_MAX_EVENTS = 500
+# The watchdog notices that may bring an event file: renamed into the inbox (how lexmem
+# writes), or made there, or closed after writing (another writer).
+_ARRIVING = frozenset({"created", "moved", "closed"})
 # What an agent's hooks write (lexmem.capture.hook): the events that settle.
 AGENT_EVENTS = frozenset({
     "prompt", "response", "tool_call", "tool_result", "session_start", "session_end", "stop",
@@ -843,9 +846,17 @@ class CaptureService(CapturePipeline):
         service = self
 
         class Handler(FileSystemEventHandler):  # type: ignore[misc]
-            # Runs on watchdog's thread: it only sets a flag, the loop does the work.
+            # Runs on watchdog's thread: it only sets a flag, the loop does the work. Only
+            # an event file arriving wakes it: each write is several notices (the hidden
+            # temporary file made, written, closed, renamed), and the drain's own removals
+            # are more; each woken turn of the loop costs the machine, beside an agent.
             def on_any_event(self, event: Any) -> None:
-                service.wake()
+                if event.is_directory or event.event_type not in _ARRIVING:
+                    return
+                path = getattr(event, "dest_path", "") or event.src_path
+                name = os.path.basename(os.fsdecode(path))
+                if name.endswith(".json") and not name.startswith("."):
+                    service.wake()
 
         observer = Observer()
         observer.schedule(Handler(), str(self.inbox.folder), recursive=False)

@@ -40,7 +40,6 @@ from datetime import UTC, datetime
 from pathlib import Path, PurePosixPath
 from typing import Any
 
-from lexmem import __version__
 from lexmem.base import atomic_writer
 from lexmem.config import DIR_MODE, FILE_MODE, SCHEMA_VERSION, Paths, secure_umask
 from lexmem.errors import (
@@ -53,6 +52,7 @@ from lexmem.errors import (
 from lexmem.files import link_tree, tree_files
 from lexmem.locks import FileLock, LockTimeout
 from lexmem.store.lancedb_import import import_lancedb
+from lexmem.version import __version__
 
 __all__ = [
     "BackupInfo",

@@ -23,9 +23,9 @@ from typing import Any
 import psycopg
 from psycopg import sql
 
-from lexmem import __version__
 from lexmem.errors import InvalidInputError, SchemaTooNewError, StoreError, StoreLockedError
 from lexmem.store.postgres.schema import STEPS, Step
+from lexmem.version import __version__
 
 __all__ = [
     "LOCK_KEY",
