@@ -24,7 +24,11 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+
+# The handed-over payload's tests: the same repository, inbox and disk check.
+import test_hook_handoff as handoff
 from faultkit import wait_for
+from test_hook_handoff import inbox, no_secret_on_disk
 
 from lexmem import wire
 from lexmem.api import Lexmem
@@ -32,6 +36,7 @@ from lexmem.capture import entry, hook
 from lexmem.cli import reader_handlers
 from lexmem.service.readers import ReaderServer
 
+repo = handoff.repo  # the fixture: a repository's root, with its .git folder
 HOOK = Path(sys.executable).with_name("lexmem-hook")
 SESSION = "5b2c3d4e-5f60-4a71-8b92-a3b4c5d6e7f8"
 TOKEN = "ghp_Zq8Xw7Vu6Ts5Rq4Po3Nm2Lk1Ji0Hg9Fe8Dc7B"
@@ -42,13 +47,6 @@ HANDED_OVER = {
     "lexmem", "lexmem.capture", "lexmem.capture.entry", "lexmem.capture.stamps",
     "lexmem.places", "lexmem.wire", "lexmem.version",
 }  # fmt: skip
-
-
-@pytest.fixture
-def repo(tmp_path: Path) -> Path:
-    root = tmp_path / "work" / "shop-api"
-    (root / ".git").mkdir(parents=True)
-    return root.resolve()
 
 
 @pytest.fixture
@@ -84,20 +82,6 @@ def call(cwd: Path, data: bytes, *flags: str, importtime: bool = False) -> str:
     done = subprocess.run(argv, check=False, input=data, capture_output=True, cwd=cwd, timeout=HANG)
     assert (done.returncode, done.stdout) == (0, b"")
     return done.stderr.decode()
-
-
-def inbox(home: Path) -> list[dict[str, Any]]:
-    folder = home / "inbox"
-    files = sorted(folder.glob("*.json")) if folder.exists() else []
-    return [json.loads(p.read_text(encoding="utf-8")) for p in files]
-
-
-def no_secret_on_disk(home: Path, *secrets: str) -> None:
-    for path in sorted(home.rglob("*")):
-        if path.is_file() and not path.is_socket():
-            data = path.read_bytes()
-            for secret in secrets:
-                assert secret.encode() not in data, f"{secret[:10]}… in {path.relative_to(home)}"
 
 
 def imported(importtime: str) -> set[str]:
