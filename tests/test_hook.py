@@ -49,6 +49,7 @@ LIGHT_LEXMEM_MODULES = {
     "lexmem.capture.redact",
     "lexmem.capture.stamps",  # an event's id and time (os and time only)
     "lexmem.capture.entry",  # the console script's entry: --background calls to the service
+    "lexmem.capture.payload",  # reading an agent's payload (the hook's and the entry's)
     "lexmem.config",
     "lexmem.errors",
     "lexmem.locks",  # the lock probe (SessionStart)

@@ -45,7 +45,7 @@ HANG = 120.0  # a hang detector, far above normal
 # folder is, the event's id and time, the socket's wire. Not the hook's machinery.
 HANDED_OVER = {
     "lexmem", "lexmem.capture", "lexmem.capture.entry", "lexmem.capture.stamps",
-    "lexmem.places", "lexmem.wire", "lexmem.version",
+    "lexmem.capture.payload", "lexmem.places", "lexmem.wire", "lexmem.version",
 }  # fmt: skip
 
 

@@ -30,6 +30,13 @@ from __future__ import annotations
 import os
 import sys
 
+from lexmem.capture.payload import (
+    ADAPTERS,
+    HANDOFF_WAIT_SECONDS,
+    MAX_INPUT_BYTES,
+    STDIN_IDLE_SECONDS,
+    read_pipe,
+)
 from lexmem.capture.stamps import new_event_id, now_iso, process_started
 from lexmem.places import SOCKET_NAME, data_home
 
@@ -40,12 +47,6 @@ if TYPE_CHECKING:
 __all__ = ["BACKGROUND_FLAG", "main", "to_service"]
 
 BACKGROUND_FLAG = "--background"
-ADAPTERS = ("claude", "codex", "event")  # lexmem.capture.hook.ADAPTERS (a test checks)
-# The hook's (lexmem.capture.hook): what is read at most, how long a pipe may stay silent
-# mid-document, how long the service may take to say it has the events.
-MAX_INPUT_BYTES = 16 * 1024 * 1024
-STDIN_IDLE_SECONDS = 2.0
-HANDOFF_WAIT_SECONDS = 120.0
 
 
 def main() -> None:
@@ -109,40 +110,10 @@ def to_service(argv: Sequence[str]) -> bool | tuple[bytes, bool, str, str] | Non
 
 
 def _read_stdin() -> tuple[bytes, bool]:
-    """Stdin to its end, or to a whole JSON object once nothing more is there for now (a
-    writer may keep the pipe open), as the hook reads it; False (not all of it) when the
-    pipe stays open mid-document with no new byte for :data:`STDIN_IDLE_SECONDS`.
-    Past :data:`MAX_INPUT_BYTES` nothing more is read (the hook says it is too large)."""
-    import json
-    import select
-
-    fd = 0
+    """Stdin as the hook reads it (:func:`read_pipe`); a terminal gives nothing."""
     try:
-        if os.isatty(fd):
+        if os.isatty(0):
             return b"", True
     except OSError:
         return b"", True
-    chunks: list[bytes] = []
-    size = 0
-    while size <= MAX_INPUT_BYTES:
-        if not select.select([fd], [], [], 0)[0]:
-            data = b"".join(chunks)
-            chunks = [data]
-            if data.rstrip().endswith(b"}"):
-                try:
-                    text = data.decode("utf-8", errors="replace").removeprefix("\ufeff")
-                    if isinstance(json.loads(text), dict):
-                        return data, True
-                except (ValueError, RecursionError):
-                    pass
-            if not select.select([fd], [], [], STDIN_IDLE_SECONDS)[0]:
-                return data, False
-        try:
-            chunk = os.read(fd, 1 << 20)
-        except OSError:
-            chunk = b""
-        if not chunk:
-            return b"".join(chunks), True
-        chunks.append(chunk)
-        size += len(chunk)
-    return b"".join(chunks), True
+    return read_pipe(0, b"", STDIN_IDLE_SECONDS)

@@ -57,6 +57,13 @@ from lexmem.capture.inbox import (
     now_iso,
     validate_event,
 )
+from lexmem.capture.payload import (
+    ADAPTERS,
+    HANDOFF_WAIT_SECONDS,
+    MAX_INPUT_BYTES,
+    STDIN_IDLE_SECONDS,
+    read_pipe,
+)
 from lexmem.capture.policy import (
     allowed,
     capture_mode,
@@ -97,23 +104,19 @@ __all__ = [
     "start_service",
 ]
 
-ADAPTERS = ("claude", "codex", "event")
 # What one call may do itself: redact at most HOOK_WORK_CHARS characters (each field cut to
 # what is kept first), each text within the rules' own budget of candidates. Work, not
 # time: a busy machine gets the same result as an idle one. A payload that needs more
 # (or one the rules find too dense) is handed whole to the service, never dropped.
 HOOK_WORK_CHARS = 1_000_000
-# A writer that holds the pipe open mid-document, silent this long: the rest is read by
-# the child the payload is handed to (HANDOFF_IDLE_SECONDS more), not by the agent's hook.
-STDIN_IDLE_SECONDS = 2.0
+# A writer that holds the pipe open mid-document, silent STDIN_IDLE_SECONDS (see
+# lexmem.capture.payload, with ADAPTERS, MAX_INPUT_BYTES and HANDOFF_WAIT_SECONDS): the rest
+# is read by the child the payload is handed to (HANDOFF_IDLE_SECONDS more), not by the
+# agent's hook.
 HANDOFF_IDLE_SECONDS = 600.0
-# How long a handed-over payload waits for a service (started when none runs, again every
-# HANDOFF_RESTART_SECONDS) before the child captures it itself.
-HANDOFF_WAIT_SECONDS = 120.0
+# A handed-over payload's child starts a service again every HANDOFF_RESTART_SECONDS
+# while none answers, for HANDOFF_WAIT_SECONDS, before it captures the payload itself.
 HANDOFF_RESTART_SECONDS = 30.0
-# Agents' payloads are kilobytes (Claude Code cuts tool output at 30,000 characters); a
-# payload larger than this is not read (and the log says so).
-MAX_INPUT_BYTES = 16 * 1024 * 1024
 # What one event keeps of a field: tool output can be megabytes; memories need the gist.
 MAX_CONTENT_CHARS = 100_000
 MAX_META_CHARS = 8_000
@@ -1010,16 +1013,6 @@ def _log_line(message: str) -> str:
     return line.replace("\n", " ").replace("\r", " ")[:LOG_LINE_CHARS]
 
 
-def _complete(data: bytes) -> bool:
-    """Whether ``data`` is one whole JSON object (what an agent sends)."""
-    try:
-        return isinstance(
-            json.loads(data.decode("utf-8", errors="replace").removeprefix("\ufeff")), dict
-        )
-    except (ValueError, RecursionError):
-        return False
-
-
 def _read_stdin() -> tuple[bytes, bool]:
     """What stdin holds, and whether it is all of it.
 
@@ -1041,38 +1034,7 @@ def _read_stdin() -> tuple[bytes, bool]:
         return b"", True
     if os.name != "posix":  # pragma: no cover - Windows pipes cannot be polled with select
         return stream.buffer.read(MAX_INPUT_BYTES + 1), True
-    return _read_pipe(fd, b"", STDIN_IDLE_SECONDS)
-
-
-def _read_pipe(fd: int, start: bytes, idle: float) -> tuple[bytes, bool]:
-    """``start`` and what follows on the pipe ``fd``, and whether that is all of it: read
-    to its end, or to a whole JSON object once nothing more is there for now (a writer
-    may keep the pipe open). False when the pipe stays open with an incomplete document
-    and no new byte for ``idle`` seconds; past :data:`MAX_INPUT_BYTES` nothing more is read."""
-    import select
-
-    chunks: list[bytes] = [start]
-    size = len(start)
-    tried = -1  # how much was there (trailing blanks aside) when it last failed to parse
-    while size <= MAX_INPUT_BYTES:
-        if not select.select([fd], [], [], 0)[0]:
-            # Nothing more for now: a whole object already read is the payload.
-            data = b"".join(chunks)
-            chunks = [data]
-            end = len(data.rstrip())
-            if end != tried and data[end - 1 : end] == b"}":
-                if _complete(data):
-                    return data, True
-                tried = end
-            if not select.select([fd], [], [], idle)[0]:
-                return data, False
-        chunk = os.read(fd, 1 << 20)
-        if not chunk:
-            return b"".join(chunks), True
-        chunks.append(chunk)
-        size += len(chunk)
-    # Past the cap: a whole object followed by blanks is still the payload.
-    return b"".join(chunks).rstrip(), True
+    return read_pipe(fd, b"", STDIN_IDLE_SECONDS)
 
 
 def _parse(
@@ -1282,7 +1244,7 @@ def _handoff_child(paths: Paths, log: _Log, stdin: bytes | None = None) -> None:
     fd = header.get("more_fd")
     if isinstance(fd, int):  # the rest of the agent's stdin, still open
         try:
-            raw, _whole = _read_pipe(fd, raw, HANDOFF_IDLE_SECONDS)
+            raw, _whole = read_pipe(fd, raw, HANDOFF_IDLE_SECONDS)
         except OSError as exc:
             log.write(f"{adapter}: reading the rest of stdin failed ({exc}); kept what came")
         _close(fd)

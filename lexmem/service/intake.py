@@ -31,6 +31,7 @@ from typing import Any, BinaryIO
 from lexmem import wire
 from lexmem.capture import hook
 from lexmem.capture.inbox import new_event_id, now_iso
+from lexmem.capture.payload import ADAPTERS, MAX_INPUT_BYTES
 from lexmem.config import Paths
 
 __all__ = ["accept", "accept_bytes", "serve_event"]
@@ -73,7 +74,7 @@ def accept(
     why). No digest is printed and no service started: the caller is the service, or
     speaks for it.
     """
-    if adapter not in hook.ADAPTERS:
+    if adapter not in ADAPTERS:
         raise ValueError(f"unknown adapter {adapter!r} (use claude, codex or event)")
     return hook.capture(
         _paths(owner), adapter, payload, budget=None, event_id=event_id or new_event_id(),
@@ -106,10 +107,10 @@ def accept_bytes(
 def serve_event(owner: Any, request: dict[str, Any], conn: socket.socket, stream: BinaryIO) -> None:
     """The reader socket's ``event`` request: read the payload, capture it, answer."""
     size, adapter = request.get("size"), request.get("adapter")
-    if not (isinstance(size, int) and 0 <= size <= hook.MAX_INPUT_BYTES):
+    if not (isinstance(size, int) and 0 <= size <= MAX_INPUT_BYTES):
         wire.send_json(conn, {"error": f"bad request: size {size!r}"})
         return
-    if adapter not in hook.ADAPTERS:
+    if adapter not in ADAPTERS:
         wire.send_json(conn, {"error": f"bad request: adapter {adapter!r}"})
         return
     conn.settimeout(60)  # the bytes follow the line at once, or the sender went away
